@@ -1,0 +1,184 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"cohort/kernels"
+)
+
+// Embedding gathers rows of table [rows, H] for ids; table holds vocab rows
+// [vocabStart, vocabStart+rows), and ids outside that range give zero rows.
+func (b *Backend) Embedding(table kernels.Tensor, ids []int32, vocabStart int) kernels.Tensor {
+	tt := asTensor("Embedding", table)
+	if len(tt.shape) != 2 {
+		panic(fmt.Sprintf("cpu: Embedding: table %v is not 2-D", tt.shape))
+	}
+	rows, h := tt.shape[0], tt.shape[1]
+	y := newTensor(len(ids), h)
+	for i, id := range ids {
+		r := int(id) - vocabStart
+		if r >= 0 && r < rows {
+			copy(y.data[i*h:(i+1)*h], tt.data[r*h:(r+1)*h])
+		}
+	}
+	return y
+}
+
+// RMSNorm is the zero-centered form x / rms(x) · (1 + w), per group of len(w)
+// columns.
+func (b *Backend) RMSNorm(x, w kernels.Tensor, eps float32) kernels.Tensor {
+	xt, wt := asTensor("RMSNorm", x), asTensor("RMSNorm", w)
+	checkGroups("RMSNorm", xt, wt)
+	y := &Tensor{shape: slices.Clone(xt.shape), data: make([]float32, len(xt.data))}
+	b.rmsNorm(y.data, xt.data, wt.data, eps)
+	return y
+}
+
+// AddRMSNorm returns sum = residual + delta and RMSNorm(sum, w).
+func (b *Backend) AddRMSNorm(residual, delta, w kernels.Tensor, eps float32) (sum, normed kernels.Tensor) {
+	rt, dt, wt := asTensor("AddRMSNorm", residual), asTensor("AddRMSNorm", delta), asTensor("AddRMSNorm", w)
+	checkSame("AddRMSNorm", rt, dt)
+	checkGroups("AddRMSNorm", rt, wt)
+	s := &Tensor{shape: slices.Clone(rt.shape), data: make([]float32, len(rt.data))}
+	for i := range s.data {
+		s.data[i] = rt.data[i] + dt.data[i]
+	}
+	n := &Tensor{shape: slices.Clone(rt.shape), data: make([]float32, len(rt.data))}
+	b.rmsNorm(n.data, s.data, wt.data, eps)
+	return s, n
+}
+
+// rmsNorm writes the zero-centered RMSNorm of every len(w) group of x to y.
+func (b *Backend) rmsNorm(y, x, w []float32, eps float32) {
+	g := len(w)
+	groups := len(x) / g
+	parallelFor(b.threads, groups, grainFor(b.threads, groups, 64), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			xs, ys := x[i*g:(i+1)*g], y[i*g:(i+1)*g]
+			inv := invRMS(xs, eps)
+			for j, v := range xs {
+				ys[j] = v * inv * (1 + w[j])
+			}
+		}
+	})
+}
+
+// invRMS returns 1/sqrt(mean(x²) + eps) in float32. The sum of squares is
+// accumulated in float64 so it is close to torch's pairwise float32 sum.
+func invRMS(x []float32, eps float32) float32 {
+	var ss float64
+	for _, v := range x {
+		ss += float64(v) * float64(v)
+	}
+	ms := float32(ss) / float32(len(x))
+	return 1 / float32(math.Sqrt(float64(ms+eps)))
+}
+
+// GatedRMSNorm normalizes x per head of len(w) columns with the plain weight
+// w and multiplies by silu(z).
+func (b *Backend) GatedRMSNorm(x, z, w kernels.Tensor, eps float32) kernels.Tensor {
+	xt, zt, wt := asTensor("GatedRMSNorm", x), asTensor("GatedRMSNorm", z), asTensor("GatedRMSNorm", w)
+	checkSame("GatedRMSNorm", xt, zt)
+	checkGroups("GatedRMSNorm", xt, wt)
+	y := &Tensor{shape: slices.Clone(xt.shape), data: make([]float32, len(xt.data))}
+	g := len(wt.data)
+	groups := len(xt.data) / g
+	parallelFor(b.threads, groups, grainFor(b.threads, groups, 64), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			xs, zs, ys := xt.data[i*g:(i+1)*g], zt.data[i*g:(i+1)*g], y.data[i*g:(i+1)*g]
+			inv := invRMS(xs, eps)
+			for j, v := range xs {
+				ys[j] = v * inv * wt.data[j] * silu(zs[j])
+			}
+		}
+	})
+	return y
+}
+
+// Add returns a + b.
+func (b *Backend) Add(x, y kernels.Tensor) kernels.Tensor {
+	xt, yt := asTensor("Add", x), asTensor("Add", y)
+	checkSame("Add", xt, yt)
+	s := &Tensor{shape: slices.Clone(xt.shape), data: make([]float32, len(xt.data))}
+	for i := range s.data {
+		s.data[i] = xt.data[i] + yt.data[i]
+	}
+	return s
+}
+
+// SwiGLU returns silu(gate) ⊙ up.
+func (b *Backend) SwiGLU(gate, up kernels.Tensor) kernels.Tensor {
+	gt, ut := asTensor("SwiGLU", gate), asTensor("SwiGLU", up)
+	checkSame("SwiGLU", gt, ut)
+	y := &Tensor{shape: slices.Clone(gt.shape), data: make([]float32, len(gt.data))}
+	n := len(y.data)
+	parallelFor(b.threads, n, grainFor(b.threads, n, 4096), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			y.data[i] = silu(gt.data[i]) * ut.data[i]
+		}
+	})
+	return y
+}
+
+// SplitQueryGate splits q_proj's per-head interleaved output
+// [T, heads·2·headDim] = [q_0 | g_0 | q_1 | g_1 | …] into q and gate
+// [T, heads·headDim].
+func (b *Backend) SplitQueryGate(qg kernels.Tensor, heads, headDim int) (q, gate kernels.Tensor) {
+	t := asTensor("SplitQueryGate", qg)
+	T, cols := t.dims()
+	if cols != heads*2*headDim {
+		panic(fmt.Sprintf("cpu: SplitQueryGate: qg %v for %d heads of %d", t.shape, heads, headDim))
+	}
+	w := heads * headDim
+	qt, gt := newTensor(T, w), newTensor(T, w)
+	for r := range T {
+		for h := range heads {
+			src := t.data[r*cols+h*2*headDim:]
+			copy(qt.data[r*w+h*headDim:r*w+(h+1)*headDim], src[:headDim])
+			copy(gt.data[r*w+h*headDim:r*w+(h+1)*headDim], src[headDim:2*headDim])
+		}
+	}
+	return qt, gt
+}
+
+// SelectRows gathers rows of x.
+func (b *Backend) SelectRows(x kernels.Tensor, rows []int) kernels.Tensor {
+	xt := asTensor("SelectRows", x)
+	n, cols := xt.dims()
+	y := newTensor(len(rows), cols)
+	for i, r := range rows {
+		if r < 0 || r >= n {
+			panic(fmt.Sprintf("cpu: SelectRows: row %d out of range for x %v", r, xt.shape))
+		}
+		copy(y.data[i*cols:(i+1)*cols], xt.data[r*cols:(r+1)*cols])
+	}
+	return y
+}
+
+func sigmoid(x float32) float32 { return 1 / (1 + float32(math.Exp(float64(-x)))) }
+
+func silu(x float32) float32 { return x * sigmoid(x) }
+
+// softplus is torch's softplus (beta 1, threshold 20).
+func softplus(x float32) float32 {
+	if x > 20 {
+		return x
+	}
+	return float32(math.Log1p(math.Exp(float64(x))))
+}
+
+func checkSame(op string, a, b *Tensor) {
+	if !slices.Equal(a.shape, b.shape) {
+		panic(fmt.Sprintf("cpu: %s: shapes %v and %v differ", op, a.shape, b.shape))
+	}
+}
+
+// checkGroups checks that x's last dim is a multiple of len(w) for a norm.
+func checkGroups(op string, x, w *Tensor) {
+	_, cols := x.dims()
+	if len(w.data) == 0 || (cols > 0 && cols%len(w.data) != 0) {
+		panic(fmt.Sprintf("cpu: %s: x %v is not made of groups of w %v", op, x.shape, w.shape))
+	}
+}

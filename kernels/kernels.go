@@ -1,0 +1,145 @@
+// Package kernels defines the Backend: the small set of model-granularity
+// operations a Qwen3.5 forward pass needs (linear, embedding, the two RMSNorm
+// forms, partial RoPE, paged attention with a sigmoid output gate, causal
+// conv1d with state, the gated delta rule, SwiGLU, collectives).
+//
+// A backend owns its tensors: model code builds a forward pass out of these
+// calls and never touches tensor memory directly. kernels/cpu is the readable
+// pure-Go oracle; kernels/cuda (build tag cuda) is the GPU backend.
+//
+// Activations are row-major matrices [rows, cols]: one row per token of the
+// flat batch. Weights follow the Hugging Face layout [out, in] (y = x·Wᵀ).
+package kernels
+
+// Tensor is a backend-owned n-dimensional array.
+type Tensor interface {
+	// Shape returns the dimensions, outermost first. Callers must not modify it.
+	Shape() []int
+}
+
+// Seq describes one sequence's rows in a flat batch.
+type Seq struct {
+	Slot   int     // recurrent and conv state slot on this rank
+	Start  int     // index of the sequence's first row in the flat batch
+	Len    int     // number of new tokens in this step
+	Cached int     // tokens already processed (the position of the first new token)
+	Pages  []int32 // KV pages holding positions [0, Cached+Len), in order
+}
+
+// End returns one past the sequence's last row in the flat batch.
+func (s Seq) End() int { return s.Start + s.Len }
+
+// Batch is the flat batch of one forward step: rows of several sequences of
+// different lengths, prefill chunks and decode rows mixed.
+type Batch struct {
+	Positions []int32 // absolute position of every row
+	Seqs      []Seq   // contiguous, non-overlapping row ranges in order
+}
+
+// Rows returns the number of rows in the batch.
+func (b *Batch) Rows() int { return len(b.Positions) }
+
+// AttnConfig is the per-rank shape of a gated full-attention layer.
+type AttnConfig struct {
+	Heads     int     // query heads on this rank
+	KVHeads   int     // key/value heads on this rank
+	HeadDim   int     // 256 for Qwen3.5
+	RotaryDim int     // leading dims of each head that RoPE rotates
+	Theta     float64 // RoPE base
+}
+
+// GDNConfig is the per-rank shape of a Gated DeltaNet layer.
+type GDNConfig struct {
+	KeyHeads   int // q/k heads on this rank
+	ValueHeads int // v heads on this rank (a multiple of KeyHeads)
+	KeyDim     int // dk
+	ValueDim   int // dv
+	ConvKernel int // K (4): the conv state keeps K-1 raw input rows
+}
+
+// ConvDim returns the number of conv channels: [q | k | v].
+func (c GDNConfig) ConvDim() int { return 2*c.KeyHeads*c.KeyDim + c.ValueHeads*c.ValueDim }
+
+// KVCache is a paged key/value cache for the full-attention layers of one rank.
+type KVCache interface {
+	PageSize() int
+	Pages() int
+}
+
+// StatePool holds per-request GDN state for one rank: for every GDN layer and
+// slot, the conv state [K-1, convDim] and the fp32 recurrent state
+// [valueHeads, keyDim, valueDim].
+type StatePool interface {
+	Slots() int
+	// Reset zeroes a slot's conv and recurrent state in every layer. A slot is
+	// reset before it is given to a new request.
+	Reset(slot int)
+}
+
+// Backend is the op surface of one rank. Calls on one Backend happen from one
+// goroutine (the rank's device executor). Ops allocate their outputs.
+type Backend interface {
+	Name() string
+
+	// Upload copies host data (a weight or an input) into a backend tensor.
+	Upload(data []float32, shape ...int) Tensor
+	// Download copies a tensor to the host.
+	Download(t Tensor) []float32
+
+	// Embedding gathers rows of table for ids. table holds the vocab rows
+	// [vocabStart, vocabStart+rows); ids outside that range give zero rows,
+	// so a vocab-parallel embedding is completed by an AllReduce.
+	Embedding(table Tensor, ids []int32, vocabStart int) Tensor
+	// Linear returns x·wᵀ for x [T, in] and w [out, in].
+	Linear(x, w Tensor) Tensor
+	// RMSNorm is the zero-centered form: x / rms(x) · (1 + w), over the last
+	// dim, applied per group of len(w) columns (so it also serves as the
+	// per-head q/k norm).
+	RMSNorm(x, w Tensor, eps float32) Tensor
+	// AddRMSNorm returns sum = residual + delta and RMSNorm(sum, w).
+	AddRMSNorm(residual, delta, w Tensor, eps float32) (sum, normed Tensor)
+	// Add returns a + b.
+	Add(a, b Tensor) Tensor
+	// SwiGLU returns silu(gate) ⊙ up.
+	SwiGLU(gate, up Tensor) Tensor
+
+	// SplitQueryGate splits q_proj's per-head interleaved output
+	// [T, heads·2·headDim] into the query [T, heads·headDim] and the gate.
+	SplitQueryGate(qg Tensor, heads, headDim int) (q, gate Tensor)
+	// RoPE rotates the first rotaryDim dims of every head in place
+	// (rotate-half pairing (i, i+rotaryDim/2)).
+	RoPE(x Tensor, positions []int32, headDim, rotaryDim int, theta float64)
+	// Attention writes k and v [T, KVHeads·HeadDim] into the cache at the
+	// batch positions, then computes causal GQA attention of q over every
+	// cached position of its sequence, and multiplies the result by
+	// sigmoid(gate). Output [T, Heads·HeadDim].
+	Attention(q, k, v, gate Tensor, cache KVCache, layer int, b *Batch, cfg AttnConfig) Tensor
+
+	// CausalConv1d applies the depthwise causal conv (weight [convDim, 1, K] or
+	// [convDim, K]: convDim·K values, last dim K) and
+	// SiLU to x [T, convDim], continuing each sequence from its conv state and
+	// saving the last K-1 raw input rows back into it.
+	CausalConv1d(x, w Tensor, states StatePool, layer int, b *Batch) Tensor
+	// GatedDeltaRule runs the gated delta rule on the conv output mixed
+	// [T, convDim] = [q | k | v] with raw projections beta [T, vHeads] (before
+	// sigmoid) and a [T, vHeads], the per-head aLog and dtBias, continuing
+	// each sequence from its recurrent state and storing the final state.
+	// It l2-normalizes q and k and scales q by keyDim^-0.5. Output
+	// [T, vHeads·valueDim].
+	GatedDeltaRule(mixed, beta, a, aLog, dtBias Tensor, states StatePool, layer int, b *Batch, cfg GDNConfig) Tensor
+	// GatedRMSNorm normalizes x per head of len(w) columns with the plain
+	// weight w and multiplies by silu(z).
+	GatedRMSNorm(x, z, w Tensor, eps float32) Tensor
+
+	// SelectRows gathers rows of x (for example the last row of each sequence).
+	SelectRows(x Tensor, rows []int) Tensor
+	// AllReduce sums x element-wise across the ranks of the group, in place.
+	AllReduce(x Tensor) error
+	// AllGatherCols concatenates every rank's x along the last dim, in rank order.
+	AllGatherCols(x Tensor) (Tensor, error)
+
+	// NewKVCache allocates a paged KV cache for `layers` full-attention layers.
+	NewKVCache(layers, pages, pageSize, kvHeads, headDim int) KVCache
+	// NewStatePool allocates zeroed GDN state for `layers` GDN layers.
+	NewStatePool(layers, slots int, cfg GDNConfig) StatePool
+}

@@ -1,0 +1,137 @@
+// Package cohort_test enforces the layering rules of docs/architecture.md
+// over the real import graph (go list -deps).
+package cohort_test
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "cohort"
+
+type pkgInfo struct {
+	ImportPath string
+	Deps       []string
+	CgoFiles   []string
+}
+
+func listPackages(t *testing.T, tags string) []pkgInfo {
+	t.Helper()
+	args := []string{"list", "-deps=false", "-json=ImportPath,Deps,CgoFiles"}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	cmd := exec.Command("go", append(args, "./...")...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []pkgInfo
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkgInfo
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) < 5 {
+		t.Fatalf("go list found only %d packages", len(pkgs))
+	}
+	return pkgs
+}
+
+// under reports whether path is pkg or one of its sub-packages.
+func under(path, pkg string) bool {
+	full := module + "/" + pkg
+	return path == full || strings.HasPrefix(path, full+"/")
+}
+
+// rule forbids packages under `from` to depend on anything `forbidden` matches.
+type rule struct {
+	from      string
+	forbidden func(dep string) bool
+	why       string
+}
+
+func ours(pkgs ...string) func(string) bool {
+	return func(dep string) bool {
+		for _, p := range pkgs {
+			if under(dep, p) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func anyOurs(except ...string) func(string) bool {
+	return func(dep string) bool {
+		if !strings.HasPrefix(dep, module+"/") {
+			return false
+		}
+		for _, e := range except {
+			if under(dep, e) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+var rules = []rule{
+	{"model", ours("actors", "httpapi", "supervision", "cmd"), "model never imports actors or httpapi"},
+	{"kernels", ours("model", "actors", "httpapi", "supervision", "cmd"), "kernels never imports model"},
+	{"nccl", anyOurs("nccl"), "nccl imports nothing of ours"},
+	{"supervision", anyOurs("supervision", "nccl"), "supervision may import only nccl"},
+	{"httpapi", ours("kernels", "nccl", "supervision", "cmd"), "httpapi reaches the engine only through actors"},
+	{"model/sample", anyOurs("model/sample"), "sampling is a leaf: pure and deterministic"},
+}
+
+func TestLayering(t *testing.T) {
+	for _, tags := range []string{"", "cuda"} {
+		for _, p := range listPackages(t, tags) {
+			for _, r := range rules {
+				if !under(p.ImportPath, r.from) {
+					continue
+				}
+				for _, d := range p.Deps {
+					if r.forbidden(d) && !under(d, r.from) {
+						t.Errorf("tags=%q: %s imports %s: %s", tags, p.ImportPath, d, r.why)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestCgoConfined checks that only kernels/cuda and nccl contain import "C".
+func TestCgoConfined(t *testing.T) {
+	for _, tags := range []string{"", "cuda"} {
+		for _, p := range listPackages(t, tags) {
+			if len(p.CgoFiles) > 0 && !under(p.ImportPath, "kernels/cuda") && !under(p.ImportPath, "nccl") {
+				t.Errorf("tags=%q: %s has cgo files %v; only kernels/cuda and nccl may", tags, p.ImportPath, p.CgoFiles)
+			}
+		}
+	}
+}
+
+// TestRulesBite proves the checker flags a violation, so a passing
+// TestLayering means something.
+func TestRulesBite(t *testing.T) {
+	bad := pkgInfo{ImportPath: module + "/kernels/cpu", Deps: []string{module + "/model"}}
+	hit := false
+	for _, r := range rules {
+		if under(bad.ImportPath, r.from) && r.forbidden(bad.Deps[0]) {
+			hit = true
+		}
+	}
+	if !hit {
+		t.Fatal("a kernels -> model import was not flagged")
+	}
+}

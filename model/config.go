@@ -1,0 +1,316 @@
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+)
+
+// LayerKind says which token mixer a decoder layer uses.
+type LayerKind uint8
+
+const (
+	// LinearAttention is a Gated DeltaNet layer.
+	LinearAttention LayerKind = iota
+	// FullAttention is a gated, grouped-query softmax attention layer.
+	FullAttention
+)
+
+func (k LayerKind) String() string {
+	if k == FullAttention {
+		return "full_attention"
+	}
+	return "linear_attention"
+}
+
+// Config holds the text-model hyperparameters of a checkpoint, read from
+// config.json in either the nested (multimodal container) or the flat form.
+type Config struct {
+	Architecture string // architectures[0]
+	ModelType    string // the text model_type
+
+	HiddenSize   int
+	Layers       []LayerKind
+	Intermediate int
+	VocabSize    int
+	Eps          float32
+	MaxPositions int
+
+	Heads, KVHeads, HeadDim int
+	RopeTheta               float64
+	PartialRotary           float64
+
+	LinearKeyHeads, LinearValueHeads int
+	LinearKeyDim, LinearValueDim     int
+	ConvKernel                       int
+
+	// TieEmbeddings is the declared tying; the loader overrides it from
+	// whether lm_head.weight exists (see ResolveTying).
+	TieEmbeddings bool
+	EOS           []int32
+}
+
+// RotaryDim returns the number of leading head dims that RoPE rotates.
+func (c *Config) RotaryDim() int { return int(math.Round(float64(c.HeadDim) * c.PartialRotary)) }
+
+// CountLayers returns how many layers are of kind k.
+func (c *Config) CountLayers(k LayerKind) int {
+	n := 0
+	for _, l := range c.Layers {
+		if l == k {
+			n++
+		}
+	}
+	return n
+}
+
+// rawConfig mirrors the config.json fields we read. Pointers tell "absent"
+// from "zero".
+type rawConfig struct {
+	Architectures []string        `json:"architectures"`
+	ModelType     string          `json:"model_type"`
+	TextConfig    json.RawMessage `json:"text_config"`
+
+	HiddenSize            *int            `json:"hidden_size"`
+	NumHiddenLayers       *int            `json:"num_hidden_layers"`
+	LayerTypes            []string        `json:"layer_types"`
+	FullAttentionInterval *int            `json:"full_attention_interval"`
+	IntermediateSize      *int            `json:"intermediate_size"`
+	VocabSize             *int            `json:"vocab_size"`
+	RMSNormEps            *float64        `json:"rms_norm_eps"`
+	MaxPositionEmbeddings *int            `json:"max_position_embeddings"`
+	NumAttentionHeads     *int            `json:"num_attention_heads"`
+	NumKeyValueHeads      *int            `json:"num_key_value_heads"`
+	HeadDim               *int            `json:"head_dim"`
+	RopeTheta             *float64        `json:"rope_theta"`
+	PartialRotaryFactor   *float64        `json:"partial_rotary_factor"`
+	RopeParameters        *ropeParameters `json:"rope_parameters"`
+	RopeScaling           *ropeParameters `json:"rope_scaling"`
+	LinearNumKeyHeads     *int            `json:"linear_num_key_heads"`
+	LinearNumValueHeads   *int            `json:"linear_num_value_heads"`
+	LinearKeyHeadDim      *int            `json:"linear_key_head_dim"`
+	LinearValueHeadDim    *int            `json:"linear_value_head_dim"`
+	LinearConvKernelDim   *int            `json:"linear_conv_kernel_dim"`
+	HiddenAct             string          `json:"hidden_act"`
+	TieWordEmbeddings     *bool           `json:"tie_word_embeddings"`
+	EOSTokenID            json.RawMessage `json:"eos_token_id"`
+}
+
+type ropeParameters struct {
+	RopeType            string   `json:"rope_type"`
+	Type                string   `json:"type"`
+	RopeTheta           *float64 `json:"rope_theta"`
+	PartialRotaryFactor *float64 `json:"partial_rotary_factor"`
+	MropeSection        []int    `json:"mrope_section"`
+}
+
+// ReadConfig reads DIR/config.json.
+func ReadConfig(dir string) (*Config, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	return ParseConfig(data)
+}
+
+// ParseConfig parses a Hugging Face config.json. The nested form keeps the
+// language-model fields in text_config; the flat form has them at the top.
+func ParseConfig(data []byte) (*Config, error) {
+	var top rawConfig
+	if err := json.Unmarshal(data, &top); err != nil {
+		return nil, fmt.Errorf("model: config.json: %w", err)
+	}
+	if len(top.Architectures) == 0 || top.Architectures[0] == "" {
+		return nil, errors.New("model: config.json: architectures is missing or empty")
+	}
+	text := top
+	if len(top.TextConfig) > 0 && !bytes.Equal(bytes.TrimSpace(top.TextConfig), []byte("null")) {
+		text = rawConfig{}
+		if err := json.Unmarshal(top.TextConfig, &text); err != nil {
+			return nil, fmt.Errorf("model: config.json: text_config: %w", err)
+		}
+	}
+	c := &Config{Architecture: top.Architectures[0], ModelType: text.ModelType}
+	if err := c.fill(&text, &top); err != nil {
+		return nil, fmt.Errorf("model: config.json: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Config) fill(text, top *rawConfig) error {
+	var err error
+	req := func(name string, p *int) int {
+		if p == nil {
+			if err == nil {
+				err = fmt.Errorf("missing %s", name)
+			}
+			return 0
+		}
+		return *p
+	}
+	c.HiddenSize = req("hidden_size", text.HiddenSize)
+	layers := req("num_hidden_layers", text.NumHiddenLayers)
+	c.Intermediate = req("intermediate_size", text.IntermediateSize)
+	c.VocabSize = req("vocab_size", text.VocabSize)
+	c.Heads = req("num_attention_heads", text.NumAttentionHeads)
+	c.KVHeads = req("num_key_value_heads", text.NumKeyValueHeads)
+	c.LinearKeyHeads = req("linear_num_key_heads", text.LinearNumKeyHeads)
+	c.LinearValueHeads = req("linear_num_value_heads", text.LinearNumValueHeads)
+	c.LinearKeyDim = req("linear_key_head_dim", text.LinearKeyHeadDim)
+	c.LinearValueDim = req("linear_value_head_dim", text.LinearValueHeadDim)
+	if err != nil {
+		return err
+	}
+	c.HeadDim = orInt(text.HeadDim, 0)
+	if c.HeadDim == 0 && c.Heads > 0 {
+		c.HeadDim = c.HiddenSize / c.Heads
+	}
+	c.ConvKernel = orInt(text.LinearConvKernelDim, 4)
+	c.MaxPositions = orInt(text.MaxPositionEmbeddings, 262144)
+	c.Eps = float32(orFloat(text.RMSNormEps, 1e-6))
+	if text.HiddenAct != "" && text.HiddenAct != "silu" {
+		return fmt.Errorf("hidden_act %q is not supported (want silu)", text.HiddenAct)
+	}
+	if err := c.fillRope(text); err != nil {
+		return err
+	}
+	if err := c.fillLayers(text, layers); err != nil {
+		return err
+	}
+	switch {
+	case text.TieWordEmbeddings != nil:
+		c.TieEmbeddings = *text.TieWordEmbeddings
+	case top.TieWordEmbeddings != nil:
+		c.TieEmbeddings = *top.TieWordEmbeddings
+	}
+	eos := text.EOSTokenID
+	if len(eos) == 0 {
+		eos = top.EOSTokenID
+	}
+	c.EOS, err = parseEOS(eos)
+	return err
+}
+
+// fillRope reads rope_parameters (transformers v5) or the legacy
+// rope_theta / partial_rotary_factor / rope_scaling fields.
+func (c *Config) fillRope(text *rawConfig) error {
+	theta := text.RopeTheta
+	partial := text.PartialRotaryFactor
+	for _, p := range []*ropeParameters{text.RopeParameters, text.RopeScaling} {
+		if p == nil {
+			continue
+		}
+		kind := p.RopeType
+		if kind == "" {
+			kind = p.Type
+		}
+		if kind != "" && kind != "default" && kind != "mrope" {
+			return fmt.Errorf("rope_type %q is not supported", kind)
+		}
+		if p.RopeTheta != nil {
+			theta = p.RopeTheta
+		}
+		if p.PartialRotaryFactor != nil {
+			partial = p.PartialRotaryFactor
+		}
+	}
+	c.RopeTheta = orFloat(theta, 1e7)
+	c.PartialRotary = orFloat(partial, 0.25)
+	return nil
+}
+
+func (c *Config) fillLayers(text *rawConfig, n int) error {
+	if len(text.LayerTypes) > 0 {
+		if len(text.LayerTypes) != n {
+			return fmt.Errorf("layer_types has %d entries, num_hidden_layers is %d", len(text.LayerTypes), n)
+		}
+		c.Layers = make([]LayerKind, n)
+		for i, t := range text.LayerTypes {
+			switch t {
+			case "linear_attention":
+				c.Layers[i] = LinearAttention
+			case "full_attention":
+				c.Layers[i] = FullAttention
+			default:
+				return fmt.Errorf("layer_types[%d] = %q (want linear_attention or full_attention)", i, t)
+			}
+		}
+		return nil
+	}
+	interval := orInt(text.FullAttentionInterval, 4)
+	if interval <= 0 {
+		return fmt.Errorf("full_attention_interval %d must be positive", interval)
+	}
+	c.Layers = make([]LayerKind, n)
+	for i := range c.Layers {
+		if (i+1)%interval == 0 {
+			c.Layers[i] = FullAttention
+		}
+	}
+	return nil
+}
+
+func parseEOS(raw json.RawMessage) ([]int32, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var one int32
+	if err := json.Unmarshal(raw, &one); err == nil {
+		return []int32{one}, nil
+	}
+	var many []int32
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, fmt.Errorf("eos_token_id: want an int or a list of ints: %w", err)
+	}
+	return many, nil
+}
+
+// Validate checks the shape constraints the forward pass relies on.
+func (c *Config) Validate() error {
+	checks := []struct {
+		ok   bool
+		what string
+	}{
+		{c.HiddenSize > 0, "hidden_size must be positive"},
+		{len(c.Layers) > 0, "num_hidden_layers must be positive"},
+		{c.Intermediate > 0, "intermediate_size must be positive"},
+		{c.VocabSize > 0, "vocab_size must be positive"},
+		{c.Heads > 0 && c.KVHeads > 0 && c.HeadDim > 0, "attention heads and head_dim must be positive"},
+		{c.KVHeads > 0 && c.KVHeads <= c.Heads && c.Heads%c.KVHeads == 0, fmt.Sprintf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)},
+		{c.LinearKeyHeads > 0 && c.LinearValueHeads > 0 && c.LinearKeyDim > 0 && c.LinearValueDim > 0, "linear attention heads and dims must be positive"},
+		{c.LinearKeyHeads > 0 && c.LinearValueHeads%c.LinearKeyHeads == 0, fmt.Sprintf("linear_num_value_heads %d is not a multiple of linear_num_key_heads %d", c.LinearValueHeads, c.LinearKeyHeads)},
+		{c.ConvKernel >= 1, "linear_conv_kernel_dim must be at least 1"},
+		{c.PartialRotary > 0 && c.PartialRotary <= 1, fmt.Sprintf("partial_rotary_factor %g must be in (0, 1]", c.PartialRotary)},
+		{c.RotaryDim()%2 == 0, fmt.Sprintf("rotary dim %d (head_dim × partial_rotary_factor) must be even", c.RotaryDim())},
+		{c.RopeTheta > 0, "rope_theta must be positive"},
+		{c.Eps > 0, "rms_norm_eps must be positive"},
+		{c.MaxPositions > 0, "max_position_embeddings must be positive"},
+	}
+	for _, ch := range checks {
+		if !ch.ok {
+			return fmt.Errorf("model: config: %s", ch.what)
+		}
+	}
+	return nil
+}
+
+func orInt(p *int, def int) int {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+func orFloat(p *float64, def float64) float64 {
+	if p == nil {
+		return def
+	}
+	return *p
+}

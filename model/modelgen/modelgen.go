@@ -1,0 +1,304 @@
+// Package modelgen writes deterministic random-weight Qwen3.5 checkpoints laid
+// out like the released ones (nested config.json, model.language_model.
+// prefix, BF16 weights with F32 A_log and gated-norm weights, a byte-level
+// tokenizer.json). The weights are scaled so the logits are peaky (std ≈ 3):
+// near-uniform logits would hide numerical bugs.
+package modelgen
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"cohort/model"
+	"cohort/model/qwen35"
+	"cohort/model/safetensors"
+	"cohort/model/tokenizer"
+)
+
+// Preset is the shape of a generated model.
+type Preset struct {
+	Name                             string
+	Vocab, Hidden, Layers            int
+	Heads, KVHeads, HeadDim          int
+	LinearKeyHeads, LinearValueHeads int
+	LinearKeyDim, LinearValueDim     int
+	Intermediate, MaxPositions       int
+	Merges                           int // byte-level BPE merges in the tokenizer
+	Tied                             bool
+}
+
+// Presets are the named shapes `cohort make-model --preset` accepts.
+var Presets = map[string]Preset{
+	"tiny": {Name: "tiny", Vocab: 512, Hidden: 64, Layers: 8, Heads: 4, KVHeads: 2, HeadDim: 64,
+		LinearKeyHeads: 2, LinearValueHeads: 4, LinearKeyDim: 32, LinearValueDim: 32,
+		Intermediate: 192, MaxPositions: 4096, Merges: 240, Tied: true},
+	"small": {Name: "small", Vocab: 8192, Hidden: 1024, Layers: 4, Heads: 8, KVHeads: 2, HeadDim: 256,
+		LinearKeyHeads: 16, LinearValueHeads: 16, LinearKeyDim: 128, LinearValueDim: 128,
+		Intermediate: 3584, MaxPositions: 32768, Merges: 1000, Tied: true},
+	// 4b-shape has the dimensions of Qwen3.5-4B (about 8.4 GB in bf16).
+	"4b-shape": {Name: "4b-shape", Vocab: 248320, Hidden: 2560, Layers: 32, Heads: 16, KVHeads: 4, HeadDim: 256,
+		LinearKeyHeads: 16, LinearValueHeads: 32, LinearKeyDim: 128, LinearValueDim: 128,
+		Intermediate: 9216, MaxPositions: 262144, Merges: 1000, Tied: true},
+}
+
+// PresetNames lists the preset names, sorted.
+func PresetNames() []string {
+	names := make([]string, 0, len(Presets))
+	for n := range Presets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Specials are the special tokens of generated tokenizers, in id order after
+// the BPE vocabulary.
+var Specials = []string{"<|endoftext|>", "<|im_start|>", "<|im_end|>"}
+
+// Write generates the preset into dir: config.json, tokenizer.json,
+// tokenizer_config.json and model.safetensors. Same preset, same bytes.
+func Write(dir string, p Preset) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("modelgen: %w", err)
+	}
+	tokJSON, err := tokenizer.Synthetic(p.Merges, Specials)
+	if err != nil {
+		return fmt.Errorf("modelgen: %w", err)
+	}
+	tok, err := tokenizer.Parse(tokJSON)
+	if err != nil {
+		return fmt.Errorf("modelgen: %w", err)
+	}
+	if tok.VocabSize() > p.Vocab {
+		return fmt.Errorf("modelgen: tokenizer has %d tokens, preset %s only %d", tok.VocabSize(), p.Name, p.Vocab)
+	}
+	eos, _ := tok.TokenID("<|endoftext|>")
+	imEnd, _ := tok.TokenID("<|im_end|>")
+	cfgJSON, err := configJSON(p, []int32{eos, imEnd})
+	if err != nil {
+		return err
+	}
+	files := map[string][]byte{
+		"config.json":           cfgJSON,
+		"tokenizer.json":        tokJSON,
+		"tokenizer_config.json": tokenizerConfigJSON(),
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return fmt.Errorf("modelgen: %w", err)
+		}
+	}
+	cfg, err := model.ParseConfig(cfgJSON)
+	if err != nil {
+		return err
+	}
+	return writeWeights(filepath.Join(dir, "model.safetensors"), cfg)
+}
+
+// configJSON renders the nested (multimodal container) form of config.json.
+func configJSON(p Preset, eos []int32) ([]byte, error) {
+	layerTypes := make([]string, p.Layers)
+	for i := range layerTypes {
+		layerTypes[i] = "linear_attention"
+		if (i+1)%4 == 0 {
+			layerTypes[i] = "full_attention"
+		}
+	}
+	text := map[string]any{
+		"model_type": "qwen3_5_text", "hidden_size": p.Hidden, "num_hidden_layers": p.Layers,
+		"layer_types": layerTypes, "full_attention_interval": 4,
+		"num_attention_heads": p.Heads, "num_key_value_heads": p.KVHeads, "head_dim": p.HeadDim,
+		"linear_num_key_heads": p.LinearKeyHeads, "linear_num_value_heads": p.LinearValueHeads,
+		"linear_key_head_dim": p.LinearKeyDim, "linear_value_head_dim": p.LinearValueDim,
+		"linear_conv_kernel_dim": 4, "intermediate_size": p.Intermediate, "vocab_size": p.Vocab,
+		"rms_norm_eps": 1e-6, "hidden_act": "silu", "attention_bias": false, "attn_output_gate": true,
+		"max_position_embeddings": p.MaxPositions, "tie_word_embeddings": p.Tied,
+		"rope_parameters": map[string]any{"rope_type": "default", "rope_theta": 1e7,
+			"partial_rotary_factor": 0.25, "mrope_section": []int{11, 11, 10}, "mrope_interleaved": true},
+		"eos_token_id": eos[0], "dtype": "bfloat16", "mamba_ssm_dtype": "float32",
+	}
+	top := map[string]any{
+		"architectures": []string{"Qwen3_5ForConditionalGeneration"}, "model_type": "qwen3_5",
+		"text_config": text, "tie_word_embeddings": p.Tied, "eos_token_id": eos,
+		"cohort_preset": p.Name,
+	}
+	b, err := json.MarshalIndent(top, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("modelgen: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// tokenizerConfigJSON is a minimal chat-capable tokenizer_config.json.
+func tokenizerConfigJSON() []byte {
+	tmpl := "{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}" +
+		"{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+	b, _ := json.MarshalIndent(map[string]any{
+		"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "chat_template": tmpl,
+	}, "", "  ")
+	return append(b, '\n')
+}
+
+// tensorPlan is one tensor of the generated file.
+type tensorPlan struct {
+	name  string
+	shape []int
+	dtype safetensors.DType
+	init  func(r *rand.Rand, i int) float32
+}
+
+func writeWeights(path string, cfg *model.Config) error {
+	decls, err := qwen35.Arch{}.Declare(cfg, model.Single)
+	if err != nil {
+		return err
+	}
+	plans := make([]tensorPlan, len(decls))
+	for i, d := range decls {
+		plans[i] = planTensor(cfg, d)
+	}
+	sort.Slice(plans, func(i, j int) bool { return plans[i].name < plans[j].name })
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("modelgen: %w", err)
+	}
+	w := bufio.NewWriterSize(f, 1<<22)
+	if err := writeHeader(w, plans); err != nil {
+		f.Close()
+		return err
+	}
+	if err := writeData(w, plans); err != nil {
+		f.Close()
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("modelgen: %w", err)
+	}
+	return f.Close()
+}
+
+// planTensor picks the checkpoint name, dtype and initializer of a weight.
+func planTensor(cfg *model.Config, d model.WeightDecl) tensorPlan {
+	name := "model.language_model." + d.Name
+	if d.Name == "lm_head.weight" {
+		name = d.Name
+	}
+	p := tensorPlan{name: name, shape: d.Shape, dtype: safetensors.BF16}
+	normal := func(std float64) func(*rand.Rand, int) float32 {
+		return func(r *rand.Rand, _ int) float32 { return float32(r.NormFloat64() * std) }
+	}
+	fanIn := float64(d.Shape[len(d.Shape)-1])
+	switch {
+	case strings.HasSuffix(d.Name, "A_log"):
+		p.dtype = safetensors.F32
+		p.init = func(r *rand.Rand, _ int) float32 { return float32(math.Log(1 + 15*r.Float64())) }
+	case strings.HasSuffix(d.Name, "linear_attn.norm.weight"):
+		p.dtype = safetensors.F32
+		p.init = func(r *rand.Rand, _ int) float32 { return float32(1 + 0.1*r.NormFloat64()) }
+	case strings.HasSuffix(d.Name, "dt_bias"):
+		p.init = normal(0.5)
+	case strings.HasSuffix(d.Name, "conv1d.weight"):
+		p.init = normal(0.5)
+	case strings.HasSuffix(d.Name, "norm.weight") || strings.HasSuffix(d.Name, "layernorm.weight"):
+		p.init = normal(0.1) // zero-centered norms: weight near 0 means scale 1
+	case d.Name == "embed_tokens.weight" && cfg.TieEmbeddings, d.Name == "lm_head.weight":
+		p.init = normal(3 / math.Sqrt(float64(cfg.HiddenSize))) // logit std ≈ 3
+	case d.Name == "embed_tokens.weight":
+		p.init = normal(1)
+	case strings.HasSuffix(d.Name, "o_proj.weight"), strings.HasSuffix(d.Name, "out_proj.weight"),
+		strings.HasSuffix(d.Name, "down_proj.weight"):
+		p.init = normal(0.5 / math.Sqrt(fanIn))
+	default:
+		p.init = normal(1 / math.Sqrt(fanIn))
+	}
+	return p
+}
+
+func writeHeader(w *bufio.Writer, plans []tensorPlan) error {
+	header := map[string]any{"__metadata__": map[string]string{"format": "pt"}}
+	off := 0
+	for _, p := range plans {
+		size := numel(p.shape) * p.dtype.Size()
+		header[p.name] = map[string]any{"dtype": p.dtype, "shape": p.shape, "data_offsets": []int{off, off + size}}
+		off += size
+	}
+	hb, err := json.Marshal(header)
+	if err != nil {
+		return fmt.Errorf("modelgen: %w", err)
+	}
+	for len(hb)%8 != 0 {
+		hb = append(hb, ' ')
+	}
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(hb)))
+	w.Write(n[:])
+	_, err = w.Write(hb)
+	return err
+}
+
+// writeData generates the tensors in parallel (each from its own seed, so the
+// result does not depend on scheduling) and writes them in order.
+func writeData(w *bufio.Writer, plans []tensorPlan) error {
+	workers := runtime.GOMAXPROCS(0)
+	results := make([]chan []byte, len(plans))
+	for i := range results {
+		results[i] = make(chan []byte, 1)
+	}
+	sem := make(chan struct{}, workers)
+	var wg sync.WaitGroup
+	go func() {
+		for i := range plans {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				results[i] <- generate(plans[i])
+			}(i)
+		}
+	}()
+	for i := range plans {
+		data := <-results[i]
+		<-sem
+		if _, err := w.Write(data); err != nil {
+			return fmt.Errorf("modelgen: %w", err)
+		}
+	}
+	wg.Wait()
+	return nil
+}
+
+func generate(p tensorPlan) []byte {
+	h := fnv.New64a()
+	h.Write([]byte(p.name))
+	r := rand.New(rand.NewPCG(h.Sum64(), 0x51f15e))
+	n := numel(p.shape)
+	out := make([]byte, n*p.dtype.Size())
+	for i := 0; i < n; i++ {
+		v := p.init(r, i)
+		if p.dtype == safetensors.F32 {
+			binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(v))
+		} else {
+			binary.LittleEndian.PutUint16(out[2*i:], safetensors.F32ToBF16(v))
+		}
+	}
+	return out
+}
+
+func numel(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}

@@ -1,0 +1,171 @@
+package qwen35
+
+import (
+	"fmt"
+
+	"cohort/kernels"
+	"cohort/model"
+)
+
+// Model is a Qwen3.5 model bound to one rank's weights.
+type Model struct {
+	cfg   *model.Config
+	shard model.Shard
+	attn  kernels.AttnConfig // per-rank shapes
+	gdn   kernels.GDNConfig
+
+	embed, lmHead, norm kernels.Tensor
+	vocabStart          int
+	layers              []layer
+}
+
+type layer struct {
+	kind      model.LayerKind
+	index     int // index among the layers of the same kind (cache / state layer)
+	inputNorm kernels.Tensor
+	postNorm  kernels.Tensor
+	gate, up  kernels.Tensor
+	down      kernels.Tensor
+	// full attention
+	q, k, v, o   kernels.Tensor
+	qNorm, kNorm kernels.Tensor
+	// gated deltanet
+	qkv, z, b, a   kernels.Tensor
+	conv           kernels.Tensor // [convDim, K]
+	aLog, dtBias   kernels.Tensor
+	gnorm, outProj kernels.Tensor
+}
+
+var _ model.Model = (*Model)(nil)
+
+// Build binds the loaded weights of one shard.
+func (Arch) Build(c *model.Config, s model.Shard, w map[string]kernels.Tensor) (model.Model, error) {
+	if err := CheckShard(c, s); err != nil {
+		return nil, err
+	}
+	m := &Model{cfg: c, shard: s, attn: attnConfig(c, s), gdn: gdnConfig(c, s)}
+	get := func(name string) kernels.Tensor {
+		t, ok := w[name]
+		if !ok {
+			panic(fmt.Sprintf("qwen35: weight %s was declared but not loaded", name))
+		}
+		return t
+	}
+	m.embed, m.norm = get("embed_tokens.weight"), get("norm.weight")
+	m.lmHead = m.embed
+	if !c.TieEmbeddings {
+		m.lmHead = get("lm_head.weight")
+	}
+	m.vocabStart = s.Rank * c.VocabSize / s.Size
+	counts := map[model.LayerKind]int{}
+	for i, kind := range c.Layers {
+		p := fmt.Sprintf("layers.%d.", i)
+		l := layer{kind: kind, index: counts[kind],
+			inputNorm: get(p + "input_layernorm.weight"), postNorm: get(p + "post_attention_layernorm.weight"),
+			gate: get(p + "mlp.gate_proj.weight"), up: get(p + "mlp.up_proj.weight"), down: get(p + "mlp.down_proj.weight")}
+		counts[kind]++
+		if kind == model.FullAttention {
+			a := p + "self_attn."
+			l.q, l.k, l.v, l.o = get(a+"q_proj.weight"), get(a+"k_proj.weight"), get(a+"v_proj.weight"), get(a+"o_proj.weight")
+			l.qNorm, l.kNorm = get(a+"q_norm.weight"), get(a+"k_norm.weight")
+		} else {
+			g := p + "linear_attn."
+			l.qkv, l.z, l.b, l.a = get(g+"in_proj_qkv.weight"), get(g+"in_proj_z.weight"), get(g+"in_proj_b.weight"), get(g+"in_proj_a.weight")
+			l.conv, l.aLog, l.dtBias = get(g+"conv1d.weight"), get(g+"A_log"), get(g+"dt_bias")
+			l.gnorm, l.outProj = get(g+"norm.weight"), get(g+"out_proj.weight")
+		}
+		m.layers = append(m.layers, l)
+	}
+	return m, nil
+}
+
+func attnConfig(c *model.Config, s model.Shard) kernels.AttnConfig {
+	kv := c.KVHeads / s.Size
+	if kv == 0 {
+		kv = 1 // replicated KV head
+	}
+	return kernels.AttnConfig{Heads: c.Heads / s.Size, KVHeads: kv, HeadDim: c.HeadDim,
+		RotaryDim: c.RotaryDim(), Theta: c.RopeTheta}
+}
+
+func gdnConfig(c *model.Config, s model.Shard) kernels.GDNConfig {
+	return kernels.GDNConfig{KeyHeads: c.LinearKeyHeads / s.Size, ValueHeads: c.LinearValueHeads / s.Size,
+		KeyDim: c.LinearKeyDim, ValueDim: c.LinearValueDim, ConvKernel: c.ConvKernel}
+}
+
+// NewState allocates this rank's KV pages and GDN state slots.
+func (m *Model) NewState(be kernels.Backend, slots, pages, pageSize int) *model.State {
+	return &model.State{
+		KV:  be.NewKVCache(m.cfg.CountLayers(model.FullAttention), pages, pageSize, m.attn.KVHeads, m.attn.HeadDim),
+		GDN: be.NewStatePool(m.cfg.CountLayers(model.LinearAttention), slots, m.gdn),
+	}
+}
+
+// Forward runs the decoder over the flat batch and returns the logits of
+// outputRows, gathered over the vocab shards.
+func (m *Model) Forward(be kernels.Backend, st *model.State, tokens []int32, b *kernels.Batch, outputRows []int) (kernels.Tensor, error) {
+	if len(tokens) != b.Rows() {
+		return nil, fmt.Errorf("qwen35: %d tokens for a batch of %d rows", len(tokens), b.Rows())
+	}
+	x := be.Embedding(m.embed, tokens, m.vocabStart)
+	if err := m.allReduce(be, x); err != nil {
+		return nil, err
+	}
+	residual := x
+	h := be.RMSNorm(x, m.layers[0].inputNorm, m.cfg.Eps)
+	for i := range m.layers {
+		l := &m.layers[i]
+		var mixed kernels.Tensor
+		if l.kind == model.FullAttention {
+			mixed = m.attention(be, l, h, st, b)
+		} else {
+			mixed = m.deltaNet(be, l, h, st, b)
+		}
+		if err := m.allReduce(be, mixed); err != nil {
+			return nil, err
+		}
+		residual, h = be.AddRMSNorm(residual, mixed, l.postNorm, m.cfg.Eps)
+		mlp := be.Linear(be.SwiGLU(be.Linear(h, l.gate), be.Linear(h, l.up)), l.down)
+		if err := m.allReduce(be, mlp); err != nil {
+			return nil, err
+		}
+		next := m.norm
+		if i+1 < len(m.layers) {
+			next = m.layers[i+1].inputNorm
+		}
+		residual, h = be.AddRMSNorm(residual, mlp, next, m.cfg.Eps)
+	}
+	logits := be.Linear(be.SelectRows(h, outputRows), m.lmHead)
+	if m.shard.Size == 1 {
+		return logits, nil
+	}
+	return be.AllGatherCols(logits)
+}
+
+func (m *Model) allReduce(be kernels.Backend, x kernels.Tensor) error {
+	if m.shard.Size == 1 {
+		return nil
+	}
+	return be.AllReduce(x)
+}
+
+// attention is the gated full-attention mixer (spec §2.3).
+func (m *Model) attention(be kernels.Backend, l *layer, h kernels.Tensor, st *model.State, b *kernels.Batch) kernels.Tensor {
+	c := m.attn
+	q, gate := be.SplitQueryGate(be.Linear(h, l.q), c.Heads, c.HeadDim)
+	q = be.RMSNorm(q, l.qNorm, m.cfg.Eps)
+	k := be.RMSNorm(be.Linear(h, l.k), l.kNorm, m.cfg.Eps)
+	v := be.Linear(h, l.v)
+	be.RoPE(q, b.Positions, c.HeadDim, c.RotaryDim, c.Theta)
+	be.RoPE(k, b.Positions, c.HeadDim, c.RotaryDim, c.Theta)
+	out := be.Attention(q, k, v, gate, st.KV, l.index, b, c)
+	return be.Linear(out, l.o)
+}
+
+// deltaNet is the Gated DeltaNet mixer (spec §2.4).
+func (m *Model) deltaNet(be kernels.Backend, l *layer, h kernels.Tensor, st *model.State, b *kernels.Batch) kernels.Tensor {
+	mixed := be.CausalConv1d(be.Linear(h, l.qkv), l.conv, st.GDN, l.index, b)
+	o := be.GatedDeltaRule(mixed, be.Linear(h, l.b), be.Linear(h, l.a), l.aLog, l.dtBias, st.GDN, l.index, b, m.gdn)
+	o = be.GatedRMSNorm(o, be.Linear(h, l.z), l.gnorm, m.cfg.Eps)
+	return be.Linear(o, l.outProj)
+}
