@@ -109,7 +109,7 @@ func checkBatch(op string, bt *kernels.Batch, T int, distinctSlots bool) {
 	}
 }
 
-// CausalConv1d applies the depthwise causal conv (weight [convDim, K]) and
+// CausalConv1d applies the depthwise causal conv (weight [convDim, (1,) K]) and
 // SiLU to x [T, convDim]: for row t of a sequence,
 // y[t,c] = silu(Σ_j w[c,j]·u[t−(K−1)+j, c]) where u is the sequence's conv
 // state (K−1 rows) followed by its new rows. The last K−1 rows of u are then
@@ -119,7 +119,8 @@ func (b *Backend) CausalConv1d(x, w kernels.Tensor, states kernels.StatePool, la
 	p := asStatePool("CausalConv1d", states)
 	T, convDim := xt.dims()
 	K := p.cfg.ConvKernel
-	if convDim != p.cfg.ConvDim() || len(wt.shape) != 2 || wt.shape[0] != convDim || wt.shape[1] != K {
+	// w is [convDim, K] or the checkpoint's [convDim, 1, K]: convDim·K values.
+	if convDim != p.cfg.ConvDim() || len(wt.data) != convDim*K || wt.shape[0] != convDim || wt.shape[len(wt.shape)-1] != K {
 		panic(fmt.Sprintf("cpu: CausalConv1d: x %v w %v, state pool convDim %d K %d", xt.shape, wt.shape, p.cfg.ConvDim(), K))
 	}
 	checkBatch("CausalConv1d", bt, T, true)

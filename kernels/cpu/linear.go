@@ -27,9 +27,9 @@ func (b *Backend) Linear(x, w kernels.Tensor) kernels.Tensor {
 // trip on the loop-carried chain and costs about 3x (measured: 4x4 and 2x4
 // tiles run at ~4 GFLOP/s per core, 2x3 at ~12).
 const (
-	mmRowBlock = 64  // rows of x per task (even)
+	mmRowBlock = 32  // rows of x per task (even)
 	mmColBlock = 48  // rows of w (output columns) per task (multiple of 3)
-	mmKBlock   = 512 // slice of the `in` dim kept hot in L1/L2
+	mmKBlock   = 256 // slice of the `in` dim kept hot in L1/L2
 )
 
 // Matmul computes dst[T, out] = x[T, in] · w[out, in]ᵀ (both operands are
