@@ -44,12 +44,14 @@ type Tokenizer struct {
 	added          []*addedToken
 	addedByID      map[int32]*addedToken
 	addedByContent map[string]int32
-	rawMatcher     *matcher // added tokens with normalized=false
-	normMatcher    *matcher // added tokens with normalized=true (normalized form)
+	specialSet     map[string]bool // contents of special tokens
+	rawMatcher     *matcher        // added tokens with normalized=false
+	normMatcher    *matcher        // added tokens with normalized=true (normalized form)
 
-	modelTok []string // model vocabulary by id
-	modelHas []bool
-	size     int // max id + 1
+	modelTok    []string // model vocabulary by id (dense ids)
+	modelHas    []bool
+	modelSparse map[int32]string // used instead when ids are very sparse
+	size        int              // max id + 1
 }
 
 // maxTokenID bounds ids so that id-indexed tables stay reasonable.
@@ -127,6 +129,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 	t := &Tokenizer{
 		addedByID:      map[int32]*addedToken{},
 		addedByContent: map[string]int32{},
+		specialSet:     map[string]bool{},
 	}
 	if err := t.parseNormalizer(jt.Normalizer, 0); err != nil {
 		return nil, err
@@ -278,11 +281,20 @@ func (t *Tokenizer) parseModel(jm *jsonModel) error {
 		m.vocab[tok] = int32(id)
 		maxID = max(maxID, int(id))
 	}
-	t.modelTok = make([]string, maxID+1)
-	t.modelHas = make([]bool, maxID+1)
+	dense := maxID < 2*len(m.vocab)+1024
+	if dense {
+		t.modelTok = make([]string, maxID+1)
+		t.modelHas = make([]bool, maxID+1)
+	} else {
+		t.modelSparse = make(map[int32]string, len(m.vocab))
+	}
 	for tok, id := range m.vocab {
-		t.modelTok[id] = tok
-		t.modelHas[id] = true
+		if dense {
+			t.modelTok[id] = tok
+			t.modelHas[id] = true
+		} else {
+			t.modelSparse[id] = tok
+		}
 		if r, n := runeAt(tok, 0); n == len(tok) && n > 0 {
 			m.runeIDs[r] = id
 		}
@@ -375,7 +387,12 @@ func parseMerges(raw json.RawMessage) ([][2]string, error) {
 func (t *Tokenizer) addTokens(list []jsonAdded) error {
 	modelSize := int64(len(t.model.vocab)) // HF get_vocab_size(): number of entries
 	var specials, plain []*addedToken
-	specialSet := map[string]bool{}
+	type tokenKey struct {
+		content                                         string
+		singleWord, lstrip, rstrip, normalized, special bool
+	}
+	present := map[tokenKey]bool{} // tokens as currently registered, per id
+	maxAdded := int64(-1)
 	for i, ja := range list {
 		if ja.Content == nil {
 			return fmt.Errorf("tokenizer: added token %d has no content", i)
@@ -395,20 +412,15 @@ func (t *Tokenizer) addTokens(list []jsonAdded) error {
 		if tok.content == "" {
 			continue
 		}
-		if tok.special && !specialSet[tok.content] {
-			specialSet[tok.content] = true
+		if tok.special && !t.specialSet[tok.content] {
+			t.specialSet[tok.content] = true
 			specials = append(specials, tok)
 		}
-		dup := false
-		for _, old := range t.addedByID {
-			if old.content == tok.content && old.singleWord == tok.singleWord && old.lstrip == tok.lstrip &&
-				old.rstrip == tok.rstrip && old.normalized == tok.normalized && old.special == tok.special {
-				dup = true
-				break
-			}
+		key := func(a *addedToken) tokenKey {
+			return tokenKey{a.content, a.singleWord, a.lstrip, a.rstrip, a.normalized, a.special}
 		}
-		if dup {
-			continue
+		if present[key(tok)] {
+			continue // HF ignores a token identical to a registered one
 		}
 		id, ok := t.addedByContent[tok.content]
 		if !ok {
@@ -416,24 +428,23 @@ func (t *Tokenizer) addTokens(list []jsonAdded) error {
 		}
 		if !ok {
 			next := modelSize
-			if len(t.addedByContent) > 0 {
-				mx := int64(-1)
-				for _, v := range t.addedByContent {
-					mx = max(mx, int64(v))
-				}
-				if mx >= modelSize || modelSize == 0 {
-					next = mx + 1
-				}
+			if maxAdded >= 0 && (maxAdded >= modelSize || modelSize == 0) {
+				next = maxAdded + 1
 			}
 			if next > maxTokenID {
 				return fmt.Errorf("tokenizer: too many added tokens")
 			}
 			id = int32(next)
 		}
+		if old, ok := t.addedByID[id]; ok {
+			delete(present, key(old))
+		}
+		present[key(tok)] = true
 		tok.id = id
 		t.addedByContent[tok.content] = id
 		t.addedByID[id] = tok
-		if !specialSet[tok.content] {
+		maxAdded = max(maxAdded, int64(id))
+		if !t.specialSet[tok.content] {
 			plain = append(plain, tok)
 		}
 		t.size = max(t.size, int(id)+1)
@@ -472,33 +483,41 @@ func (t *Tokenizer) Encode(text string) []int32 {
 	}
 	out := make([]int32, 0, len(text)/3+4)
 	var ranges, tmp [][2]int
-	for _, seg := range t.splitAdded(nil, text, t.rawMatcher) {
+	for _, seg := range t.addedSegments(text) {
 		if seg.id >= 0 {
 			out = append(out, seg.id)
 			continue
 		}
-		for _, sub := range t.splitAdded(nil, t.normalize(seg.text), t.normMatcher) {
-			if sub.id >= 0 {
-				out = append(out, sub.id)
-				continue
-			}
-			ranges = append(ranges[:0], [2]int{0, len(sub.text)})
-			for _, sp := range t.splitters {
-				tmp = tmp[:0]
-				for _, r := range ranges {
-					n := len(tmp)
-					tmp = sp(sub.text[r[0]:r[1]], tmp)
-					for k := n; k < len(tmp); k++ {
-						tmp[k][0] += r[0]
-						tmp[k][1] += r[0]
-					}
-				}
-				ranges, tmp = tmp, ranges
-			}
+		ranges = append(ranges[:0], [2]int{0, len(seg.text)})
+		for _, sp := range t.splitters {
+			tmp = tmp[:0]
 			for _, r := range ranges {
-				out = t.model.tokenize(out, sub.text[r[0]:r[1]], t.byteLevel)
+				n := len(tmp)
+				tmp = sp(seg.text[r[0]:r[1]], tmp)
+				for k := n; k < len(tmp); k++ {
+					tmp[k][0] += r[0]
+					tmp[k][1] += r[0]
+				}
 			}
+			ranges, tmp = tmp, ranges
 		}
+		for _, r := range ranges {
+			out = t.model.tokenize(out, seg.text[r[0]:r[1]], t.byteLevel)
+		}
+	}
+	return out
+}
+
+// addedSegments splits valid UTF-8 text into added tokens and normalized
+// plain text (steps 1 and 2 of the package documentation).
+func (t *Tokenizer) addedSegments(text string) []segment {
+	var out []segment
+	for _, seg := range t.splitAdded(nil, text, t.rawMatcher) {
+		if seg.id >= 0 {
+			out = append(out, seg)
+			continue
+		}
+		out = t.splitAdded(out, t.normalize(seg.text), t.normMatcher)
 	}
 	return out
 }
@@ -547,11 +566,16 @@ func (t *Tokenizer) Token(id int32) (string, bool) {
 	if id >= 0 && int(id) < len(t.modelTok) && t.modelHas[id] {
 		return t.modelTok[id], true
 	}
+	if t.modelSparse != nil {
+		tok, ok := t.modelSparse[id]
+		return tok, ok
+	}
 	return "", false
 }
 
-// IsSpecial reports whether id is an added token marked special.
+// IsSpecial reports whether id is an added token marked special (the
+// tokens HF drops with skip_special_tokens=True).
 func (t *Tokenizer) IsSpecial(id int32) bool {
 	tok, ok := t.addedByID[id]
-	return ok && tok.special
+	return ok && t.specialSet[tok.content]
 }

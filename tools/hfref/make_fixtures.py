@@ -761,6 +761,19 @@ def read_checkpoint(d, fx, master, extras):
 # --------------------------------------------------------------------------------------------
 
 
+def all_named_params(model):
+    """name -> Parameter, listing a shared (tied) Parameter under every name."""
+    try:
+        return dict(model.named_parameters(remove_duplicate=False))
+    except TypeError:  # torch < 2.0
+        out = {}
+        for mname, mod in model.named_modules():
+            for pname, p in mod._parameters.items():
+                if p is not None:
+                    out[f"{mname}.{pname}" if mname else pname] = p
+        return out
+
+
 def build_model(cfg_rt, device):
     try:
         model = Qwen3_5ForCausalLM(cfg_rt)
@@ -811,7 +824,7 @@ def check_model(model, fx):
     if not fx["tied"] and shares:
         die("HF tied lm_head to embed_tokens although tie_word_embeddings is false")
     shapes = expected_shapes(fx)
-    names = dict(model.named_parameters(remove_duplicate=False))
+    names = all_named_params(model)
     want_names = set(shapes) | ({"lm_head.weight"} if fx["tied"] else set())
     if set(names) != want_names:
         die(f"HF parameter names differ from spec: missing {sorted(want_names - set(names))[:8]}, extra {sorted(set(names) - want_names)[:8]}")
@@ -846,7 +859,7 @@ def load_exact(model, sd, what):
         res = model.load_state_dict(sd, strict=False)
     except Exception as e:  # noqa: BLE001
         die(f"{what}: load_state_dict failed: {type(e).__name__}: {e}")
-    params = dict(model.named_parameters(remove_duplicate=False))
+    params = all_named_params(model)
     missing = [k for k in res.missing_keys if k not in allowed_missing]
     unexpected = list(res.unexpected_keys)
     missing_params = [k for k in missing if k in params]

@@ -128,8 +128,9 @@ func ensureCache() (string, error) {
 			return "", err
 		}
 		_, werr := tmp.Write(data)
+		merr := tmp.Chmod(0o644)
 		cerr := tmp.Close()
-		if err := errors.Join(werr, cerr); err != nil {
+		if err := errors.Join(werr, merr, cerr); err != nil {
 			os.Remove(tmp.Name())
 			return "", err
 		}
