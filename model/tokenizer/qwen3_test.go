@@ -160,7 +160,7 @@ func TestQwen3Golden(t *testing.T) {
 	}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		t.Skip("model/tokenizer/testdata/golden.json does not exist yet; generate it on a machine with the HF " +
+		t.Fatal("model/tokenizer/testdata/golden.json is missing; generate it on a machine with the HF " +
 			"`tokenizers` Python package: python3 tools/hfref/tokref.py --tokenizer <Qwen3 tokenizer.json> " +
 			"--corpus model/tokenizer/testdata/corpus.json --out model/tokenizer/testdata/golden.json")
 	}
