@@ -1,0 +1,315 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cohort/kernels"
+	"cohort/kernels/cpu"
+	"cohort/model"
+	"cohort/model/modelgen"
+	_ "cohort/model/qwen35"
+	"cohort/model/sample"
+	"cohort/model/tokenizer"
+	"cohort/nccl"
+)
+
+func cpuBackends(threads int) BackendFactory {
+	return func(_ model.Shard, comm nccl.Communicator) (kernels.Backend, error) {
+		return cpu.New(cpu.Options{Comm: comm, Threads: threads}), nil
+	}
+}
+
+type testModel struct {
+	ck  *model.Checkpoint
+	tok *tokenizer.Tokenizer
+}
+
+func openPreset(t testing.TB, preset string) testModel {
+	t.Helper()
+	dir := t.TempDir()
+	if err := modelgen.Write(dir, modelgen.Presets[preset]); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := model.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ck.Close() })
+	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testModel{ck: ck, tok: tok}
+}
+
+func startEngine(t testing.TB, tm testModel, tp int, mutate func(*Config)) *Engine {
+	t.Helper()
+	cfg := Config{Checkpoint: tm.ck, Tokenizer: tm.tok, TP: tp, NewBackend: cpuBackends(1),
+		Capacity:         model.CapacityInput{Budget: 64 << 20, ElemBytes: 4, PageSize: 16, MaxSeqs: 64, MaxModelLen: 1024},
+		MaxPrefillTokens: 256, MaxRows: 64}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	e, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	return e
+}
+
+// collect reads a stream to its end.
+func collect(t testing.TB, s *Stream) (ids []int32, text string, last Event) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		ev, err := s.Recv(ctx)
+		if err == io.EOF {
+			return ids, text, last
+		}
+		if err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+		if ev.HasToken {
+			ids = append(ids, ev.Token)
+		}
+		text += ev.Text
+		last = ev
+	}
+}
+
+// aloneTokens generates with a Session and the same sampling rule: the
+// reference for "the tokens a request gets when run alone".
+func aloneTokens(t testing.TB, tm testModel, r Request) []int32 {
+	t.Helper()
+	be := cpu.New(cpu.Options{Threads: 1})
+	m, err := tm.ck.Load(be, model.Single)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := model.NewSession(be, m, len(r.Prompt)+r.MaxTokens)
+	logits, err := s.Step(r.Prompt, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int32
+	for i := 0; i < r.MaxTokens; i++ {
+		id := sample.Pick(logits, r.Params, i, 0).Token.ID
+		out = append(out, id)
+		if slices.Contains(tm.ck.Config.EOS, id) || i+1 == r.MaxTokens {
+			break
+		}
+		if logits, err = s.Step([]int32{id}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func mixedRequests(n, vocab int) []Request {
+	reqs := make([]Request, n)
+	x := uint32(12345)
+	for i := range reqs {
+		plen := []int{1, 3, 17, 40, 64, 65, 90}[i%7]
+		prompt := make([]int32, plen)
+		for j := range prompt {
+			x = x*1664525 + 1013904223
+			prompt[j] = int32(x>>8) % int32(vocab-16) // stay clear of the special tokens
+		}
+		reqs[i] = Request{Prompt: prompt, MaxTokens: 4 + i%9}
+		if i%2 == 1 {
+			reqs[i].Params = sample.Params{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: uint64(1000 + i)}
+		}
+	}
+	return reqs
+}
+
+// TestConcurrentMatchesAlone: 32 concurrent requests of mixed lengths,
+// greedy and seeded, get exactly the tokens each gets alone. Few slots and
+// a small prefill budget force chunked prefill, mixed steps and slot reuse.
+func TestConcurrentMatchesAlone(t *testing.T) {
+	tm := openPreset(t, "tiny")
+	reqs := mixedRequests(32, tm.tok.VocabSize())
+	for _, tp := range []int{1, 2} {
+		t.Run(fmt.Sprintf("tp=%d", tp), func(t *testing.T) {
+			e := startEngine(t, tm, tp, func(c *Config) { c.Capacity.MaxSeqs = 6; c.MaxPrefillTokens = 48 })
+			streams := make([]*Stream, len(reqs))
+			for i, r := range reqs {
+				s, err := e.Submit(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				streams[i] = s
+			}
+			var wg sync.WaitGroup
+			got := make([][]int32, len(reqs))
+			for i := range streams {
+				wg.Go(func() { got[i], _, _ = collect(t, streams[i]) })
+			}
+			wg.Wait()
+			for i, r := range reqs {
+				if want := aloneTokens(t, tm, r); !slices.Equal(got[i], want) {
+					t.Errorf("request %d (prompt %d, %+v): got %v, alone %v", i, len(r.Prompt), r.Params, got[i], want)
+				}
+			}
+			st, err := e.Stats(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Running != 0 || st.Waiting != 0 || st.FreeSlots != e.Info().Slots || st.FreePages != e.Info().KVPages {
+				t.Errorf("after all requests: %+v, info %+v", st, e.Info())
+			}
+		})
+	}
+}
+
+func TestCancelFreesState(t *testing.T) {
+	tm := openPreset(t, "tiny")
+	e := startEngine(t, tm, 2, func(c *Config) { c.Capacity.MaxSeqs = 1 })
+	long := Request{Prompt: []int32{5, 6, 7, 8, 9}, MaxTokens: 500, IgnoreEOS: true}
+	s, err := e.Submit(long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := 0; i < 3; i++ { // a few decode steps in
+		if _, err := s.Recv(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Cancel()
+	_, _, last := collect(t, s)
+	if last.Finish != "cancelled" {
+		t.Fatalf("finish = %q, want cancelled", last.Finish)
+	}
+	// The only slot is reused by the next request: its tokens must equal a
+	// fresh run, which needs the slot's GDN state zeroed before reuse.
+	next := Request{Prompt: []int32{40, 41, 42}, MaxTokens: 8}
+	s2, err := e.Submit(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ := collect(t, s2)
+	if want := aloneTokens(t, tm, next); !slices.Equal(got, want) {
+		t.Fatalf("after reuse: %v, fresh %v", got, want)
+	}
+	st, err := e.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.FreeSlots != 1 || st.FreePages != e.Info().KVPages {
+		t.Fatalf("state not freed: %+v", st)
+	}
+}
+
+// TestResetZeroesReusedSlot: executeStep zeroes the slots of plan.Reset
+// before the forward pass; without the reset a dirty slot changes the logits.
+func TestResetZeroesReusedSlot(t *testing.T) {
+	tm := openPreset(t, "tiny")
+	be := cpu.New(cpu.Options{Threads: 1})
+	m, err := tm.ck.Load(be, model.Single)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := m.NewState(be, 1, 8, 16)
+	step := func(tokens []int32, reset []int) []Sampled {
+		msg := &RunStep{Tokens: tokens, Reset: reset, Positions: make([]int32, len(tokens)),
+			Seqs:    []StepSeq{{Slot: 0, Len: len(tokens), Pages: []int32{0}}},
+			Outputs: []OutputRow{{Row: len(tokens) - 1, TopN: 5}}}
+		for i := range msg.Positions {
+			msg.Positions[i] = int32(i)
+		}
+		out, err := executeStep(be, m, st, msg, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	fresh := step([]int32{1, 2, 3}, nil)
+	step([]int32{9, 9, 9, 9}, nil) // dirty the slot
+	dirty := step([]int32{1, 2, 3}, nil)
+	clean := step([]int32{1, 2, 3}, []int{0})
+	if fmt.Sprint(dirty) == fmt.Sprint(fresh) {
+		t.Fatal("a dirty slot did not change the output: the test cannot see a missing reset")
+	}
+	if fmt.Sprint(clean) != fmt.Sprint(fresh) {
+		t.Fatalf("after Reset: %v, fresh %v", clean, fresh)
+	}
+	if snap := st.GDN.(*cpu.StatePool).Snapshot(0); !slices.ContainsFunc(snap, func(v float32) bool { return v != 0 }) {
+		t.Fatal("state stayed zero after a step")
+	}
+}
+
+func TestStopStringsAcrossTokens(t *testing.T) {
+	tm := openPreset(t, "tiny")
+	e := startEngine(t, tm, 1, nil)
+	r := Request{Prompt: []int32{10, 20, 30}, MaxTokens: 24, IgnoreEOS: true}
+	_, text, _ := collect(t, mustSubmit(t, e, r))
+	if len(text) < 6 {
+		t.Skipf("generated text %q too short to cut", text)
+	}
+	stop := text[3:6] // spans whatever token boundaries fall there
+	r.Stop = []string{stop, "never-appears"}
+	_, got, last := collect(t, mustSubmit(t, e, r))
+	want := text[:strings.Index(text, stop)]
+	if got != want || last.Finish != "stop" {
+		t.Fatalf("with stop %q: got %q (finish %q), want %q", stop, got, last.Finish, want)
+	}
+}
+
+func mustSubmit(t testing.TB, e *Engine, r Request) *Stream {
+	t.Helper()
+	s, err := e.Submit(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestRejections(t *testing.T) {
+	tm := openPreset(t, "tiny")
+	e := startEngine(t, tm, 1, nil)
+	tests := []struct {
+		name string
+		r    Request
+		want string
+	}{
+		{"empty prompt", Request{MaxTokens: 1}, "prompt is empty"},
+		{"zero max tokens", Request{Prompt: []int32{1}}, "max_tokens 0"},
+		{"out of vocab", Request{Prompt: []int32{1, 100000}, MaxTokens: 1}, "outside the vocabulary"},
+		{"bad temperature", Request{Prompt: []int32{1}, MaxTokens: 1, Params: sample.Params{Temperature: -1}}, "temperature"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := e.Submit(tt.r)
+			if !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want %q", err, tt.want)
+			}
+		})
+	}
+	// Context length is the planner's call: the stream ends with an error.
+	_, _, last := collect(t, mustSubmit(t, e, Request{Prompt: make([]int32, 1000), MaxTokens: 100}))
+	if last.Finish != "error" || last.Err == nil || !strings.Contains(last.Err.Error(), "1024") {
+		t.Fatalf("context length: finish %q err %v", last.Finish, last.Err)
+	}
+}
+
+func TestTPDegreeMustDivideHeads(t *testing.T) {
+	tm := openPreset(t, "tiny")
+	_, err := Start(context.Background(), Config{Checkpoint: tm.ck, Tokenizer: tm.tok, TP: 3, NewBackend: cpuBackends(1),
+		Capacity: model.CapacityInput{Budget: 64 << 20, ElemBytes: 4, PageSize: 16, MaxSeqs: 8}, MaxPrefillTokens: 64, MaxRows: 8})
+	if err == nil || !strings.Contains(err.Error(), "tensor-parallel degree 3 does not divide") {
+		t.Fatalf("TP=3: %v", err)
+	}
+}

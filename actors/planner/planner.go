@@ -1,0 +1,284 @@
+package planner
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// RequestID identifies a request; ids are unique among live requests.
+type RequestID uint64
+
+// maxPages is the largest page count: page ids are int32.
+const maxPages = 1<<31 - 1
+
+// Config sizes the planner.
+type Config struct {
+	MaxPrefillTokens int // per-step budget of prefill tokens (chunked prefill)
+	MaxRows          int // per-step cap on scheduled sequences (decode rows + prefill chunks)
+	Slots            int // recurrent-state slots (max concurrent running requests)
+	KVPages          int // total KV pages
+	PageSize         int // tokens per page
+	MaxModelLen      int // context length: prompt + max new tokens must fit
+}
+
+// Validate reports the first field that is out of range.
+func (c Config) Validate() error {
+	fields := []struct {
+		name string
+		v    int
+	}{
+		{"MaxPrefillTokens", c.MaxPrefillTokens},
+		{"MaxRows", c.MaxRows},
+		{"Slots", c.Slots},
+		{"KVPages", c.KVPages},
+		{"PageSize", c.PageSize},
+		{"MaxModelLen", c.MaxModelLen},
+	}
+	for _, f := range fields {
+		if f.v < 1 {
+			return fmt.Errorf("planner: invalid config: %s = %d, must be at least 1", f.name, f.v)
+		}
+	}
+	if c.KVPages > maxPages {
+		return fmt.Errorf("planner: invalid config: KVPages = %d, must be at most %d", c.KVPages, maxPages)
+	}
+	return nil
+}
+
+// Request is what Add needs to know about a request.
+type Request struct {
+	ID           RequestID
+	PromptLen    int // prompt tokens, at least 1
+	MaxNewTokens int // tokens to generate at most, at least 1
+}
+
+// Rejection reasons (Rejection.Reason).
+const (
+	ReasonContextLength = "context_length" // prompt + max new tokens exceed MaxModelLen
+	ReasonCapacity      = "capacity"       // the request could not fit in the KV cache even alone
+	ReasonDuplicate     = "duplicate"      // a live request already has this id
+	ReasonInvalid       = "invalid"        // PromptLen or MaxNewTokens below 1
+)
+
+// Rejection is the error Add returns for a request that can never run.
+// Msg is meant for the client; Reason is for machines.
+type Rejection struct {
+	ID     RequestID
+	Reason string
+	Msg    string
+}
+
+func (r *Rejection) Error() string {
+	return "planner: request " + strconv.FormatUint(uint64(r.ID), 10) + " rejected (" + r.Reason + "): " + r.Msg
+}
+
+// ErrRejected matches every *Rejection with errors.Is.
+var ErrRejected = errors.New("planner: request rejected")
+
+// Is makes errors.Is(err, ErrRejected) true for a Rejection.
+func (r *Rejection) Is(target error) bool { return target == ErrRejected }
+
+// request is the planner's record of one live request.
+type request struct {
+	id        RequestID
+	prompt    int
+	maxNew    int
+	generated int     // tokens sampled so far
+	computed  int     // tokens whose KV/state is computed
+	running   bool    // holds a slot (and pages)
+	admission uint64  // admission number, set each time it is admitted
+	slot      int     // valid while running
+	pages     []int32 // page table, valid while running
+}
+
+// known is the number of tokens known: prompt plus generated.
+func (r *request) known() int { return r.prompt + r.generated }
+
+// remaining is the number of known tokens not computed yet.
+func (r *request) remaining() int { return r.known() - r.computed }
+
+// Planner is the scheduling state machine. The zero value is not usable; call New.
+type Planner struct {
+	cfg Config
+
+	reqs    map[RequestID]*request // lookup only, never ranged over
+	waiting []*request             // FCFS queue
+	running []*request             // admission order
+
+	freeSlots minHeap[int]
+	freePages minHeap[int32]
+
+	freed         []Freed // released since the previous non-empty plan
+	step          uint64
+	nextAdmission uint64
+	preemptions   uint64
+
+	inflight *inflight // the latest plan, until Update applies it
+}
+
+// inflight records what the latest plan scheduled, with the admission number
+// each request had, so Update ignores requests aborted or requeued since.
+type inflight struct {
+	step    uint64
+	entries []entry
+}
+
+type entry struct {
+	r         *request
+	admission uint64
+	cached    int
+	len       int
+	sample    bool
+}
+
+// New returns a planner for cfg.
+func New(cfg Config) (*Planner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Planner{cfg: cfg, reqs: make(map[RequestID]*request)}
+	p.freeSlots = make(minHeap[int], 0, cfg.Slots)
+	for s := range cfg.Slots {
+		p.freeSlots = append(p.freeSlots, s) // ascending is a valid heap
+	}
+	p.freePages = make(minHeap[int32], 0, cfg.KVPages)
+	for pg := range cfg.KVPages {
+		p.freePages = append(p.freePages, int32(pg))
+	}
+	return p, nil
+}
+
+// pagesFor is the number of pages that hold n tokens.
+func (p *Planner) pagesFor(n int) int { return (n + p.cfg.PageSize - 1) / p.cfg.PageSize }
+
+// Add enqueues r at the back of the waiting queue, or rejects it.
+func (p *Planner) Add(r Request) error {
+	reject := func(reason, msg string) error {
+		return &Rejection{ID: r.ID, Reason: reason, Msg: msg}
+	}
+	switch {
+	case r.PromptLen < 1:
+		return reject(ReasonInvalid, fmt.Sprintf("the prompt must have at least 1 token, got %d", r.PromptLen))
+	case r.MaxNewTokens < 1:
+		return reject(ReasonInvalid, fmt.Sprintf("max_tokens must be at least 1, got %d", r.MaxNewTokens))
+	}
+	if _, ok := p.reqs[r.ID]; ok {
+		return reject(ReasonDuplicate, fmt.Sprintf("request id %d is already in use", r.ID))
+	}
+	if r.PromptLen > p.cfg.MaxModelLen || r.MaxNewTokens > p.cfg.MaxModelLen-r.PromptLen {
+		return reject(ReasonContextLength, fmt.Sprintf(
+			"this model's maximum context length is %d tokens, but %d prompt tokens plus %d completion tokens were requested",
+			p.cfg.MaxModelLen, r.PromptLen, r.MaxNewTokens))
+	}
+	total := r.PromptLen + r.MaxNewTokens
+	if need := p.pagesFor(total); need > p.cfg.KVPages {
+		return reject(ReasonCapacity, fmt.Sprintf(
+			"%d tokens need %d KV pages of %d tokens but the cache has only %d pages (%d tokens)",
+			total, need, p.cfg.PageSize, p.cfg.KVPages, p.cfg.KVPages*p.cfg.PageSize))
+	}
+	q := &request{id: r.ID, prompt: r.PromptLen, maxNew: r.MaxNewTokens, slot: -1}
+	p.reqs[r.ID] = q
+	p.waiting = append(p.waiting, q)
+	return nil
+}
+
+// Abort removes a waiting or running request; a running one's slot and pages
+// are reported in the next plan's Freed. It reports whether id was live.
+func (p *Planner) Abort(id RequestID) bool { return p.remove(id) }
+
+// Finish ends a request whose end was decided outside the planner (EOS, stop
+// string); it frees like Abort and reports whether id was live.
+func (p *Planner) Finish(id RequestID) bool { return p.remove(id) }
+
+func (p *Planner) remove(id RequestID) bool {
+	r, ok := p.reqs[id]
+	if !ok {
+		return false
+	}
+	if r.running {
+		p.release(r)
+	} else {
+		p.waiting = slices.DeleteFunc(p.waiting, func(q *request) bool { return q == r })
+	}
+	delete(p.reqs, id)
+	return true
+}
+
+// release takes a running request out of the running set and frees its slot
+// and pages, recording them for the next plan's Freed.
+func (p *Planner) release(r *request) {
+	p.running = slices.DeleteFunc(p.running, func(q *request) bool { return q == r })
+	p.freed = append(p.freed, Freed{ID: r.id, Slot: r.slot, Pages: r.pages})
+	p.freeSlots.push(r.slot)
+	for _, pg := range r.pages {
+		p.freePages.push(pg)
+	}
+	r.running, r.slot, r.pages, r.computed = false, -1, nil, 0
+}
+
+// Requeue puts a running request back at the front of the waiting queue with
+// nothing computed: its prompt and generated tokens will be re-prefilled. Its
+// slot and pages are freed. It does nothing for a request that is not running.
+func (p *Planner) Requeue(id RequestID) {
+	if r, ok := p.reqs[id]; ok && r.running {
+		p.requeue(r)
+	}
+}
+
+func (p *Planner) requeue(r *request) {
+	p.release(r)
+	p.waiting = slices.Insert(p.waiting, 0, r)
+}
+
+// RequeueAll requeues every running request, keeping their admission order at
+// the front of the queue, and returns their ids in that order.
+func (p *Planner) RequeueAll() []RequestID {
+	all := slices.Clone(p.running)
+	ids := make([]RequestID, len(all))
+	for i, r := range all {
+		ids[i] = r.id
+		p.release(r)
+	}
+	p.waiting = append(all, p.waiting...)
+	p.inflight = nil
+	return ids
+}
+
+// Stats is a snapshot of the planner's occupancy and counters.
+type Stats struct {
+	Running     int
+	Waiting     int
+	FreeSlots   int
+	FreePages   int
+	UsedPages   int
+	Preemptions uint64 // requests the planner preempted for pages
+	Step        uint64 // the latest non-empty plan's Step
+}
+
+// Stats returns the current occupancy.
+func (p *Planner) Stats() Stats {
+	return Stats{
+		Running:     len(p.running),
+		Waiting:     len(p.waiting),
+		FreeSlots:   len(p.freeSlots),
+		FreePages:   len(p.freePages),
+		UsedPages:   p.cfg.KVPages - len(p.freePages),
+		Preemptions: p.preemptions,
+		Step:        p.step,
+	}
+}
+
+func (s Stats) String() string {
+	var b strings.Builder
+	b.WriteString("running=" + strconv.Itoa(s.Running))
+	b.WriteString(" waiting=" + strconv.Itoa(s.Waiting))
+	b.WriteString(" free_slots=" + strconv.Itoa(s.FreeSlots))
+	b.WriteString(" free_pages=" + strconv.Itoa(s.FreePages))
+	b.WriteString(" used_pages=" + strconv.Itoa(s.UsedPages))
+	b.WriteString(" preemptions=" + strconv.FormatUint(s.Preemptions, 10))
+	b.WriteString(" step=" + strconv.FormatUint(s.Step, 10))
+	return b.String()
+}

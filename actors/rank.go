@@ -1,0 +1,134 @@
+package actors
+
+import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"cohort/kernels"
+	"cohort/model"
+	"cohort/model/sample"
+	"cohort/nccl"
+)
+
+// BackendFactory makes the backend of one rank, inside the rank's device
+// executor thread.
+type BackendFactory func(shard model.Shard, comm nccl.Communicator) (kernels.Backend, error)
+
+// rankActor owns one tensor-parallel shard: its backend, its weights and
+// its per-request state. All of it is touched only from Receive; the device
+// executor gets values, not the actor.
+type rankActor struct {
+	index      int
+	newBackend BackendFactory
+	exec       *executor
+
+	be kernels.Backend
+	m  model.Model
+	st *model.State
+}
+
+func newRankActor(index int, f BackendFactory) actor.Producer {
+	return func() actor.Actor { return &rankActor{index: index, newBackend: f} }
+}
+
+func (r *rankActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		r.exec = newExecutor()
+	case *actor.Stopped:
+		r.exec.close()
+	case *LoadShard:
+		r.load(ctx, msg)
+	case *rankBound:
+		r.be, r.m, r.st = msg.be, msg.m, msg.st
+		l := msg.loaded
+		ctx.Send(l.replyTo, &ShardReady{Rank: r.index, Capacity: l.capacity, Err: l.err})
+	case *RunStep:
+		r.run(ctx, msg)
+	case *stepExecuted:
+		ctx.Send(msg.step.ReplyTo, &StepCompleted{Generation: msg.step.Generation, Step: msg.step.Step,
+			Rank: r.index, Samples: msg.samples, Err: msg.err})
+	}
+}
+
+func (r *rankActor) load(ctx actor.Context, msg *LoadShard) {
+	self, root, replyTo, newBackend := ctx.Self(), ctx.ActorSystem().Root, ctx.Sender(), r.newBackend
+	r.exec.submit(func() {
+		out := &shardLoaded{replyTo: replyTo}
+		var be kernels.Backend
+		var m model.Model
+		var st *model.State
+		out.err = protect("load shard", func() error {
+			var err error
+			if be, err = newBackend(msg.Shard, msg.Comm); err != nil {
+				return err
+			}
+			if m, err = msg.Checkpoint.Load(be, msg.Shard); err != nil {
+				return err
+			}
+			if out.capacity, err = msg.Checkpoint.Config.PlanCapacity(msg.Shard, msg.Capacity); err != nil {
+				return err
+			}
+			st = m.NewState(be, out.capacity.Slots, out.capacity.Pages, out.capacity.PageSize)
+			return nil
+		})
+		root.Send(self, &rankBound{be: be, m: m, st: st, loaded: out})
+	})
+}
+
+// rankBound hands the loaded shard from the executor back to the actor.
+type rankBound struct {
+	be     kernels.Backend
+	m      model.Model
+	st     *model.State
+	loaded *shardLoaded
+}
+
+func (*rankBound) rankMessage() {}
+
+func (r *rankActor) run(ctx actor.Context, msg *RunStep) {
+	if r.m == nil {
+		ctx.Send(msg.ReplyTo, &StepCompleted{Generation: msg.Generation, Step: msg.Step, Rank: r.index,
+			Err: fmt.Errorf("actors: rank %d has no shard loaded", r.index)})
+		return
+	}
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	be, m, st, sampleHere := r.be, r.m, r.st, r.index == 0
+	r.exec.submit(func() {
+		var samples []Sampled
+		err := protect("step", func() error {
+			var err error
+			samples, err = executeStep(be, m, st, msg, sampleHere)
+			return err
+		})
+		root.Send(self, &stepExecuted{step: msg, samples: samples, err: err})
+	})
+}
+
+// executeStep runs one step on a rank: zero newly assigned slots, run the
+// forward pass over the flat batch and, on the sampling rank, pick tokens.
+func executeStep(be kernels.Backend, m model.Model, st *model.State, msg *RunStep, sampleHere bool) ([]Sampled, error) {
+	for _, slot := range msg.Reset {
+		st.GDN.Reset(slot)
+	}
+	b := &kernels.Batch{Positions: msg.Positions, Seqs: make([]kernels.Seq, len(msg.Seqs))}
+	for i, s := range msg.Seqs {
+		b.Seqs[i] = kernels.Seq{Slot: s.Slot, Start: s.Start, Len: s.Len, Cached: s.Cached, Pages: s.Pages}
+	}
+	rows := make([]int, len(msg.Outputs))
+	for i, o := range msg.Outputs {
+		rows[i] = o.Row
+	}
+	logits, err := m.Forward(be, st, msg.Tokens, b, rows)
+	if err != nil || !sampleHere || len(rows) == 0 {
+		return nil, err
+	}
+	host := be.Download(logits)
+	vocab := len(host) / len(rows)
+	out := make([]Sampled, len(rows))
+	for i, o := range msg.Outputs {
+		out[i] = Sampled{ID: o.ID, Result: sample.Pick(host[i*vocab:(i+1)*vocab], o.Params, o.Index, o.TopN)}
+	}
+	return out, nil
+}

@@ -1,0 +1,118 @@
+package actors
+
+import (
+	"strings"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"cohort/actors/planner"
+	"cohort/model/sample"
+	"cohort/model/tokenizer"
+)
+
+// Request is one generation request as the engine runs it.
+type Request struct {
+	ID           planner.RequestID
+	Prompt       []int32
+	MaxTokens    int
+	Params       sample.Params
+	Stop         []string // stop strings: matched across token boundaries, never emitted
+	StopTokenIDs []int32
+	IgnoreEOS    bool
+	TopLogprobs  int // alternatives per token (0 = none)
+}
+
+// requestActor owns one request's output: detokenization (streaming-safe
+// UTF-8), stop strings across token boundaries and usage.
+type requestActor struct {
+	req    *Request
+	sched  *actor.PID
+	stream *Stream
+	dec    *tokenizer.StreamDecoder
+	held   string // text withheld because it may begin a stop string
+	usage  Usage
+}
+
+func newRequestActor(req *Request, sched *actor.PID, stream *Stream, tok *tokenizer.Tokenizer) actor.Producer {
+	return func() actor.Actor {
+		return &requestActor{req: req, sched: sched, stream: stream, dec: tok.NewStreamDecoder(),
+			usage: Usage{PromptTokens: len(req.Prompt)}}
+	}
+}
+
+func (a *requestActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		ctx.Send(a.sched, &AdmitRequest{Req: a.req, PID: ctx.Self()})
+	case *TokenGenerated:
+		a.token(ctx, msg)
+	case *RequestRejected:
+		a.finish(ctx, Event{Finish: "error", Err: msg.Err})
+	case *CancelRequest:
+		ctx.Send(a.sched, &AbortRequest{ID: a.req.ID})
+		a.finish(ctx, Event{Finish: "cancelled"})
+	}
+}
+
+func (a *requestActor) token(ctx actor.Context, msg *TokenGenerated) {
+	a.usage.CompletionTokens++
+	ev := Event{Token: msg.Result.Token.ID, Logprob: msg.Result.Token.Logprob, Top: msg.Result.Top, HasToken: true}
+	text := a.held
+	if !msg.StopToken {
+		text += a.dec.Add(ev.Token)
+	}
+	if msg.Finish != "" {
+		text += a.dec.Flush()
+	}
+	if cut, ok := a.matchStop(text); ok {
+		ctx.Send(a.sched, &FinishRequest{ID: a.req.ID})
+		ev.Text, ev.Finish = cut, "stop"
+		a.finish(ctx, ev)
+		return
+	}
+	ev.Text, a.held = a.splitHeld(text, msg.Finish != "")
+	if msg.Finish != "" {
+		ev.Finish = msg.Finish
+		a.finish(ctx, ev)
+		return
+	}
+	a.stream.push(ev)
+}
+
+// matchStop returns the text before the earliest stop string in text.
+func (a *requestActor) matchStop(text string) (string, bool) {
+	best := -1
+	for _, s := range a.req.Stop {
+		if i := strings.Index(text, s); i >= 0 && (best < 0 || i < best) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return "", false
+	}
+	return text[:best], true
+}
+
+// splitHeld emits text except a suffix that could still grow into a stop
+// string; at the end everything is emitted.
+func (a *requestActor) splitHeld(text string, final bool) (emit, held string) {
+	if final {
+		return text, ""
+	}
+	keep := 0
+	for _, s := range a.req.Stop {
+		for n := min(len(s)-1, len(text)); n > keep; n-- {
+			if strings.HasSuffix(text, s[:n]) {
+				keep = n
+				break
+			}
+		}
+	}
+	return text[:len(text)-keep], text[len(text)-keep:]
+}
+
+func (a *requestActor) finish(ctx actor.Context, ev Event) {
+	ev.Usage = a.usage
+	a.stream.push(ev)
+	ctx.Stop(ctx.Self())
+}
