@@ -2,7 +2,7 @@
 GO       ?= go
 PKGS     := ./...
 FUZZTIME ?= 4s
-RACE_PKGS := ./kernels/... ./model/... ./nccl/...
+RACE_PKGS := ./kernels/... ./model/... ./nccl/... ./actors/...
 
 .PHONY: help run test check vet fmt-check tidy-check unit race fuzz bench build fixtures
 
@@ -40,9 +40,10 @@ fuzz: ## each fuzz target for $(FUZZTIME)
 	$(GO) test -run='^$$' -fuzz='^FuzzParseConfig$$' -fuzztime=$(FUZZTIME) ./model
 	$(GO) test -run='^$$' -fuzz='^FuzzEncode$$' -fuzztime=$(FUZZTIME) ./model/tokenizer
 	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./model/tokenizer
+	$(GO) test -run='^$$' -fuzz='^FuzzPlanner$$' -fuzztime=$(FUZZTIME) ./actors/planner
 
 bench: ## benchmarks, once each (side-by-side baselines print ratios)
-	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 ./kernels/... ./model/...
+	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 ./kernels/... ./model/... ./nccl/... ./actors/...
 
 fixtures: ## regenerate HF reference fixtures (run on the GPU machine; see tools/hfref)
 	python3 tools/hfref/make_fixtures.py --out testdata/hf

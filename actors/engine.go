@@ -23,6 +23,9 @@ type Config struct {
 	Tokenizer  *tokenizer.Tokenizer
 	TP         int            // tensor-parallel degree (ranks)
 	NewBackend BackendFactory // makes each rank's backend
+	// LockThread pins each rank's device executor to its OS thread; GPU
+	// backends need it, the CPU backend is faster without it.
+	LockThread bool
 	// Capacity per rank: Budget, Reserve, Scratch, ElemBytes, PageSize,
 	// MaxSeqs and MaxModelLen (0 means the model's max_position_embeddings).
 	Capacity         model.CapacityInput
@@ -99,7 +102,7 @@ func (e *Engine) loadRanks(ctx context.Context, cfg Config, group *nccl.Group) (
 	}
 	futures := make([]*actor.Future, cfg.TP)
 	for r := 0; r < cfg.TP; r++ {
-		pid := e.sys.Root.Spawn(actor.PropsFromProducer(newRankActor(r, cfg.NewBackend)))
+		pid := e.sys.Root.Spawn(actor.PropsFromProducer(newRankActor(r, cfg.NewBackend, cfg.LockThread)))
 		e.ranks = append(e.ranks, pid)
 		futures[r] = e.sys.Root.RequestFuture(pid, &LoadShard{Checkpoint: cfg.Checkpoint,
 			Shard: model.Shard{Rank: r, Size: cfg.TP}, Comm: group.Comm(r), Capacity: cfg.Capacity}, timeout)

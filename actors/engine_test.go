@@ -31,6 +31,8 @@ func cpuBackends(threads int) BackendFactory {
 type testModel struct {
 	ck  *model.Checkpoint
 	tok *tokenizer.Tokenizer
+	be  kernels.Backend // a single-rank copy for reference runs
+	m   model.Model
 }
 
 func openPreset(t testing.TB, preset string) testModel {
@@ -48,7 +50,12 @@ func openPreset(t testing.TB, preset string) testModel {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testModel{ck: ck, tok: tok}
+	be := cpu.New(cpu.Options{})
+	m, err := ck.Load(be, model.Single)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testModel{ck: ck, tok: tok, be: be, m: m}
 }
 
 func startEngine(t testing.TB, tm testModel, tp int, mutate func(*Config)) *Engine {
@@ -92,12 +99,7 @@ func collect(t testing.TB, s *Stream) (ids []int32, text string, last Event) {
 // reference for "the tokens a request gets when run alone".
 func aloneTokens(t testing.TB, tm testModel, r Request) []int32 {
 	t.Helper()
-	be := cpu.New(cpu.Options{Threads: 1})
-	m, err := tm.ck.Load(be, model.Single)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := model.NewSession(be, m, len(r.Prompt)+r.MaxTokens)
+	s := model.NewSession(tm.be, tm.m, len(r.Prompt)+r.MaxTokens)
 	logits, err := s.Step(r.Prompt, false)
 	if err != nil {
 		t.Fatal(err)
@@ -140,6 +142,10 @@ func mixedRequests(n, vocab int) []Request {
 func TestConcurrentMatchesAlone(t *testing.T) {
 	tm := openPreset(t, "tiny")
 	reqs := mixedRequests(32, tm.tok.VocabSize())
+	want := make([][]int32, len(reqs))
+	for i, r := range reqs {
+		want[i] = aloneTokens(t, tm, r)
+	}
 	for _, tp := range []int{1, 2} {
 		t.Run(fmt.Sprintf("tp=%d", tp), func(t *testing.T) {
 			e := startEngine(t, tm, tp, func(c *Config) { c.Capacity.MaxSeqs = 6; c.MaxPrefillTokens = 48 })
@@ -158,8 +164,8 @@ func TestConcurrentMatchesAlone(t *testing.T) {
 			}
 			wg.Wait()
 			for i, r := range reqs {
-				if want := aloneTokens(t, tm, r); !slices.Equal(got[i], want) {
-					t.Errorf("request %d (prompt %d, %+v): got %v, alone %v", i, len(r.Prompt), r.Params, got[i], want)
+				if !slices.Equal(got[i], want[i]) {
+					t.Errorf("request %d (prompt %d, %+v): got %v, alone %v", i, len(r.Prompt), r.Params, got[i], want[i])
 				}
 			}
 			st, err := e.Stats(context.Background())

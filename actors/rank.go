@@ -21,6 +21,7 @@ type BackendFactory func(shard model.Shard, comm nccl.Communicator) (kernels.Bac
 type rankActor struct {
 	index      int
 	newBackend BackendFactory
+	lockThread bool
 	exec       *executor
 
 	be kernels.Backend
@@ -28,14 +29,14 @@ type rankActor struct {
 	st *model.State
 }
 
-func newRankActor(index int, f BackendFactory) actor.Producer {
-	return func() actor.Actor { return &rankActor{index: index, newBackend: f} }
+func newRankActor(index int, f BackendFactory, lockThread bool) actor.Producer {
+	return func() actor.Actor { return &rankActor{index: index, newBackend: f, lockThread: lockThread} }
 }
 
 func (r *rankActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
-		r.exec = newExecutor()
+		r.exec = newExecutor(r.lockThread)
 	case *actor.Stopped:
 		r.exec.close()
 	case *LoadShard:

@@ -79,11 +79,23 @@ func (s *schedulerActor) maybeStep(ctx actor.Context) {
 	if s.inflight != nil {
 		return
 	}
-	plan := s.plan.Schedule()
-	if len(plan.Seqs) == 0 {
+	step := s.nextStep(ctx.Self())
+	if step == nil {
 		return
 	}
-	step := &RunStep{Generation: s.gen, Step: plan.Step, Reset: plan.Reset, ReplyTo: ctx.Self()}
+	for _, r := range s.ranks {
+		ctx.Send(r, step)
+	}
+}
+
+// nextStep turns the planner's next plan into a RunStep (nil when idle) and
+// marks it in flight.
+func (s *schedulerActor) nextStep(replyTo *actor.PID) *RunStep {
+	plan := s.plan.Schedule()
+	if len(plan.Seqs) == 0 {
+		return nil
+	}
+	step := &RunStep{Generation: s.gen, Step: plan.Step, Reset: plan.Reset, ReplyTo: replyTo}
 	for _, sp := range plan.Seqs {
 		l := s.live[sp.ID]
 		start := len(step.Tokens)
@@ -98,9 +110,7 @@ func (s *schedulerActor) maybeStep(ctx actor.Context) {
 		}
 	}
 	s.inflight = &inflightStep{plan: plan}
-	for _, r := range s.ranks {
-		ctx.Send(r, step)
-	}
+	return step
 }
 
 func (s *schedulerActor) completed(ctx actor.Context, msg *StepCompleted) {
@@ -138,9 +148,23 @@ func (s *schedulerActor) failStep(ctx actor.Context, f *inflightStep) {
 	}
 }
 
-// apply records the sampled tokens, decides which requests finished (max
-// tokens, EOS, stop token ids) and forwards each token to its request actor.
+// apply forwards each token of a completed step to its request actor.
 func (s *schedulerActor) apply(ctx actor.Context, f *inflightStep) {
+	for _, d := range s.record(f) {
+		ctx.Send(d.pid, d.ev)
+	}
+}
+
+// delivery is a token on its way to a request actor.
+type delivery struct {
+	pid *actor.PID
+	ev  *TokenGenerated
+}
+
+// record applies a completed step's samples: it appends the tokens, decides
+// which requests finished (max tokens, EOS, stop token ids) and returns the
+// events for the request actors.
+func (s *schedulerActor) record(f *inflightStep) []delivery {
 	var sampled []planner.RequestID
 	for _, smp := range f.samples {
 		if _, ok := s.live[smp.ID]; ok {
@@ -148,6 +172,7 @@ func (s *schedulerActor) apply(ctx actor.Context, f *inflightStep) {
 		}
 	}
 	byPlanner := s.plan.Update(f.plan, sampled)
+	out := make([]delivery, 0, len(f.samples))
 	for _, smp := range f.samples {
 		l, ok := s.live[smp.ID]
 		if !ok {
@@ -167,6 +192,7 @@ func (s *schedulerActor) apply(ctx actor.Context, f *inflightStep) {
 			s.plan.Finish(smp.ID)
 			delete(s.live, smp.ID)
 		}
-		ctx.Send(l.pid, ev)
+		out = append(out, delivery{l.pid, ev})
 	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -56,6 +57,8 @@ type round struct {
 	passed  bool
 	err     error // validation error, set before ready is closed
 	ready   chan struct{}
+	// open mirrors passed for the lock-free spin phase of the waiters.
+	open atomic.Bool
 	// Departure barrier: the rank that brings left to zero closes gone.
 	left atomic.Int32
 	gone chan struct{}
@@ -73,6 +76,7 @@ type Group struct {
 	cur      *round        // the round the next arriving rank joins
 	abortErr error         // sticky, wraps ErrAborted
 	abortCh  chan struct{} // closed on abort
+	dead     atomic.Bool   // set on abort, for the spin phase
 
 	asyncErr atomic.Pointer[error]
 }
@@ -130,6 +134,7 @@ func (g *Group) abortLocked(reason error) {
 	} else {
 		g.abortErr = fmt.Errorf("%w: %w", ErrAborted, reason)
 	}
+	g.dead.Store(true)
 	close(g.abortCh)
 }
 
@@ -182,12 +187,16 @@ func (g *Group) arrive(ctx context.Context, rank int, s slot) (*round, error) {
 		rd.err = validate(rd.slots)
 		rd.passed = true
 		g.cur = newRound(g.n)
+		rd.open.Store(true)
 		close(rd.ready)
 		g.mu.Unlock()
 		return rd, rd.err
 	}
 	g.mu.Unlock()
 
+	if spin(func() bool { return rd.open.Load() || g.dead.Load() }) && rd.open.Load() {
+		return rd, rd.err
+	}
 	var ctxDone bool
 	select {
 	case <-rd.ready:
@@ -221,7 +230,30 @@ func (rd *round) depart() {
 		close(rd.gone)
 		return
 	}
+	if spin(func() bool { return rd.left.Load() == 0 }) {
+		return
+	}
 	<-rd.gone
+}
+
+// spinLimit bounds the optimistic phase of a wait: a rank that arrives
+// shortly before its peers yields the processor up to spinLimit times
+// before it parks on a channel. Parking and being readied costs several µs
+// (the woken goroutine lands on the waker's P and must be stolen), which
+// would dominate small collectives. The spin yields rather than burns the
+// processor, so oversubscribed ranks (more ranks than Ps) still progress.
+const spinLimit = 64
+
+// spin yields until done reports true or spinLimit yields have passed; it
+// reports whether done held.
+func spin(done func() bool) bool {
+	for range spinLimit {
+		if done() {
+			return true
+		}
+		runtime.Gosched()
+	}
+	return done()
 }
 
 // validate checks that all ranks called the same collective with consistent

@@ -22,9 +22,10 @@
 //  3. The caller runs the plan on every rank, then calls Update with the plan
 //     and the ids that got a new token (every Seq with Sample set). Update
 //     returns the ids the planner finished because they reached MaxNewTokens.
-//     Only the latest plan can be applied, and only once; a plan that was
-//     never run may simply be dropped (call Schedule again, or RequeueAll
-//     after a rank-group failure, so re-prefill rebuilds all state).
+//     Only the latest plan can be applied, and only once: a duplicate or
+//     stale Update is a no-op. When a step fails (a rank died, the group is
+//     rebuilt), call RequeueAll instead of Update: every running request is
+//     re-prefilled from its known tokens into freshly reset slots.
 //  4. Abort and Finish end a request at any time (client gone, EOS, stop
 //     string); Requeue and RequeueAll send running requests back to the front
 //     of the queue to be re-prefilled (preemption, replay after a rebuild).
@@ -49,9 +50,11 @@
 //
 // Prefill chunks take min(remaining, budget left) tokens of MaxPrefillTokens.
 // Pages are allocated lazily to cover Cached+Len. When a running request
-// needs a page and none is free, the most recently admitted running request
-// is preempted (requeued at the front of the queue, its slot and pages
-// freed) and the allocation is retried; if that request is the one asking,
-// it preempts itself, as in vLLM v1, so the oldest running request always
-// makes progress. Slots and pages are handed out lowest-free-first.
+// needs pages and too few are free, running requests admitted after it are
+// preempted, youngest first (requeued at the front of the queue, slot and
+// pages freed, counted in Stats.Preemptions), and the allocation is retried.
+// When even that would not free enough, nothing is preempted and the request
+// sits this step out, keeping its pages. So a younger request never evicts an
+// older one and the oldest running request always gets its pages. Slots and
+// pages are handed out lowest-free-first.
 package planner

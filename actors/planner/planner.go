@@ -11,8 +11,9 @@ import (
 // RequestID identifies a request; ids are unique among live requests.
 type RequestID uint64
 
-// maxPages is the largest page count: page ids are int32.
-const maxPages = 1<<31 - 1
+// maxField bounds every Config field, so sums and products of them fit an
+// int and page ids fit an int32.
+const maxField = 1 << 30
 
 // Config sizes the planner.
 type Config struct {
@@ -38,12 +39,9 @@ func (c Config) Validate() error {
 		{"MaxModelLen", c.MaxModelLen},
 	}
 	for _, f := range fields {
-		if f.v < 1 {
-			return fmt.Errorf("planner: invalid config: %s = %d, must be at least 1", f.name, f.v)
+		if f.v < 1 || f.v > maxField {
+			return fmt.Errorf("planner: invalid config: %s = %d, must be in [1, %d]", f.name, f.v, maxField)
 		}
-	}
-	if c.KVPages > maxPages {
-		return fmt.Errorf("planner: invalid config: KVPages = %d, must be at most %d", c.KVPages, maxPages)
 	}
 	return nil
 }
@@ -132,6 +130,7 @@ type entry struct {
 	cached    int
 	len       int
 	sample    bool
+	prefill   bool // uses the prefill budget
 }
 
 // New returns a planner for cfg.
@@ -154,30 +153,32 @@ func New(cfg Config) (*Planner, error) {
 // pagesFor is the number of pages that hold n tokens.
 func (p *Planner) pagesFor(n int) int { return (n + p.cfg.PageSize - 1) / p.cfg.PageSize }
 
-// Add enqueues r at the back of the waiting queue, or rejects it.
+// Add enqueues r at the back of the waiting queue, or rejects it with a
+// *Rejection.
 func (p *Planner) Add(r Request) error {
-	reject := func(reason, msg string) error {
-		return &Rejection{ID: r.ID, Reason: reason, Msg: msg}
+	reject := func(reason string, msg ...string) error {
+		return &Rejection{ID: r.ID, Reason: reason, Msg: strings.Join(msg, "")}
 	}
+	itoa := strconv.Itoa
 	switch {
 	case r.PromptLen < 1:
-		return reject(ReasonInvalid, fmt.Sprintf("the prompt must have at least 1 token, got %d", r.PromptLen))
+		return reject(ReasonInvalid, "the prompt must have at least 1 token, got ", itoa(r.PromptLen))
 	case r.MaxNewTokens < 1:
-		return reject(ReasonInvalid, fmt.Sprintf("max_tokens must be at least 1, got %d", r.MaxNewTokens))
+		return reject(ReasonInvalid, "max_tokens must be at least 1, got ", itoa(r.MaxNewTokens))
 	}
 	if _, ok := p.reqs[r.ID]; ok {
-		return reject(ReasonDuplicate, fmt.Sprintf("request id %d is already in use", r.ID))
+		return reject(ReasonDuplicate, "request id ", strconv.FormatUint(uint64(r.ID), 10), " is already in use")
 	}
 	if r.PromptLen > p.cfg.MaxModelLen || r.MaxNewTokens > p.cfg.MaxModelLen-r.PromptLen {
-		return reject(ReasonContextLength, fmt.Sprintf(
-			"this model's maximum context length is %d tokens, but %d prompt tokens plus %d completion tokens were requested",
-			p.cfg.MaxModelLen, r.PromptLen, r.MaxNewTokens))
+		return reject(ReasonContextLength, "this model's maximum context length is ", itoa(p.cfg.MaxModelLen),
+			" tokens, but ", itoa(r.PromptLen), " prompt tokens plus ", itoa(r.MaxNewTokens),
+			" completion tokens were requested")
 	}
 	total := r.PromptLen + r.MaxNewTokens
 	if need := p.pagesFor(total); need > p.cfg.KVPages {
-		return reject(ReasonCapacity, fmt.Sprintf(
-			"%d tokens need %d KV pages of %d tokens but the cache has only %d pages (%d tokens)",
-			total, need, p.cfg.PageSize, p.cfg.KVPages, p.cfg.KVPages*p.cfg.PageSize))
+		return reject(ReasonCapacity, itoa(total), " tokens need ", itoa(need), " KV pages of ",
+			itoa(p.cfg.PageSize), " tokens but the cache has only ", itoa(p.cfg.KVPages), " pages (",
+			itoa(p.cfg.KVPages*p.cfg.PageSize), " tokens)")
 	}
 	q := &request{id: r.ID, prompt: r.PromptLen, maxNew: r.MaxNewTokens, slot: -1}
 	p.reqs[r.ID] = q

@@ -75,7 +75,8 @@ func BenchmarkPrefill(b *testing.B) {
 	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "tok/s")
 }
 
-// BenchmarkDecode measures greedy decode after a 32-token prefill. batch=1 is
+// BenchmarkDecode measures greedy decode after a 32-token prefill and one
+// untimed warm-up step; each op is one decode step. batch=1 is
 // one sequence through model.Session; batch=8 decodes 8 sequences together,
 // one Forward call per step over a flat batch of 8 one-token rows, the way
 // the scheduler batches decode. Both read every weight once per step, so the
@@ -85,9 +86,12 @@ func BenchmarkDecode(b *testing.B) {
 	var batch1 float64 // tok/s of batch=1 in this run (0 if filtered out)
 	b.Run("batch=1", func(b *testing.B) {
 		be, m, cfg := smallModel(b)
-		s := model.NewSession(be, m, prefill+b.N)
+		s := model.NewSession(be, m, prefill+1+b.N)
 		logits, err := s.Step(prompt(prefill, cfg.VocabSize, 4), false)
 		if err != nil {
+			b.Fatal(err)
+		}
+		if logits, err = s.Step([]int32{int32(argmax(logits))}, false); err != nil { // warm-up step
 			b.Fatal(err)
 		}
 		b.ResetTimer()
@@ -102,7 +106,7 @@ func BenchmarkDecode(b *testing.B) {
 	b.Run("batch=8", func(b *testing.B) {
 		be, m, cfg := smallModel(b)
 		const seqs, pageSize = 8, 16
-		pagesPer := (prefill + b.N + pageSize - 1) / pageSize
+		pagesPer := (prefill + 1 + b.N + pageSize - 1) / pageSize
 		st := m.NewState(be, seqs, seqs*pagesPer, pageSize)
 		pages := make([][]int32, seqs)
 		for i := range pages {
@@ -130,18 +134,23 @@ func BenchmarkDecode(b *testing.B) {
 		for i := range rows {
 			rows[i] = i
 		}
-		b.ResetTimer()
-		for step := 0; step < b.N; step++ {
+		// decode runs one step for all 8 sequences at position pos.
+		decode := func(pos int) {
 			db := &kernels.Batch{Positions: make([]int32, seqs)}
 			for i := range seqs {
-				db.Positions[i] = int32(prefill + step)
-				db.Seqs = append(db.Seqs, kernels.Seq{Slot: i, Start: i, Len: 1, Cached: prefill + step, Pages: pages[i]})
+				db.Positions[i] = int32(pos)
+				db.Seqs = append(db.Seqs, kernels.Seq{Slot: i, Start: i, Len: 1, Cached: pos, Pages: pages[i]})
 			}
 			logits, err := m.Forward(be, st, next, db, rows)
 			if err != nil {
 				b.Fatal(err)
 			}
 			next = greedyRows(be.Download(logits), cfg.VocabSize)
+		}
+		decode(prefill) // warm-up step
+		b.ResetTimer()
+		for step := 0; step < b.N; step++ {
+			decode(prefill + 1 + step)
 		}
 		agg := float64(seqs*b.N) / b.Elapsed().Seconds()
 		b.ReportMetric(agg, "tok/s")

@@ -1,0 +1,165 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"cohort/actors/planner"
+	"cohort/kernels/cpu"
+	"cohort/model"
+)
+
+var benchModels sync.Map // preset name -> *testModel
+
+// presetModel loads a preset once per test binary.
+func presetModel(b *testing.B, preset string) testModel {
+	if tm, ok := benchModels.Load(preset); ok {
+		return *tm.(*testModel)
+	}
+	tm := openPreset(b, preset)
+	benchModels.Store(preset, &tm)
+	return tm
+}
+
+func benchRequests(n, maxTokens int) []Request {
+	reqs := make([]Request, n)
+	for i := range reqs {
+		prompt := make([]int32, 16)
+		for j := range prompt {
+			prompt[j] = int32((i*131 + j*7) % 250)
+		}
+		reqs[i] = Request{Prompt: prompt, MaxTokens: maxTokens, IgnoreEOS: true}
+	}
+	return reqs
+}
+
+var benchCapacity = model.CapacityInput{Budget: 1 << 30, ElemBytes: 4, PageSize: 16, MaxSeqs: 64, MaxModelLen: 4096}
+
+// BenchmarkServe compares the actor engine with a direct-call baseline that
+// runs the same planner and the same steps in a plain loop, at 1, 8 and 32
+// concurrent requests (TP=1). On the small preset it shows throughput; on
+// the tiny preset, where a step costs little compute, the difference per
+// step isolates the actor overhead.
+func BenchmarkServe(b *testing.B) {
+	for _, preset := range []string{"tiny", "small"} {
+		maxTokens := map[string]int{"tiny": 64, "small": 8}[preset]
+		b.Run(preset, func(b *testing.B) { benchServe(b, presetModel(b, preset), maxTokens) })
+	}
+}
+
+func benchServe(b *testing.B, tm testModel, maxTokens int) {
+	for _, conc := range []int{1, 8, 32} {
+		var direct, engine result
+		b.Run(fmt.Sprintf("direct/conc=%d", conc), func(b *testing.B) {
+			direct = runDirect(b, tm, benchRequests(conc, maxTokens))
+		})
+		b.Run(fmt.Sprintf("actors/conc=%d", conc), func(b *testing.B) {
+			engine = runEngine(b, tm, benchRequests(conc, maxTokens))
+			if direct.steps > 0 && engine.steps > 0 {
+				over := (engine.elapsed.Seconds()/float64(engine.steps) - direct.elapsed.Seconds()/float64(direct.steps)) * 1e6
+				b.ReportMetric(over, "overhead-µs/step")
+				b.ReportMetric(engine.tokPerSec()/direct.tokPerSec(), "×direct")
+			}
+		})
+	}
+}
+
+type result struct {
+	elapsed time.Duration
+	steps   int
+	tokens  int
+}
+
+func (r result) tokPerSec() float64 { return float64(r.tokens) / r.elapsed.Seconds() }
+
+func (r result) report(b *testing.B) {
+	b.ReportMetric(r.tokPerSec(), "tok/s")
+	b.ReportMetric(r.elapsed.Seconds()*1e6/float64(r.steps), "µs/step")
+}
+
+func runEngine(b *testing.B, tm testModel, reqs []Request) result {
+	e, err := Start(context.Background(), Config{Checkpoint: tm.ck, Tokenizer: tm.tok, TP: 1, NewBackend: cpuBackends(0),
+		Capacity: benchCapacity, MaxPrefillTokens: 512, MaxRows: 64})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	var res result
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		before, _ := e.Stats(context.Background())
+		start := time.Now()
+		var wg sync.WaitGroup
+		for _, r := range reqs {
+			s := mustSubmit(b, e, r)
+			wg.Go(func() {
+				ids, _, _ := collect(b, s)
+				if len(ids) != r.MaxTokens {
+					b.Errorf("got %d tokens, want %d", len(ids), r.MaxTokens)
+				}
+			})
+		}
+		wg.Wait()
+		res.elapsed += time.Since(start)
+		after, _ := e.Stats(context.Background())
+		res.steps += int(after.Step - before.Step)
+		res.tokens += len(reqs) * reqs[0].MaxTokens
+	}
+	res.report(b)
+	return res
+}
+
+// runDirect drives the scheduler's logic and the rank's step function in a
+// plain loop: no actors, no messages, no executor thread.
+func runDirect(b *testing.B, tm testModel, reqs []Request) result {
+	cfg := tm.ck.Config
+	be := cpu.New(cpu.Options{})
+	m, err := tm.ck.Load(be, model.Single)
+	if err != nil {
+		b.Fatal(err)
+	}
+	caps, err := cfg.PlanCapacity(model.Single, benchCapacity)
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := m.NewState(be, caps.Slots, caps.Pages, caps.PageSize)
+	var res result
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p, err := planner.New(planner.Config{MaxPrefillTokens: 512, MaxRows: 64, Slots: caps.Slots,
+			KVPages: caps.Pages, PageSize: caps.PageSize, MaxModelLen: benchCapacity.MaxModelLen})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := newSchedulerActor(p, nil, cfg.EOS)().(*schedulerActor)
+		start := time.Now()
+		for j := range reqs {
+			r := reqs[j]
+			r.ID = planner.RequestID(j + 1)
+			if err := p.Add(planner.Request{ID: r.ID, PromptLen: len(r.Prompt), MaxNewTokens: r.MaxTokens}); err != nil {
+				b.Fatal(err)
+			}
+			s.live[r.ID] = &liveRequest{req: &r, tokens: append([]int32(nil), r.Prompt...)}
+		}
+		for {
+			step := s.nextStep(nil)
+			if step == nil {
+				break
+			}
+			samples, err := executeStep(be, m, st, step, true)
+			if err != nil {
+				b.Fatal(err)
+			}
+			f := s.inflight
+			f.samples, s.inflight = samples, nil
+			res.tokens += len(s.record(f))
+			res.steps++
+		}
+		res.elapsed += time.Since(start)
+	}
+	res.report(b)
+	return res
+}

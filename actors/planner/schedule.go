@@ -1,0 +1,208 @@
+package planner
+
+import "slices"
+
+// Plan is one step: what every rank computes, and which slots and pages to
+// clear before computing it.
+type Plan struct {
+	Step  uint64    // increments per non-empty plan; 0 for an empty one
+	Seqs  []SeqPlan // decode rows first (admission order), then prefill chunks (running in admission order, then new admissions in queue order)
+	Freed []Freed   // slots and pages released since the previous non-empty plan, in the order they were released
+	Reset []int     // slots assigned in this plan, ascending: zero their state before the step
+}
+
+// SeqPlan is one sequence of a step.
+type SeqPlan struct {
+	ID     RequestID
+	Slot   int
+	Cached int     // tokens already computed (KV/state) before this step
+	Len    int     // tokens to compute now (1 for a decode row)
+	Pages  []int32 // all pages of the sequence, covering Cached+Len tokens
+	Sample bool    // this step computes the last known token, so a new token is sampled
+}
+
+// Freed is a released slot and its pages.
+type Freed struct {
+	ID    RequestID
+	Slot  int
+	Pages []int32
+}
+
+// builder accumulates one plan while Schedule runs.
+type builder struct {
+	entries   []entry
+	rows      int
+	budget    int // prefill tokens left
+	preempted bool
+	reset     []int
+}
+
+func (b *builder) add(r *request, n int, prefill bool) {
+	b.entries = append(b.entries, entry{r: r, admission: r.admission, cached: r.computed, len: n,
+		sample: r.computed+n == r.known(), prefill: prefill})
+	b.rows++
+	if prefill {
+		b.budget -= n
+	}
+}
+
+// drop removes r's entry, if any, returning its row and prefill tokens.
+func (b *builder) drop(r *request) {
+	i := slices.IndexFunc(b.entries, func(e entry) bool { return e.r == r })
+	if i < 0 {
+		return
+	}
+	b.rows--
+	if b.entries[i].prefill {
+		b.budget += b.entries[i].len
+	}
+	b.entries = slices.Delete(b.entries, i, i+1)
+}
+
+// Schedule decides the next step. It returns an empty plan (no Seqs) when
+// there is nothing to run.
+func (p *Planner) Schedule() Plan {
+	b := &builder{budget: p.cfg.MaxPrefillTokens}
+	p.scheduleDecode(b)
+	p.scheduleRunningPrefill(b)
+	if !b.preempted {
+		p.admit(b)
+	}
+	if len(b.entries) == 0 {
+		p.inflight = nil
+		return Plan{}
+	}
+	p.step++
+	plan := Plan{Step: p.step, Seqs: make([]SeqPlan, len(b.entries)), Freed: p.freed, Reset: b.reset}
+	p.freed = nil
+	for i, e := range b.entries {
+		plan.Seqs[i] = SeqPlan{ID: e.r.id, Slot: e.r.slot, Cached: e.cached, Len: e.len,
+			Pages: slices.Clone(e.r.pages), Sample: e.sample}
+	}
+	slices.Sort(plan.Reset)
+	p.inflight = &inflight{step: p.step, entries: b.entries}
+	return plan
+}
+
+// scheduleDecode schedules every running request with one token left.
+func (p *Planner) scheduleDecode(b *builder) {
+	for _, r := range slices.Clone(p.running) {
+		if b.rows >= p.cfg.MaxRows {
+			return
+		}
+		if !r.running || r.remaining() != 1 {
+			continue
+		}
+		if p.maybeGrow(b, r, r.computed+1) {
+			b.add(r, 1, false)
+		}
+	}
+}
+
+// scheduleRunningPrefill continues the prefill of running requests.
+func (p *Planner) scheduleRunningPrefill(b *builder) {
+	for _, r := range slices.Clone(p.running) {
+		if b.rows >= p.cfg.MaxRows || b.budget <= 0 {
+			return
+		}
+		if !r.running || r.remaining() < 2 {
+			continue
+		}
+		n := min(r.remaining(), b.budget)
+		if p.maybeGrow(b, r, r.computed+n) {
+			b.add(r, n, true)
+		}
+	}
+}
+
+// admit admits waiting requests, strictly FCFS, while a slot is free and the
+// first chunk's pages can be allocated.
+func (p *Planner) admit(b *builder) {
+	for len(p.waiting) > 0 && b.rows < p.cfg.MaxRows && b.budget > 0 && len(p.freeSlots) > 0 {
+		r := p.waiting[0]
+		n := min(r.remaining(), b.budget)
+		need := p.pagesFor(n)
+		if need > len(p.freePages) {
+			return
+		}
+		p.waiting = slices.Delete(p.waiting, 0, 1)
+		r.running = true
+		r.slot = p.freeSlots.pop()
+		r.admission = p.nextAdmission
+		p.nextAdmission++
+		r.pages = make([]int32, 0, need)
+		for range need {
+			r.pages = append(r.pages, p.freePages.pop())
+		}
+		p.running = append(p.running, r)
+		b.add(r, n, true)
+		b.reset = append(b.reset, r.slot)
+	}
+}
+
+// maybeGrow extends r's page table to cover n tokens. While too few pages
+// are free it preempts running requests admitted after r, youngest first.
+// When even preempting all of them would not free enough pages, it preempts
+// none and reports false: r is not scheduled this step and keeps its pages
+// until an older request preempts it or pages are released. The oldest
+// running request therefore always gets its pages (Add guarantees a request
+// fits alone), and a younger request never evicts an older one.
+func (p *Planner) maybeGrow(b *builder, r *request, n int) bool {
+	need := p.pagesFor(n) - len(r.pages)
+	if need > len(p.freePages) {
+		i := slices.Index(p.running, r)
+		reclaimable := len(p.freePages)
+		for _, v := range p.running[i+1:] {
+			reclaimable += len(v.pages)
+		}
+		if need > reclaimable {
+			return false
+		}
+		for need > len(p.freePages) {
+			victim := p.running[len(p.running)-1]
+			b.drop(victim)
+			p.requeue(victim)
+			p.preemptions++
+			b.preempted = true
+		}
+	}
+	for range need {
+		r.pages = append(r.pages, p.freePages.pop())
+	}
+	return true
+}
+
+// Update applies the latest plan after it ran: every sequence advanced by its
+// Len, and each id in sampled whose sequence had Sample set got one new
+// token. Requests that reached MaxNewTokens are finished (their slot and
+// pages appear in the next plan's Freed) and returned in plan order. A plan
+// other than the latest, or one already applied, is ignored; so are
+// sequences whose request was aborted, finished or requeued since.
+func (p *Planner) Update(plan Plan, sampled []RequestID) (finished []RequestID) {
+	f := p.inflight
+	if f == nil || plan.Step != f.step {
+		return nil
+	}
+	p.inflight = nil
+	got := make(map[RequestID]bool, len(sampled)) // lookup only
+	for _, id := range sampled {
+		got[id] = true
+	}
+	for _, e := range f.entries {
+		r := e.r
+		if !r.running || r.admission != e.admission || r.computed != e.cached {
+			continue
+		}
+		r.computed += e.len
+		if !e.sample || !got[r.id] {
+			continue
+		}
+		r.generated++
+		if r.generated >= r.maxNew {
+			p.release(r)
+			delete(p.reqs, r.id)
+			finished = append(finished, r.id)
+		}
+	}
+	return finished
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// tinyDir writes the tiny preset through `cohort make-model` and returns
+// its directory.
+func tinyDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "tiny")
+	var out bytes.Buffer
+	if err := dispatch(context.Background(), []string{"make-model", "--preset", "tiny", "--out", dir}, &out); err != nil {
+		t.Fatalf("make-model: %v", err)
+	}
+	if !strings.Contains(out.String(), "wrote tiny model to "+dir) {
+		t.Fatalf("make-model output %q does not name the directory", out.String())
+	}
+	return dir
+}
+
+// checkScore checks `cohort score` JSON: want positions, each with top
+// entries whose logprobs are ≤ 0 and sorted descending, and a next-token
+// logprob on every position but the last.
+func checkScore(t *testing.T, out string, positions, top int) {
+	t.Helper()
+	var got []scoredPosition
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	if positions >= 0 && len(got) != positions {
+		t.Fatalf("%d positions, want %d", len(got), positions)
+	}
+	if len(got) == 0 {
+		t.Fatal("no positions")
+	}
+	for i, p := range got {
+		if p.Position != i {
+			t.Errorf("entry %d has position %d", i, p.Position)
+		}
+		if len(p.Top) != top {
+			t.Errorf("position %d: %d top entries, want %d", i, len(p.Top), top)
+		}
+		for j, e := range p.Top {
+			if e.Logprob > 0 {
+				t.Errorf("position %d: top[%d] logprob %g > 0", i, j, e.Logprob)
+			}
+			if j > 0 && e.Logprob > p.Top[j-1].Logprob {
+				t.Errorf("position %d: top not sorted descending: %g after %g", i, e.Logprob, p.Top[j-1].Logprob)
+			}
+		}
+		if last := i == len(got)-1; last != (p.Next == nil) {
+			t.Errorf("position %d of %d: next = %v", i, len(got), p.Next)
+		} else if !last {
+			if p.Next.ID != got[i+1].Token || p.Next.Logprob > 0 || p.Next.Logprob > p.Top[0].Logprob {
+				t.Errorf("position %d: next %+v (following token %d, best %g)", i, *p.Next, got[i+1].Token, p.Top[0].Logprob)
+			}
+		}
+	}
+}
+
+func TestDispatch(t *testing.T) {
+	dir := tinyDir(t)
+	tests := []struct {
+		name    string
+		args    []string // "$MODEL" is replaced by the tiny model's directory
+		wantErr string   // substring of the error; "" means success
+		check   func(t *testing.T, out string)
+	}{
+		{name: "help lists commands", args: []string{"help"}, check: func(t *testing.T, out string) {
+			for _, c := range []string{"make-model", "generate", "score"} {
+				if !strings.Contains(out, "  "+c+" ") {
+					t.Errorf("help does not list %s:\n%s", c, out)
+				}
+			}
+		}},
+		{name: "no args is help", args: nil, check: func(t *testing.T, out string) {
+			if !strings.HasPrefix(out, "usage: cohort") {
+				t.Errorf("got %q", out)
+			}
+		}},
+		{name: "unknown command", args: []string{"frobnicate"}, wantErr: `unknown command "frobnicate"`},
+		{name: "generate writes text", args: []string{"generate", "--model", "$MODEL", "--max-tokens", "5"},
+			check: func(t *testing.T, out string) {
+				if strings.TrimSpace(out) == "" {
+					t.Errorf("generate wrote no text: %q", out)
+				}
+			}},
+		{name: "generate sampled", args: []string{"generate", "--model", "$MODEL", "--max-tokens", "3", "--temperature", "0.8", "--top-k", "5", "--seed", "7"},
+			check: func(t *testing.T, out string) {
+				if !strings.HasSuffix(out, "\n") {
+					t.Errorf("output %q does not end the line", out)
+				}
+			}},
+		{name: "generate max-tokens 0", args: []string{"generate", "--model", "$MODEL", "--max-tokens", "0"}, wantErr: "--max-tokens"},
+		{name: "score tokens", args: []string{"score", "--model", "$MODEL", "--tokens", "1,2,3", "--top", "3"},
+			check: func(t *testing.T, out string) { checkScore(t, out, 3, 3) }},
+		{name: "score prompt", args: []string{"score", "--model", "$MODEL", "--prompt", "Hello, Cohort", "--top", "4"},
+			check: func(t *testing.T, out string) { checkScore(t, out, -1, 4) }},
+		{name: "score out-of-vocab id", args: []string{"score", "--model", "$MODEL", "--tokens", "1,512"}, wantErr: "id 512 is outside the vocabulary [0, 512)"},
+		{name: "score negative id", args: []string{"score", "--model", "$MODEL", "--tokens", "-1"}, wantErr: "outside the vocabulary"},
+		{name: "score non-numeric id", args: []string{"score", "--model", "$MODEL", "--tokens", "1,x"}, wantErr: `"x" is not a token id`},
+		{name: "score both inputs", args: []string{"score", "--model", "$MODEL", "--tokens", "1", "--prompt", "hi"}, wantErr: "exactly one of --tokens and --prompt"},
+		{name: "score neither input", args: []string{"score", "--model", "$MODEL"}, wantErr: "exactly one of --tokens and --prompt"},
+		{name: "make-model unknown preset", args: []string{"make-model", "--preset", "huge", "--out", "$MODEL-x"}, wantErr: `unknown preset "huge"`},
+		{name: "make-model without out", args: []string{"make-model"}, wantErr: "--out is required"},
+		{name: "missing model dir", args: []string{"score", "--model", "$MODEL-nope", "--tokens", "1"}, wantErr: "config.json"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := make([]string, len(tt.args))
+			for i, a := range tt.args {
+				args[i] = strings.ReplaceAll(a, "$MODEL", dir)
+			}
+			var out bytes.Buffer
+			err := dispatch(context.Background(), args, &out)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("dispatch(%q): %v", args, err)
+			case tt.wantErr != "" && err == nil:
+				t.Fatalf("dispatch(%q) succeeded, want an error with %q; output:\n%s", args, tt.wantErr, out.String())
+			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
+				t.Fatalf("dispatch(%q): error %q, want it to contain %q", args, err, tt.wantErr)
+			}
+			if tt.check != nil {
+				tt.check(t, out.String())
+			}
+		})
+	}
+}
+
+// TestGenerateDeterministic: greedy generation is a pure function of the
+// model and the prompt.
+func TestGenerateDeterministic(t *testing.T) {
+	dir := tinyDir(t)
+	run := func() string {
+		var out bytes.Buffer
+		if err := dispatch(context.Background(), []string{"generate", "--model", dir, "--prompt", "abc", "--max-tokens", "8"}, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	if a, b := run(), run(); a != b {
+		t.Fatalf("two greedy runs differ: %q vs %q", a, b)
+	}
+}
+
+// TestGenerateCancelled: a cancelled context stops generation with its error.
+func TestGenerateCancelled(t *testing.T) {
+	dir := tinyDir(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out bytes.Buffer
+	err := dispatch(ctx, []string{"generate", "--model", dir, "--max-tokens", "5"}, &out)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+}
