@@ -19,7 +19,12 @@ func presetModel(b *testing.B, preset string) testModel {
 	if tm, ok := benchModels.Load(preset); ok {
 		return *tm.(*testModel)
 	}
-	tm := openPreset(b, preset)
+	var tm testModel
+	if preset == "echo" {
+		tm = openEcho(b)
+	} else {
+		tm = openPreset(b, preset)
+	}
 	benchModels.Store(preset, &tm)
 	return tm
 }
@@ -40,12 +45,12 @@ var benchCapacity = model.CapacityInput{Budget: 1 << 30, ElemBytes: 4, PageSize:
 
 // BenchmarkServe compares the actor engine with a direct-call baseline that
 // runs the same planner and the same steps in a plain loop, at 1, 8 and 32
-// concurrent requests (TP=1). On the small preset it shows throughput; on
-// the tiny preset, where a step costs little compute, the difference per
-// step isolates the actor overhead.
+// concurrent requests (TP=1). On the small preset it shows throughput. The
+// echo model computes nothing, so there the difference per step is the
+// actor overhead (messages, mailboxes, executor hand-off, request actors).
 func BenchmarkServe(b *testing.B) {
-	for _, preset := range []string{"tiny", "small"} {
-		maxTokens := map[string]int{"tiny": 64, "small": 8}[preset]
+	for _, preset := range []string{"echo", "tiny", "small"} {
+		maxTokens := map[string]int{"echo": 256, "tiny": 64, "small": 8}[preset]
 		b.Run(preset, func(b *testing.B) { benchServe(b, presetModel(b, preset), maxTokens) })
 	}
 }
