@@ -31,7 +31,10 @@ type Config struct {
 	Capacity         model.CapacityInput
 	MaxPrefillTokens int // per-step prefill token budget
 	MaxRows          int // per-step sequence cap
-	LoadTimeout      time.Duration
+	// MaxPending bounds the requests the engine holds (running + queued);
+	// Submit fails with ErrOverloaded beyond it. 0 means 16 × the slots.
+	MaxPending  int
+	LoadTimeout time.Duration
 }
 
 // Info describes a running engine.
@@ -53,6 +56,10 @@ type Engine struct {
 	tok    *tokenizer.Tokenizer
 	info   Info
 	nextID atomic.Uint64
+
+	pending    atomic.Int64 // submitted requests whose stream has not ended
+	maxPending int64
+	notReady   atomic.Pointer[string] // nil when ready, else the reason
 }
 
 // Start loads every rank's shard (in parallel, each in its own executor
@@ -90,6 +97,10 @@ func Start(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.sched = sys.Root.Spawn(actor.PropsFromProducer(newSchedulerActor(p, e.ranks, mc.EOS)))
+	e.maxPending = int64(cfg.MaxPending)
+	if e.maxPending <= 0 {
+		e.maxPending = 16 * int64(caps.Slots)
+	}
 	return e, nil
 }
 
@@ -136,15 +147,38 @@ func (e *Engine) Submit(req Request) (*Stream, error) {
 	if err := e.validate(&req); err != nil {
 		return nil, err
 	}
+	if reason := e.notReady.Load(); reason != nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotReady, *reason)
+	}
+	if e.pending.Add(1) > e.maxPending {
+		e.pending.Add(-1)
+		return nil, fmt.Errorf("%w: %d requests pending (limit %d)", ErrOverloaded, e.maxPending, e.maxPending)
+	}
 	req.ID = planner.RequestID(e.nextID.Add(1))
 	s := newStream()
+	s.onDone = func() { e.pending.Add(-1) }
 	pid := e.sys.Root.Spawn(actor.PropsFromProducer(newRequestActor(&req, e.sched, s, e.tok)))
 	s.cancel = func() { e.sys.Root.Send(pid, &CancelRequest{}) }
 	return s, nil
 }
 
-// ErrInvalidRequest marks a request rejected before it reached the scheduler.
-var ErrInvalidRequest = errors.New("actors: invalid request")
+// Errors of Submit, for the HTTP edge to map onto status codes.
+var (
+	ErrInvalidRequest = errors.New("actors: invalid request")           // 400
+	ErrOverloaded     = errors.New("actors: too many pending requests") // 429
+	ErrNotReady       = errors.New("actors: engine not ready")          // 503
+)
+
+// Ready reports whether the engine takes new requests, and why not.
+func (e *Engine) Ready() (bool, string) {
+	if reason := e.notReady.Load(); reason != nil {
+		return false, *reason
+	}
+	return true, ""
+}
+
+// Pending returns the number of submitted requests that have not ended.
+func (e *Engine) Pending() int { return int(e.pending.Load()) }
 
 func (e *Engine) validate(r *Request) error {
 	bad := func(format string, args ...any) error {

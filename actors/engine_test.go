@@ -319,3 +319,25 @@ func TestTPDegreeMustDivideHeads(t *testing.T) {
 		t.Fatalf("TP=3: %v", err)
 	}
 }
+
+func TestOverloadedAndPendingCount(t *testing.T) {
+	tm := openPreset(t, "tiny")
+	e := startEngine(t, tm, 1, func(c *Config) { c.MaxPending = 2 })
+	long := Request{Prompt: []int32{1, 2}, MaxTokens: 200, IgnoreEOS: true}
+	a, b := mustSubmit(t, e, long), mustSubmit(t, e, long)
+	if _, err := e.Submit(long); !errors.Is(err, ErrOverloaded) {
+		t.Fatalf("third request: %v, want ErrOverloaded", err)
+	}
+	a.Cancel()
+	collect(t, a)
+	if got := e.Pending(); got != 1 {
+		t.Fatalf("pending after one ended = %d, want 1", got)
+	}
+	c := mustSubmit(t, e, Request{Prompt: []int32{3}, MaxTokens: 2})
+	collect(t, c)
+	b.Cancel()
+	collect(t, b)
+	if got := e.Pending(); got != 0 {
+		t.Fatalf("pending at the end = %d", got)
+	}
+}

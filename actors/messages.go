@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"time"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"cohort/actors/planner"
@@ -60,6 +62,8 @@ type OutputRow struct {
 	Params sample.Params
 	Index  int // the request's generated-token index (drives the seeded draw)
 	TopN   int // alternatives to report with logprobs (0 = none)
+	// Prompt and Generated are sent only when a penalty needs them.
+	Prompt, Generated []int32
 }
 
 // stepExecuted is the device executor's result, sent back to its rank actor.
@@ -134,6 +138,8 @@ type TokenGenerated struct {
 	Sampled
 	Finish    string
 	StopToken bool // the token is EOS or a stop token id: its text is not emitted
+	// ScheduledAt is set on a request's first token: when its prefill first ran.
+	ScheduledAt time.Time
 }
 
 // RequestRejected reports that the planner refused the request.

@@ -129,7 +129,7 @@ func executeStep(be kernels.Backend, m model.Model, st *model.State, msg *RunSte
 	vocab := len(host) / len(rows)
 	out := make([]Sampled, len(rows))
 	for i, o := range msg.Outputs {
-		out[i] = Sampled{ID: o.ID, Result: sample.Pick(host[i*vocab:(i+1)*vocab], o.Params, o.Index, o.TopN)}
+		out[i] = Sampled{ID: o.ID, Result: sample.PickWithHistory(host[i*vocab:(i+1)*vocab], o.Params, o.Index, o.TopN, o.Prompt, o.Generated)}
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"strings"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -56,7 +57,8 @@ func (a *requestActor) Receive(ctx actor.Context) {
 
 func (a *requestActor) token(ctx actor.Context, msg *TokenGenerated) {
 	a.usage.CompletionTokens++
-	ev := Event{Token: msg.Result.Token.ID, Logprob: msg.Result.Token.Logprob, Top: msg.Result.Top, HasToken: true}
+	ev := Event{Token: msg.Result.Token.ID, Logprob: msg.Result.Token.Logprob, Top: msg.Result.Top, HasToken: true,
+		ScheduledAt: msg.ScheduledAt}
 	text := a.held
 	if !msg.StopToken {
 		text += a.dec.Add(ev.Token)
@@ -76,6 +78,11 @@ func (a *requestActor) token(ctx actor.Context, msg *TokenGenerated) {
 		a.finish(ctx, ev)
 		return
 	}
+	a.push(ev)
+}
+
+func (a *requestActor) push(ev Event) {
+	ev.Time = time.Now()
 	a.stream.push(ev)
 }
 
@@ -113,6 +120,6 @@ func (a *requestActor) splitHeld(text string, final bool) (emit, held string) {
 
 func (a *requestActor) finish(ctx actor.Context, ev Event) {
 	ev.Usage = a.usage
-	a.stream.push(ev)
+	a.push(ev)
 	ctx.Stop(ctx.Self())
 }

@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -28,6 +29,7 @@ type liveRequest struct {
 	pid       *actor.PID
 	tokens    []int32 // prompt + generated
 	generated int
+	scheduled time.Time // when a step first included the request
 }
 
 type inflightStep struct {
@@ -96,8 +98,12 @@ func (s *schedulerActor) nextStep(replyTo *actor.PID) *RunStep {
 		return nil
 	}
 	step := &RunStep{Generation: s.gen, Step: plan.Step, Reset: plan.Reset, ReplyTo: replyTo}
+	now := time.Now()
 	for _, sp := range plan.Seqs {
 		l := s.live[sp.ID]
+		if l.scheduled.IsZero() {
+			l.scheduled = now
+		}
 		start := len(step.Tokens)
 		step.Tokens = append(step.Tokens, l.tokens[sp.Cached:sp.Cached+sp.Len]...)
 		for p := sp.Cached; p < sp.Cached+sp.Len; p++ {
@@ -105,8 +111,12 @@ func (s *schedulerActor) nextStep(replyTo *actor.PID) *RunStep {
 		}
 		step.Seqs = append(step.Seqs, StepSeq{ID: sp.ID, Slot: sp.Slot, Start: start, Len: sp.Len, Cached: sp.Cached, Pages: sp.Pages})
 		if sp.Sample {
-			step.Outputs = append(step.Outputs, OutputRow{ID: sp.ID, Row: start + sp.Len - 1,
-				Params: l.req.Params, Index: l.generated, TopN: l.req.TopLogprobs})
+			out := OutputRow{ID: sp.ID, Row: start + sp.Len - 1, Params: l.req.Params, Index: l.generated, TopN: l.req.TopLogprobs}
+			if l.req.Params.Penalized() {
+				n := len(l.req.Prompt)
+				out.Prompt, out.Generated = l.tokens[:n:n], slices.Clone(l.tokens[n:])
+			}
+			step.Outputs = append(step.Outputs, out)
 		}
 	}
 	s.inflight = &inflightStep{plan: plan}
@@ -182,6 +192,9 @@ func (s *schedulerActor) record(f *inflightStep) []delivery {
 		l.tokens = append(l.tokens, tok)
 		l.generated++
 		ev := &TokenGenerated{Sampled: smp}
+		if l.generated == 1 {
+			ev.ScheduledAt = l.scheduled
+		}
 		switch {
 		case !l.req.IgnoreEOS && slices.Contains(s.eos, tok), slices.Contains(l.req.StopTokenIDs, tok):
 			ev.Finish, ev.StopToken = "stop", true

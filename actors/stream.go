@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"sync"
+	"time"
 
 	"cohort/model/sample"
 )
@@ -25,6 +26,10 @@ type Event struct {
 	Finish   string
 	Usage    Usage
 	Err      error
+	// Time is when the request actor emitted the event. ScheduledAt is set
+	// on the first token's event: when the request's prefill first ran.
+	Time        time.Time
+	ScheduledAt time.Time
 }
 
 // Stream delivers a request's events. Its queue is unbounded so that the
@@ -35,6 +40,7 @@ type Stream struct {
 	closed bool
 	notify chan struct{}
 	cancel func()
+	onDone func() // called once, when the final event is queued
 }
 
 func newStream() *Stream { return &Stream{notify: make(chan struct{}, 1)} }
@@ -46,10 +52,14 @@ func (s *Stream) push(ev Event) {
 		return
 	}
 	s.events = append(s.events, ev)
-	if ev.Finish != "" {
+	done := ev.Finish != ""
+	if done {
 		s.closed = true
 	}
 	s.mu.Unlock()
+	if done && s.onDone != nil {
+		s.onDone()
+	}
 	select {
 	case s.notify <- struct{}{}:
 	default:

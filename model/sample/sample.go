@@ -19,6 +19,19 @@ type Params struct {
 	TopP        float64 // 0 or 1: off
 	MinP        float64 // 0: off
 	Seed        uint64
+
+	// Penalties over the tokens seen so far (OpenAI and vLLM semantics):
+	// presence subtracts once per distinct generated token, frequency per
+	// occurrence; repetition divides positive logits (multiplies negative
+	// ones) of every token in the prompt or the output. 1 is off.
+	PresencePenalty   float64
+	FrequencyPenalty  float64
+	RepetitionPenalty float64
+}
+
+// Penalized reports whether any penalty is on.
+func (p Params) Penalized() bool {
+	return p.PresencePenalty != 0 || p.FrequencyPenalty != 0 || (p.RepetitionPenalty != 0 && p.RepetitionPenalty != 1)
 }
 
 // Validate reports the first out-of-range parameter by its OpenAI name.
@@ -30,6 +43,12 @@ func (p Params) Validate() error {
 		return fmt.Errorf("sample: top_p %g must be in [0, 1]", p.TopP)
 	case p.MinP < 0 || p.MinP > 1 || math.IsNaN(p.MinP):
 		return fmt.Errorf("sample: min_p %g must be in [0, 1]", p.MinP)
+	case !(p.PresencePenalty >= -2 && p.PresencePenalty <= 2):
+		return fmt.Errorf("sample: presence_penalty %g must be in [-2, 2]", p.PresencePenalty)
+	case !(p.FrequencyPenalty >= -2 && p.FrequencyPenalty <= 2):
+		return fmt.Errorf("sample: frequency_penalty %g must be in [-2, 2]", p.FrequencyPenalty)
+	case p.RepetitionPenalty != 0 && !(p.RepetitionPenalty > 0 && p.RepetitionPenalty <= 10):
+		return fmt.Errorf("sample: repetition_penalty %g must be in (0, 10]", p.RepetitionPenalty)
 	}
 	return nil
 }
@@ -48,9 +67,19 @@ type Result struct {
 }
 
 // Pick samples a token from logits for the request's step-th token.
-// topN is how many alternatives to report (0 for none).
+// topN is how many alternatives to report (0 for none). Logprobs are those
+// of the model's distribution, before penalties and temperature.
 func Pick(logits []float32, p Params, step int, topN int) Result {
+	return PickWithHistory(logits, p, step, topN, nil, nil)
+}
+
+// PickWithHistory is Pick with the penalties applied over the prompt and the
+// tokens generated so far.
+func PickWithHistory(logits []float32, p Params, step, topN int, prompt, generated []int32) Result {
 	logprobs := LogSoftmax(logits)
+	if p.Penalized() {
+		logits = Penalize(logits, p, prompt, generated)
+	}
 	id := greedy(logits)
 	if p.Temperature > 0 {
 		id = draw(logits, p, step)
@@ -149,4 +178,37 @@ func draw(logits []float32, p Params, step int) int {
 		}
 	}
 	return cands[len(cands)-1].id
+}
+
+// Penalize returns a copy of logits with the repetition, presence and
+// frequency penalties applied.
+func Penalize(logits []float32, p Params, prompt, generated []int32) []float32 {
+	out := append([]float32(nil), logits...)
+	inRange := func(id int32) bool { return id >= 0 && int(id) < len(out) }
+	if p.RepetitionPenalty != 0 && p.RepetitionPenalty != 1 {
+		seen := map[int32]bool{}
+		for _, ids := range [][]int32{prompt, generated} {
+			for _, id := range ids {
+				if !inRange(id) || seen[id] {
+					continue
+				}
+				seen[id] = true
+				if out[id] > 0 {
+					out[id] /= float32(p.RepetitionPenalty)
+				} else {
+					out[id] *= float32(p.RepetitionPenalty)
+				}
+			}
+		}
+	}
+	counts := map[int32]int{}
+	for _, id := range generated {
+		if inRange(id) {
+			counts[id]++
+		}
+	}
+	for id, n := range counts {
+		out[id] -= float32(p.FrequencyPenalty*float64(n) + p.PresencePenalty)
+	}
+	return out
 }

@@ -1,0 +1,106 @@
+package sample
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+func peaky() []float32 { return []float32{1, 4, 2, 3.9, -1, 0} }
+
+func TestGreedyAndLogprobs(t *testing.T) {
+	r := Pick(peaky(), Params{}, 0, 3)
+	if r.Token.ID != 1 {
+		t.Fatalf("greedy picked %d, want 1", r.Token.ID)
+	}
+	sum := 0.0
+	for _, lp := range LogSoftmax(peaky()) {
+		sum += math.Exp(lp)
+	}
+	if math.Abs(sum-1) > 1e-12 {
+		t.Fatalf("probabilities sum to %v", sum)
+	}
+	if len(r.Top) != 3 || r.Top[0].ID != 1 || r.Top[1].ID != 3 || r.Top[2].ID != 2 || r.Top[0].Logprob != r.Token.Logprob {
+		t.Fatalf("top = %+v", r.Top)
+	}
+}
+
+// TestSeededDraws: a draw depends only on (seed, step).
+func TestSeededDraws(t *testing.T) {
+	p := Params{Temperature: 1, Seed: 7}
+	for step := 0; step < 50; step++ {
+		if a, b := Pick(peaky(), p, step, 0), Pick(peaky(), p, step, 0); a.Token != b.Token {
+			t.Fatalf("step %d: %v then %v", step, a.Token, b.Token)
+		}
+	}
+	seen := map[int32]bool{}
+	for step := 0; step < 200; step++ {
+		seen[Pick(peaky(), p, step, 0).Token.ID] = true
+	}
+	if len(seen) < 3 {
+		t.Fatalf("temperature 1 over 200 steps drew only %v", seen)
+	}
+}
+
+func TestFilters(t *testing.T) {
+	tests := []struct {
+		name    string
+		p       Params
+		allowed map[int32]bool
+	}{
+		{"top-k 2", Params{Temperature: 5, TopK: 2}, map[int32]bool{1: true, 3: true}},
+		{"top-p", Params{Temperature: 1, TopP: 0.5}, map[int32]bool{1: true, 3: true}},
+		{"min-p", Params{Temperature: 1, MinP: 0.5}, map[int32]bool{1: true, 3: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for step := 0; step < 300; step++ {
+				tt.p.Seed = uint64(step)
+				if id := Pick(peaky(), tt.p, step, 0).Token.ID; !tt.allowed[id] {
+					t.Fatalf("step %d drew %d", step, id)
+				}
+			}
+		})
+	}
+}
+
+func TestPenalties(t *testing.T) {
+	logits := []float32{2, -2, 1, 0}
+	got := Penalize(logits, Params{RepetitionPenalty: 2, PresencePenalty: 0.5, FrequencyPenalty: 0.25}, []int32{1}, []int32{0, 0, 2})
+	want := []float32{2/2 - 0.5 - 0.5, -2 * 2, 1/2.0 - 0.5 - 0.25, 0}
+	for i := range want {
+		if math.Abs(float64(got[i]-want[i])) > 1e-6 {
+			t.Fatalf("penalized = %v, want %v", got, want)
+		}
+	}
+	if logits[0] != 2 {
+		t.Fatal("Penalize modified its input")
+	}
+	// A strong presence penalty moves greedy off the repeated token.
+	if id := PickWithHistory(peaky(), Params{PresencePenalty: 2}, 0, 0, nil, []int32{1}).Token.ID; id != 3 {
+		t.Fatalf("greedy with penalty picked %d, want 3", id)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		p    Params
+		want string
+	}{
+		{Params{Temperature: -1}, "temperature"},
+		{Params{Temperature: math.NaN()}, "temperature"},
+		{Params{TopP: 1.5}, "top_p"},
+		{Params{MinP: -0.1}, "min_p"},
+		{Params{PresencePenalty: 3}, "presence_penalty"},
+		{Params{FrequencyPenalty: math.NaN()}, "frequency_penalty"},
+		{Params{RepetitionPenalty: -1}, "repetition_penalty"},
+	}
+	for _, tt := range tests {
+		if err := tt.p.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: err = %v, want %q", tt.p, err, tt.want)
+		}
+	}
+	if err := (Params{Temperature: 0.7, TopK: 5, TopP: 0.9, RepetitionPenalty: 1.1}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
