@@ -139,7 +139,7 @@ func runDirect(b *testing.B, tm testModel, reqs []Request) result {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s := newSchedulerActor(p, nil, cfg.EOS)().(*schedulerActor)
+		s := &schedulerActor{cfg: Config{Checkpoint: tm.ck}, plan: p, live: map[planner.RequestID]*liveRequest{}}
 		start := time.Now()
 		for j := range reqs {
 			r := reqs[j]

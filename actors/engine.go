@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,10 +15,10 @@ import (
 	"cohort/actors/planner"
 	"cohort/model"
 	"cohort/model/tokenizer"
-	"cohort/nccl"
+	"cohort/supervision"
 )
 
-// Config sizes an engine.
+// Config sizes an engine and sets its failure policy.
 type Config struct {
 	Checkpoint *model.Checkpoint
 	Tokenizer  *tokenizer.Tokenizer
@@ -33,8 +34,36 @@ type Config struct {
 	MaxRows          int // per-step sequence cap
 	// MaxPending bounds the requests the engine holds (running + queued);
 	// Submit fails with ErrOverloaded beyond it. 0 means 16 × the slots.
-	MaxPending  int
-	LoadTimeout time.Duration
+	MaxPending int
+
+	// Failure policy (zero values take the defaults in brackets).
+	StepDeadline    time.Duration // a step's replies must all arrive within it [60s]
+	RecoveryTimeout time.Duration // a (re)build must load within it [10m]
+	AbortTimeout    time.Duration // bound on communicator aborts [5s]
+	CommPoll        time.Duration // async-error polling period [100ms]
+	Replay          bool          // replay in-flight requests after a rebuild (else they fail)
+	MaxRebuilds     int           // restart intensity: more than this many rebuilds ... [5]
+	RebuildWindow   time.Duration // ... within this window ends the engine [1m]
+	Faults          bool          // allow fault injection (tests, debug endpoint)
+}
+
+func (c *Config) defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.StepDeadline, time.Minute)
+	def(&c.RecoveryTimeout, 10*time.Minute)
+	def(&c.AbortTimeout, 5*time.Second)
+	def(&c.CommPoll, 100*time.Millisecond)
+	def(&c.RebuildWindow, time.Minute)
+	if c.MaxRebuilds <= 0 {
+		c.MaxRebuilds = 5
+	}
+	if c.Capacity.MaxModelLen == 0 {
+		c.Capacity.MaxModelLen = c.Checkpoint.Config.MaxPositions
+	}
 }
 
 // Info describes a running engine.
@@ -48,107 +77,124 @@ type Info struct {
 }
 
 // Engine is the Go API over the actor system: submit requests, read their
-// event streams, cancel them.
+// event streams, cancel them; health, statistics and fault injection.
 type Engine struct {
 	sys    *actor.ActorSystem
 	sched  *actor.PID
-	ranks  []*actor.PID
 	tok    *tokenizer.Tokenizer
 	info   Info
+	health *supervision.Health
 	nextID atomic.Uint64
 
 	pending    atomic.Int64 // submitted requests whose stream has not ended
 	maxPending int64
-	notReady   atomic.Pointer[string] // nil when ready, else the reason
+
+	closeOnce sync.Once
+	doneOnce  sync.Once
+	done      chan struct{}
+	doneErr   error
 }
 
-// Start loads every rank's shard (in parallel, each in its own executor
-// thread), sizes the planner from the smallest rank and starts the scheduler.
+// Errors of Submit and of streams, for the HTTP edge to map onto statuses.
+var (
+	ErrInvalidRequest = errors.New("actors: invalid request")           // 400
+	ErrOverloaded     = errors.New("actors: too many pending requests") // 429
+	ErrNotReady       = errors.New("actors: engine not ready")          // 503
+	ErrEngineFailure  = errors.New("actors: engine failure")            // 500 / SSE error event
+)
+
+// Start spawns the engine root, which loads every rank's shard (in
+// parallel, each in its own executor), and waits until the group is ready.
 func Start(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.TP < 1 {
 		return nil, fmt.Errorf("actors: tensor-parallel degree %d must be at least 1", cfg.TP)
 	}
-	mc := cfg.Checkpoint.Config
-	if cfg.Capacity.MaxModelLen == 0 {
-		cfg.Capacity.MaxModelLen = mc.MaxPositions
-	}
-	if _, err := cfg.Checkpoint.Arch.Declare(mc, model.Shard{Rank: 0, Size: cfg.TP}); err != nil {
+	if _, err := cfg.Checkpoint.Arch.Declare(cfg.Checkpoint.Config, model.Shard{Rank: 0, Size: cfg.TP}); err != nil {
 		return nil, err
 	}
-	group, err := nccl.NewGroup(cfg.TP)
-	if err != nil {
-		return nil, err
-	}
+	cfg.defaults()
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}))
-	e := &Engine{sys: sys, tok: cfg.Tokenizer}
-	caps, err := e.loadRanks(ctx, cfg, group)
-	if err != nil {
-		sys.Shutdown()
-		return nil, err
+	e := &Engine{sys: sys, tok: cfg.Tokenizer, health: supervision.NewHealth("loading"), done: make(chan struct{})}
+	root := &schedulerActor{cfg: cfg, health: e.health, stats: newSupervisionStats(), done: e.die,
+		inten: supervision.Intensity{Max: cfg.MaxRebuilds, Window: cfg.RebuildWindow},
+		live:  map[planner.RequestID]*liveRequest{}}
+	if cfg.Faults {
+		for range cfg.TP {
+			root.faults = append(root.faults, &rankFaults{})
+		}
 	}
-	e.info = Info{TP: cfg.TP, MaxModelLen: cfg.Capacity.MaxModelLen, Slots: caps.Slots, KVPages: caps.Pages,
-		PageSize: caps.PageSize, VocabSize: mc.VocabSize}
-	p, err := planner.New(planner.Config{MaxPrefillTokens: cfg.MaxPrefillTokens, MaxRows: cfg.MaxRows,
-		Slots: caps.Slots, KVPages: caps.Pages, PageSize: caps.PageSize, MaxModelLen: cfg.Capacity.MaxModelLen})
-	if err != nil {
-		sys.Shutdown()
-		return nil, err
+	// The engine root is never restarted in place: if it panics (a bug),
+	// the engine dies with the reason and the process exits non-zero.
+	guardian := actor.NewOneForOneStrategy(0, 0, func(reason interface{}) actor.Directive {
+		e.health.SetDead(fmt.Sprintf("engine root panicked: %v", reason))
+		e.die(fmt.Errorf("%w: engine root panicked: %v", ErrEngineFailure, reason))
+		return actor.StopDirective
+	})
+	e.sched = sys.Root.WithGuardian(guardian).Spawn(actor.PropsFromProducer(func() actor.Actor { return root }))
+	loadCtx, cancel := context.WithTimeout(ctx, cfg.RecoveryTimeout)
+	defer cancel()
+	if err := e.health.WaitReady(loadCtx); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("actors: engine did not start: %w", err)
 	}
-	e.sched = sys.Root.Spawn(actor.PropsFromProducer(newSchedulerActor(p, e.ranks, mc.EOS)))
+	res, err := sys.Root.RequestFuture(e.sched, &queryInfo{}, 10*time.Second).Result()
+	if err != nil {
+		e.Close()
+		return nil, fmt.Errorf("actors: engine info: %w", err)
+	}
+	e.info = res.(Info)
 	e.maxPending = int64(cfg.MaxPending)
 	if e.maxPending <= 0 {
-		e.maxPending = 16 * int64(caps.Slots)
+		e.maxPending = 16 * int64(e.info.Slots)
 	}
 	return e, nil
 }
 
-// loadRanks spawns the rank actors and waits for every shard; the capacity
-// is the minimum over ranks.
-func (e *Engine) loadRanks(ctx context.Context, cfg Config, group *nccl.Group) (model.Capacity, error) {
-	timeout := cfg.LoadTimeout
-	if timeout == 0 {
-		timeout = 10 * time.Minute
+func (e *Engine) die(reason error) {
+	e.doneOnce.Do(func() {
+		e.doneErr = reason
+		close(e.done)
+	})
+}
+
+// Done is closed when the engine has died (restart intensity exceeded); the
+// process should then exit non-zero with Err.
+func (e *Engine) Done() <-chan struct{} { return e.done }
+
+// Err returns why the engine died (nil while alive).
+func (e *Engine) Err() error {
+	select {
+	case <-e.done:
+		return e.doneErr
+	default:
+		return nil
 	}
-	futures := make([]*actor.Future, cfg.TP)
-	for r := 0; r < cfg.TP; r++ {
-		pid := e.sys.Root.Spawn(actor.PropsFromProducer(newRankActor(r, cfg.NewBackend, cfg.LockThread)))
-		e.ranks = append(e.ranks, pid)
-		futures[r] = e.sys.Root.RequestFuture(pid, &LoadShard{Checkpoint: cfg.Checkpoint,
-			Shard: model.Shard{Rank: r, Size: cfg.TP}, Comm: group.Comm(r), Capacity: cfg.Capacity}, timeout)
-	}
-	var caps model.Capacity
-	for r, f := range futures {
-		res, err := f.Result()
-		if err != nil {
-			return caps, fmt.Errorf("actors: rank %d did not load: %w", r, err)
-		}
-		ready := res.(*ShardReady)
-		if ready.Err != nil {
-			return caps, fmt.Errorf("actors: rank %d: %w", r, ready.Err)
-		}
-		if r == 0 || ready.Capacity.Slots < caps.Slots {
-			caps.Slots = ready.Capacity.Slots
-		}
-		if r == 0 || ready.Capacity.Pages < caps.Pages {
-			caps.Pages = ready.Capacity.Pages
-		}
-		caps.PageSize = ready.Capacity.PageSize
-	}
-	return caps, ctx.Err()
 }
 
 // Info returns the engine's shape and capacity.
 func (e *Engine) Info() Info { return e.info }
+
+// Ready reports whether the engine takes new requests, and why not.
+func (e *Engine) Ready() (bool, string) { return e.health.Ready() }
+
+// Live reports liveness: false once the engine has died.
+func (e *Engine) Live() (bool, string) { return e.health.Live() }
+
+// WaitReady blocks until the engine is ready (again), dead, or ctx ends.
+func (e *Engine) WaitReady(ctx context.Context) error { return e.health.WaitReady(ctx) }
+
+// Pending returns the number of submitted requests that have not ended.
+func (e *Engine) Pending() int { return int(e.pending.Load()) }
 
 // Submit validates a request, spawns its request actor and returns its stream.
 func (e *Engine) Submit(req Request) (*Stream, error) {
 	if err := e.validate(&req); err != nil {
 		return nil, err
 	}
-	if reason := e.notReady.Load(); reason != nil {
-		return nil, fmt.Errorf("%w: %s", ErrNotReady, *reason)
+	if ok, reason := e.health.Ready(); !ok {
+		return nil, fmt.Errorf("%w: %s", ErrNotReady, reason)
 	}
 	if e.pending.Add(1) > e.maxPending {
 		e.pending.Add(-1)
@@ -161,24 +207,6 @@ func (e *Engine) Submit(req Request) (*Stream, error) {
 	s.cancel = func() { e.sys.Root.Send(pid, &CancelRequest{}) }
 	return s, nil
 }
-
-// Errors of Submit, for the HTTP edge to map onto status codes.
-var (
-	ErrInvalidRequest = errors.New("actors: invalid request")           // 400
-	ErrOverloaded     = errors.New("actors: too many pending requests") // 429
-	ErrNotReady       = errors.New("actors: engine not ready")          // 503
-)
-
-// Ready reports whether the engine takes new requests, and why not.
-func (e *Engine) Ready() (bool, string) {
-	if reason := e.notReady.Load(); reason != nil {
-		return false, *reason
-	}
-	return true, ""
-}
-
-// Pending returns the number of submitted requests that have not ended.
-func (e *Engine) Pending() int { return int(e.pending.Load()) }
 
 func (e *Engine) validate(r *Request) error {
 	bad := func(format string, args ...any) error {
@@ -205,20 +233,50 @@ func (e *Engine) validate(r *Request) error {
 
 // Stats returns the planner's statistics.
 func (e *Engine) Stats(ctx context.Context) (planner.Stats, error) {
-	res, err := e.sys.Root.RequestFuture(e.sched, &queryStats{}, 5*time.Second).Result()
+	res, err := e.ask(ctx, &queryStats{})
 	if err != nil {
-		return planner.Stats{}, fmt.Errorf("actors: stats: %w", err)
+		return planner.Stats{}, err
 	}
 	return res.(planner.Stats), nil
 }
 
-// Close stops every actor and the actor system.
+// SupervisionStats returns what supervision detected and did.
+func (e *Engine) SupervisionStats(ctx context.Context) (SupervisionStats, error) {
+	res, err := e.ask(ctx, &querySupervision{})
+	if err != nil {
+		return SupervisionStats{}, err
+	}
+	return res.(SupervisionStats), nil
+}
+
+// InjectFault injects a fault into the current group (Config.Faults only).
+func (e *Engine) InjectFault(ctx context.Context, f Fault) error {
+	res, err := e.ask(ctx, &InjectFault{Fault: f})
+	if err != nil {
+		return err
+	}
+	if res == nil {
+		return nil
+	}
+	return res.(error)
+}
+
+func (e *Engine) ask(ctx context.Context, msg any) (any, error) {
+	timeout := 5 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		timeout = time.Until(d)
+	}
+	res, err := e.sys.Root.RequestFuture(e.sched, msg, timeout).Result()
+	if err != nil {
+		return nil, fmt.Errorf("actors: engine did not answer: %w", err)
+	}
+	return res, nil
+}
+
+// Close stops every actor and the actor system. It is idempotent.
 func (e *Engine) Close() {
-	if e.sched != nil {
+	e.closeOnce.Do(func() {
 		e.sys.Root.StopFuture(e.sched).Wait()
-	}
-	for _, r := range e.ranks {
-		e.sys.Root.StopFuture(r).Wait()
-	}
-	e.sys.Shutdown()
+		e.sys.Shutdown()
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"cohort/model"
 	"cohort/model/sample"
 	"cohort/nccl"
+	"cohort/supervision"
 )
 
 // Messages are pointer structs in sealed families: a marker method says which
@@ -31,6 +32,9 @@ type LoadShard struct {
 	Shard      model.Shard
 	Comm       nccl.Communicator
 	Capacity   model.CapacityInput
+	Poison     *supervision.Poison // the group generation's executor poison
+	Faults     *rankFaults         // armed injected faults (nil when disabled)
+	ReplyTo    *actor.PID
 }
 
 // RunStep tells every rank to run one forward step of a plan.
@@ -73,13 +77,6 @@ type stepExecuted struct {
 	err     error
 }
 
-// shardLoaded is the executor's result for LoadShard.
-type shardLoaded struct {
-	replyTo  *actor.PID
-	capacity model.Capacity
-	err      error
-}
-
 func (*LoadShard) rankMessage()    {}
 func (*RunStep) rankMessage()      {}
 func (*stepExecuted) rankMessage() {}
@@ -88,9 +85,10 @@ func (*stepExecuted) rankMessage() {}
 
 // ShardReady reports that a rank loaded its shard (or failed to).
 type ShardReady struct {
-	Rank     int
-	Capacity model.Capacity
-	Err      error
+	Generation uint64
+	Rank       int
+	Capacity   model.Capacity
+	Err        error
 }
 
 // StepCompleted is a rank's reply to RunStep. Rank 0 carries the samples.
@@ -122,6 +120,15 @@ type FinishRequest struct{ ID planner.RequestID }
 
 // queryStats asks the scheduler for its planner statistics.
 type queryStats struct{}
+
+// querySupervision asks for the supervision statistics.
+type querySupervision struct{}
+
+// queryInfo asks for the engine's shape and capacity.
+type queryInfo struct{}
+
+func (*querySupervision) schedulerMessage() {}
+func (*queryInfo) schedulerMessage()        {}
 
 func (*ShardReady) schedulerMessage()    {}
 func (*StepCompleted) schedulerMessage() {}

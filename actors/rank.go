@@ -9,29 +9,38 @@ import (
 	"cohort/model"
 	"cohort/model/sample"
 	"cohort/nccl"
+	"cohort/supervision"
 )
 
 // BackendFactory makes the backend of one rank, inside the rank's device
 // executor thread.
 type BackendFactory func(shard model.Shard, comm nccl.Communicator) (kernels.Backend, error)
 
-// rankActor owns one tensor-parallel shard: its backend, its weights and
-// its per-request state. All of it is touched only from Receive; the device
-// executor gets values, not the actor.
+// rankActor owns one tensor-parallel shard of one group generation: its
+// backend, its weights and its per-request state. All of it is touched only
+// from Receive; the device executor gets values, not the actor.
 type rankActor struct {
 	index      int
+	gen        uint64
 	newBackend BackendFactory
 	lockThread bool
 	exec       *executor
 
-	be kernels.Backend
-	m  model.Model
-	st *model.State
+	be     kernels.Backend
+	m      model.Model
+	st     *model.State
+	poison *supervision.Poison
+	faults *rankFaults
 }
 
-func newRankActor(index int, f BackendFactory, lockThread bool) actor.Producer {
-	return func() actor.Actor { return &rankActor{index: index, newBackend: f, lockThread: lockThread} }
+func newRankActor(index int, gen uint64, f BackendFactory, lockThread bool) actor.Producer {
+	return func() actor.Actor { return &rankActor{index: index, gen: gen, newBackend: f, lockThread: lockThread} }
 }
+
+// injectPanic makes a rank actor panic inside Receive (fault injection).
+type injectPanic struct{}
+
+func (*injectPanic) rankMessage() {}
 
 func (r *rankActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
@@ -43,62 +52,75 @@ func (r *rankActor) Receive(ctx actor.Context) {
 		r.load(ctx, msg)
 	case *rankBound:
 		r.be, r.m, r.st = msg.be, msg.m, msg.st
-		l := msg.loaded
-		ctx.Send(l.replyTo, &ShardReady{Rank: r.index, Capacity: l.capacity, Err: l.err})
+		ctx.Send(msg.replyTo, &ShardReady{Generation: r.gen, Rank: r.index, Capacity: msg.capacity, Err: msg.err})
 	case *RunStep:
 		r.run(ctx, msg)
 	case *stepExecuted:
 		ctx.Send(msg.step.ReplyTo, &StepCompleted{Generation: msg.step.Generation, Step: msg.step.Step,
 			Rank: r.index, Samples: msg.samples, Err: msg.err})
+	case *injectPanic:
+		panic(fmt.Sprintf("injected panic in rank %d", r.index))
 	}
 }
 
+// rankBound hands the loaded shard from the executor back to the actor.
+type rankBound struct {
+	be       kernels.Backend
+	m        model.Model
+	st       *model.State
+	capacity model.Capacity
+	replyTo  *actor.PID
+	err      error
+}
+
+func (*rankBound) rankMessage() {}
+
 func (r *rankActor) load(ctx actor.Context, msg *LoadShard) {
-	self, root, replyTo, newBackend := ctx.Self(), ctx.ActorSystem().Root, ctx.Sender(), r.newBackend
+	r.poison, r.faults = msg.Poison, msg.Faults
+	self, root, newBackend := ctx.Self(), ctx.ActorSystem().Root, r.newBackend
 	r.exec.submit(func() {
-		out := &shardLoaded{replyTo: replyTo}
-		var be kernels.Backend
-		var m model.Model
-		var st *model.State
+		out := &rankBound{replyTo: msg.ReplyTo}
 		out.err = protect("load shard", func() error {
 			var err error
-			if be, err = newBackend(msg.Shard, msg.Comm); err != nil {
+			if out.be, err = newBackend(msg.Shard, msg.Comm); err != nil {
 				return err
 			}
-			if m, err = msg.Checkpoint.Load(be, msg.Shard); err != nil {
+			if out.m, err = msg.Checkpoint.Load(out.be, msg.Shard); err != nil {
 				return err
 			}
 			if out.capacity, err = msg.Checkpoint.Config.PlanCapacity(msg.Shard, msg.Capacity); err != nil {
 				return err
 			}
-			st = m.NewState(be, out.capacity.Slots, out.capacity.Pages, out.capacity.PageSize)
+			out.st = out.m.NewState(out.be, out.capacity.Slots, out.capacity.Pages, out.capacity.PageSize)
 			return nil
 		})
-		root.Send(self, &rankBound{be: be, m: m, st: st, loaded: out})
+		root.Send(self, out)
 	})
 }
 
-// rankBound hands the loaded shard from the executor back to the actor.
-type rankBound struct {
-	be     kernels.Backend
-	m      model.Model
-	st     *model.State
-	loaded *shardLoaded
-}
-
-func (*rankBound) rankMessage() {}
-
 func (r *rankActor) run(ctx actor.Context, msg *RunStep) {
-	if r.m == nil {
-		ctx.Send(msg.ReplyTo, &StepCompleted{Generation: msg.Generation, Step: msg.Step, Rank: r.index,
-			Err: fmt.Errorf("actors: rank %d has no shard loaded", r.index)})
+	fail := func(err error) {
+		ctx.Send(msg.ReplyTo, &StepCompleted{Generation: msg.Generation, Step: msg.Step, Rank: r.index, Err: err})
+	}
+	switch {
+	case msg.Generation != r.gen:
+		fail(fmt.Errorf("actors: rank %d of generation %d got a step of generation %d", r.index, r.gen, msg.Generation))
+		return
+	case r.m == nil:
+		fail(fmt.Errorf("actors: rank %d has no shard loaded", r.index))
 		return
 	}
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	be, m, st, sampleHere := r.be, r.m, r.st, r.index == 0
+	be, m, st, poison, faults, sampleHere := r.be, r.m, r.st, r.poison, r.faults, r.index == 0
 	r.exec.submit(func() {
 		var samples []Sampled
 		err := protect("step", func() error {
+			if err := poison.Err(); err != nil {
+				return fmt.Errorf("actors: executor poisoned: %w", err)
+			}
+			if err := faults.beforeStep(); err != nil {
+				return err
+			}
 			var err error
 			samples, err = executeStep(be, m, st, msg, sampleHere)
 			return err

@@ -8,16 +8,28 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"cohort/actors/planner"
+	"cohort/supervision"
 )
 
-// schedulerActor wraps the pure planner: it turns events (admissions,
-// aborts, step results) into planner calls and planner output into RunStep
-// broadcasts. One step is in flight at a time.
+// schedulerActor is the engine root: it owns the rank group (spawning,
+// supervising and rebuilding it, see supervise.go) and wraps the pure
+// planner. It turns events (admissions, aborts, step results) into planner
+// calls and planner output into RunStep broadcasts, one step in flight.
 type schedulerActor struct {
-	plan  *planner.Planner
-	ranks []*actor.PID
-	gen   uint64
-	eos   []int32
+	cfg    Config
+	self   *actor.PID
+	health *supervision.Health
+	stats  *supervisionStats
+	done   func(error) // called once when the engine dies
+
+	plan     *planner.Planner // created once the first group is loaded
+	info     Info
+	group    *rankGroup
+	gen      uint64
+	state    groupState
+	faults   []*rankFaults // per rank, across generations (nil when disabled)
+	inten    supervision.Intensity
+	detected time.Time // when the failure being recovered was detected
 
 	live     map[planner.RequestID]*liveRequest
 	inflight *inflightStep
@@ -33,40 +45,64 @@ type liveRequest struct {
 }
 
 type inflightStep struct {
-	plan    planner.Plan
-	replies int
-	samples []Sampled
-	err     error
-}
-
-func newSchedulerActor(p *planner.Planner, ranks []*actor.PID, eos []int32) actor.Producer {
-	return func() actor.Actor {
-		return &schedulerActor{plan: p, ranks: ranks, gen: 1, eos: eos, live: map[planner.RequestID]*liveRequest{}}
-	}
+	plan     planner.Plan
+	replies  int
+	samples  []Sampled
+	err      error
+	errRank  int
+	deadline *time.Timer
 }
 
 func (s *schedulerActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		s.self = ctx.Self()
+		s.rebuild(ctx)
+	case *actor.Stopping:
+		s.teardown(ctx, fmt.Errorf("actors: engine stopping"))
+		s.state = groupStopped
+	case *actor.Terminated:
+		s.rankTerminated(ctx, msg)
+	case *ShardReady:
+		s.shardReady(ctx, msg)
+	case *rebuildTimedOut:
+		s.rebuildTimedOut(ctx, msg)
+	case *stepDeadlineExceeded:
+		s.deadlineExceeded(ctx, msg)
+	case *commFailed:
+		s.fail(ctx, &supervision.RankFailure{Rank: msg.rank, Generation: msg.gen, Cause: supervision.CauseComm, Err: msg.err})
+	case *rankPanicked:
+		s.fail(ctx, &supervision.RankFailure{Rank: msg.rank, Generation: msg.gen, Cause: supervision.CausePanic, Err: msg.reason})
+	case *InjectFault:
+		ctx.Respond(s.inject(ctx, msg.Fault))
 	case *AdmitRequest:
 		s.admit(ctx, msg)
 	case *AbortRequest:
-		if s.plan.Abort(msg.ID) {
+		if s.plan != nil && s.plan.Abort(msg.ID) {
 			delete(s.live, msg.ID)
 		}
 	case *FinishRequest:
-		if s.plan.Finish(msg.ID) {
+		if s.plan != nil && s.plan.Finish(msg.ID) {
 			delete(s.live, msg.ID)
 		}
 	case *StepCompleted:
 		s.completed(ctx, msg)
 	case *queryStats:
-		ctx.Respond(s.plan.Stats())
+		ctx.Respond(s.planStats())
+	case *querySupervision:
+		ctx.Respond(s.stats.snapshot(s.group != nil && s.group.poison.Err() != nil))
+	case *queryInfo:
+		ctx.Respond(s.info)
 	}
 	s.maybeStep(ctx)
 }
 
 func (s *schedulerActor) admit(ctx actor.Context, msg *AdmitRequest) {
 	r := msg.Req
+	if s.state == groupDead || s.state == groupStopped {
+		ctx.Send(msg.PID, &RequestRejected{Err: fmt.Errorf("%w: engine stopped %s", ErrNotReady, s.stats.deathReason())})
+		return
+	}
 	err := s.plan.Add(planner.Request{ID: r.ID, PromptLen: len(r.Prompt), MaxNewTokens: r.MaxTokens})
 	if err != nil {
 		ctx.Send(msg.PID, &RequestRejected{Err: err})
@@ -75,17 +111,21 @@ func (s *schedulerActor) admit(ctx actor.Context, msg *AdmitRequest) {
 	s.live[r.ID] = &liveRequest{req: r, pid: msg.PID, tokens: slices.Clone(r.Prompt)}
 }
 
-// maybeStep asks the planner for the next step when none is in flight and
-// broadcasts it to every rank.
+// maybeStep asks the planner for the next step when the group is serving and
+// none is in flight, broadcasts it to every rank and arms its deadline.
 func (s *schedulerActor) maybeStep(ctx actor.Context) {
-	if s.inflight != nil {
+	if s.inflight != nil || s.state != groupServing || s.group == nil {
 		return
 	}
 	step := s.nextStep(ctx.Self())
 	if step == nil {
 		return
 	}
-	for _, r := range s.ranks {
+	gen, id, root, self := s.gen, step.Step, ctx.ActorSystem().Root, ctx.Self()
+	s.inflight.deadline = time.AfterFunc(s.cfg.StepDeadline, func() {
+		root.Send(self, &stepDeadlineExceeded{gen: gen, step: id})
+	})
+	for _, r := range s.group.ranks {
 		ctx.Send(r, step)
 	}
 }
@@ -130,36 +170,22 @@ func (s *schedulerActor) completed(ctx actor.Context, msg *StepCompleted) {
 	}
 	f.replies++
 	if msg.Err != nil && f.err == nil {
-		f.err = fmt.Errorf("rank %d: %w", msg.Rank, msg.Err)
+		f.err, f.errRank = msg.Err, msg.Rank
 	}
 	if msg.Rank == 0 {
 		f.samples = msg.Samples
 	}
-	if f.replies < len(s.ranks) {
-		return
-	}
-	s.inflight = nil
 	if f.err != nil {
-		s.failStep(ctx, f)
+		// Fail at the first error: peers may be blocked in a collective
+		// waiting for the failed rank; the abort releases them.
+		s.fail(ctx, &supervision.RankFailure{Rank: f.errRank, Generation: s.gen, Cause: supervision.CauseError, Err: f.err})
 		return
 	}
-	s.apply(ctx, f)
-}
-
-// failStep ends every request of a failed step with the error. (Supervision
-// replaces this with poison, rebuild and replay.)
-func (s *schedulerActor) failStep(ctx actor.Context, f *inflightStep) {
-	for _, sp := range f.plan.Seqs {
-		if l, ok := s.live[sp.ID]; ok {
-			s.plan.Abort(sp.ID)
-			delete(s.live, sp.ID)
-			ctx.Send(l.pid, &RequestRejected{Err: f.err})
-		}
+	if f.replies < len(s.group.ranks) {
+		return
 	}
-}
-
-// apply forwards each token of a completed step to its request actor.
-func (s *schedulerActor) apply(ctx actor.Context, f *inflightStep) {
+	f.deadline.Stop()
+	s.inflight = nil
 	for _, d := range s.record(f) {
 		ctx.Send(d.pid, d.ev)
 	}
@@ -196,7 +222,7 @@ func (s *schedulerActor) record(f *inflightStep) []delivery {
 			ev.ScheduledAt = l.scheduled
 		}
 		switch {
-		case !l.req.IgnoreEOS && slices.Contains(s.eos, tok), slices.Contains(l.req.StopTokenIDs, tok):
+		case !l.req.IgnoreEOS && slices.Contains(s.cfg.Checkpoint.Config.EOS, tok), slices.Contains(l.req.StopTokenIDs, tok):
 			ev.Finish, ev.StopToken = "stop", true
 		case l.generated >= l.req.MaxTokens || slices.Contains(byPlanner, smp.ID):
 			ev.Finish = "length"
@@ -208,4 +234,11 @@ func (s *schedulerActor) record(f *inflightStep) []delivery {
 		out = append(out, delivery{l.pid, ev})
 	}
 	return out
+}
+
+func (s *schedulerActor) planStats() planner.Stats {
+	if s.plan == nil {
+		return planner.Stats{}
+	}
+	return s.plan.Stats()
 }

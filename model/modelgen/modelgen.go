@@ -40,8 +40,9 @@ type Preset struct {
 
 // Presets are the named shapes `cohort make-model --preset` accepts.
 var Presets = map[string]Preset{
+	// tiny divides by TP = 1, 2 and 4 (KV heads are replicated at 4).
 	"tiny": {Name: "tiny", Vocab: 512, Hidden: 64, Layers: 8, Heads: 4, KVHeads: 2, HeadDim: 64,
-		LinearKeyHeads: 2, LinearValueHeads: 4, LinearKeyDim: 32, LinearValueDim: 32,
+		LinearKeyHeads: 4, LinearValueHeads: 8, LinearKeyDim: 16, LinearValueDim: 16,
 		Intermediate: 192, MaxPositions: 4096, Merges: 240, Tied: true},
 	"small": {Name: "small", Vocab: 8192, Hidden: 1024, Layers: 4, Heads: 8, KVHeads: 2, HeadDim: 256,
 		LinearKeyHeads: 16, LinearValueHeads: 16, LinearKeyDim: 128, LinearValueDim: 128,

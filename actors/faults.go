@@ -1,0 +1,109 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"cohort/nccl"
+)
+
+// FaultKind names an injectable failure. Fault injection is for tests and a
+// debug-only admin endpoint; it is off unless Config.Faults is set.
+type FaultKind string
+
+// The injectable faults.
+const (
+	FaultStop     FaultKind = "stop"      // stop the rank actor (protoactor Stop)
+	FaultPoison   FaultKind = "poison"    // poison the rank actor (protoactor Poison)
+	FaultPanic    FaultKind = "panic"     // panic inside the rank actor's Receive
+	FaultHang     FaultKind = "hang"      // the rank's next all-reduce blocks until the group is aborted
+	FaultSlow     FaultKind = "slow"      // the rank's next step sleeps Duration first
+	FaultError    FaultKind = "error"     // the rank's next forward fails (every forward if Persistent)
+	FaultDropComm FaultKind = "drop-comm" // the communicator reports an asynchronous error
+)
+
+// FaultKinds lists every kind.
+var FaultKinds = []FaultKind{FaultStop, FaultPoison, FaultPanic, FaultHang, FaultSlow, FaultError, FaultDropComm}
+
+// Fault is one injection.
+type Fault struct {
+	Kind       FaultKind
+	Rank       int
+	Duration   time.Duration // FaultSlow
+	Persistent bool          // FaultError: fail every forward, also after rebuilds
+}
+
+// ErrFaultsDisabled is returned by InjectFault unless Config.Faults is set.
+var ErrFaultsDisabled = errors.New("actors: fault injection is disabled")
+
+// errInjected is the error of an injected forward failure.
+var errInjected = errors.New("injected forward failure")
+
+// rankFaults is the armed faults of one rank, read by its executor at the
+// start of each step. It outlives group generations (Persistent errors).
+type rankFaults struct {
+	mu         sync.Mutex
+	slow       time.Duration
+	failNext   bool
+	failAlways bool
+}
+
+func (f *rankFaults) arm(ft Fault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch ft.Kind {
+	case FaultSlow:
+		f.slow = ft.Duration
+	case FaultError:
+		f.failNext, f.failAlways = true, ft.Persistent
+	}
+}
+
+// beforeStep applies the armed step faults.
+func (f *rankFaults) beforeStep() error {
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	slow, fail := f.slow, f.failNext || f.failAlways
+	f.slow, f.failNext = 0, false
+	f.mu.Unlock()
+	if slow > 0 {
+		time.Sleep(slow) // the injected fault itself: a rank that is slow
+	}
+	if fail {
+		return errInjected
+	}
+	return nil
+}
+
+// faultComm wraps a rank's communicator so a hang can be injected: the
+// armed rank blocks in its next all-reduce until the group is aborted, as a
+// rank stuck in a collective would.
+type faultComm struct {
+	nccl.Communicator
+	hang     atomic.Bool
+	released chan struct{}
+	once     sync.Once
+}
+
+func newFaultComm(c nccl.Communicator) *faultComm {
+	return &faultComm{Communicator: c, released: make(chan struct{})}
+}
+
+func (c *faultComm) AllReduceSum(ctx context.Context, buf []float32) error {
+	if c.hang.Swap(false) {
+		<-c.released
+		return fmt.Errorf("actors: hung rank released: %w", nccl.ErrAborted)
+	}
+	return c.Communicator.AllReduceSum(ctx, buf)
+}
+
+func (c *faultComm) Abort(reason error) {
+	c.once.Do(func() { close(c.released) })
+	c.Communicator.Abort(reason)
+}
