@@ -45,6 +45,11 @@ type Config struct {
 	MaxRebuilds     int           // restart intensity: more than this many rebuilds ... [5]
 	RebuildWindow   time.Duration // ... within this window ends the engine [1m]
 	Faults          bool          // allow fault injection (tests, debug endpoint)
+	// OnFailure, if set, is told of every detected failure and OnRecovered of
+	// every completed recovery (detect → ready), for metrics and tests. They
+	// run on the engine root's goroutine and must not block.
+	OnFailure   func(*supervision.RankFailure)
+	OnRecovered func(time.Duration)
 }
 
 func (c *Config) defaults() {

@@ -48,6 +48,7 @@ func (r *rankActor) Receive(ctx actor.Context) {
 		r.exec = newExecutor(r.lockThread)
 	case *actor.Stopped:
 		r.exec.close()
+		r.be, r.m, r.st = nil, nil, nil // the state is large; do not let a stale PID keep it
 	case *LoadShard:
 		r.load(ctx, msg)
 	case *rankBound:

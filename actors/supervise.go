@@ -152,7 +152,11 @@ func (s *schedulerActor) shardReady(ctx actor.Context, msg *ShardReady) {
 	}
 	s.state = groupServing
 	if !s.detected.IsZero() {
-		s.stats.recovered(time.Since(s.detected))
+		d := time.Since(s.detected)
+		s.stats.recovered(d)
+		if s.cfg.OnRecovered != nil {
+			s.cfg.OnRecovered(d)
+		}
 		s.detected = time.Time{}
 	}
 	s.health.SetReady(true, "")
@@ -227,6 +231,9 @@ func (s *schedulerActor) fail(ctx actor.Context, f *supervision.RankFailure) {
 		s.detected = now
 	}
 	s.stats.failed(f)
+	if s.cfg.OnFailure != nil {
+		s.cfg.OnFailure(f)
+	}
 	s.health.SetReady(false, f.Error())
 	s.teardown(ctx, f)
 	s.requeueInFlight(ctx, f)

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"cohort/actors"
 )
@@ -23,29 +24,36 @@ const ProviderName = "cohort"
 // Attribute keys. The gen_ai.* keys are the OpenTelemetry GenAI semantic
 // conventions; cohort.* are ours (vLLM's gen_ai.latency.* extras, renamed).
 const (
-	AttrOperation      = attribute.Key("gen_ai.operation.name")
-	AttrProvider       = attribute.Key("gen_ai.provider.name")
-	AttrRequestModel   = attribute.Key("gen_ai.request.model")
-	AttrMaxTokens      = attribute.Key("gen_ai.request.max_tokens")
-	AttrTemperature    = attribute.Key("gen_ai.request.temperature")
-	AttrTopP           = attribute.Key("gen_ai.request.top_p")
-	AttrStream         = attribute.Key("gen_ai.request.stream")
-	AttrChoiceCount    = attribute.Key("gen_ai.request.choice.count")
-	AttrInputTokens    = attribute.Key("gen_ai.usage.input_tokens")
-	AttrOutputTokens   = attribute.Key("gen_ai.usage.output_tokens")
-	AttrFinishReasons  = attribute.Key("gen_ai.response.finish_reasons")
-	AttrTTFT           = attribute.Key("gen_ai.server.time_to_first_token") // seconds
-	AttrErrorType      = attribute.Key("error.type")
-	AttrTimeInQueue    = attribute.Key("cohort.latency.time_in_queue") // seconds
-	AttrE2E            = attribute.Key("cohort.latency.e2e")           // seconds
-	AttrChoiceIndex    = attribute.Key("cohort.choice.index")          // on child spans when N > 1
-	AttrTokens         = attribute.Key("cohort.tokens")                // cumulative output tokens, on decode events
-	AttrFinishReason   = attribute.Key("gen_ai.response.finish_reason") // on the "finish" event
-	TokensEventName    = "tokens"
-	FinishEventName    = "finish"
-	QueueSpanName      = "queue"
-	PrefillSpanName    = "prefill"
-	DecodeSpanName     = "decode"
+	AttrOperation     = attribute.Key("gen_ai.operation.name")
+	AttrProvider      = attribute.Key("gen_ai.provider.name")
+	AttrRequestModel  = attribute.Key("gen_ai.request.model")
+	AttrMaxTokens     = attribute.Key("gen_ai.request.max_tokens")
+	AttrTemperature   = attribute.Key("gen_ai.request.temperature")
+	AttrTopP          = attribute.Key("gen_ai.request.top_p")
+	AttrStream        = attribute.Key("gen_ai.request.stream")
+	AttrChoiceCount   = attribute.Key("gen_ai.request.choice.count")
+	AttrInputTokens   = attribute.Key("gen_ai.usage.input_tokens")
+	AttrOutputTokens  = attribute.Key("gen_ai.usage.output_tokens")
+	AttrFinishReasons = attribute.Key("gen_ai.response.finish_reasons")
+	AttrTTFT          = attribute.Key("gen_ai.server.time_to_first_token") // seconds
+	AttrErrorType     = attribute.Key("error.type")
+	AttrTimeInQueue   = attribute.Key("cohort.latency.time_in_queue")  // seconds
+	AttrE2E           = attribute.Key("cohort.latency.e2e")            // seconds
+	AttrChoiceIndex   = attribute.Key("cohort.choice.index")           // on child spans when N > 1
+	AttrTokens        = attribute.Key("cohort.tokens")                 // cumulative output tokens, on decode events
+	AttrFinishReason  = attribute.Key("gen_ai.response.finish_reason") // on the "finish" event
+)
+
+// Span and event names.
+const (
+	TokensEventName = "tokens" // every TokenEventEvery tokens on decode
+	FinishEventName = "finish" // last event of the phase a choice ended in
+	QueueSpanName   = "queue"
+	PrefillSpanName = "prefill"
+	DecodeSpanName  = "decode"
+)
+
+const (
 	errorTypeOther     = "_OTHER"
 	errorTypeCancelled = "cancelled"
 	errorTypeTimeout   = "timeout"
@@ -108,6 +116,11 @@ var disabled = &ChoiceObserver{}
 // child of ctx's span (see Extract). With a non-recording tracer it only
 // carries ctx's span context along.
 func StartRequest(ctx context.Context, tracer trace.Tracer, start time.Time, a RequestAttrs) *RequestSpan {
+	if _, off := tracer.(noop.Tracer); off {
+		// Tracing is off (Setup's no-op provider): carry ctx along, allocate
+		// nothing else. ctx's own span is never ended here.
+		return &RequestSpan{ctx: ctx, span: noop.Span{}, tracer: tracer, start: start, n: 1}
+	}
 	if start.IsZero() {
 		start = time.Now()
 	}

@@ -1,0 +1,604 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"cohort/actors"
+	"cohort/actors/planner"
+	"cohort/httpapi/metrics"
+	"cohort/httpapi/telemetry"
+	"cohort/model/sample"
+)
+
+var (
+	errClientGone = errors.New("httpapi: the client disconnected")
+	errShutdown   = errors.New("httpapi: the server is shutting down")
+)
+
+// generation is one completions or chat request in flight: its engine
+// streams (one per choice) and what the response needs.
+type generation struct {
+	s       *Server
+	j       *job
+	arrival time.Time
+	span    *telemetry.RequestSpan
+	choices []*choice
+	ctx     context.Context
+	cancel  context.CancelFunc
+	prefix  []byte // a chunk's JSON up to the choices list
+	buf     []byte
+
+	fanIn chan fanItem // n > 1 streams: events of every choice
+}
+
+// choice is one engine request and what has been seen of it.
+type choice struct {
+	index, prompt int
+	st            eventStream
+	obs           *telemetry.ChoiceObserver
+
+	done   bool
+	finish string
+	err    error
+	usage  actors.Usage
+	tokens int
+
+	first, lastTok, end time.Time
+	queue               time.Duration
+	inter               []time.Duration
+
+	text   []byte    // the whole text (non-stream)
+	lps    []tokenLP // logprobs (non-stream)
+	offset int       // characters emitted so far (completions text_offset)
+}
+
+type tokenLP struct {
+	id      int32
+	logprob float64
+	top     []sample.TokenLogprob
+	offset  int
+}
+
+type fanItem struct {
+	c   *choice
+	ev  actors.Event
+	err error
+}
+
+// generate validates with parse, submits the choices and answers.
+func (s *Server) generate(c *call, parse func([]byte) (*job, *apiError)) reply {
+	if ok, reason := s.eng.Ready(); !ok {
+		s.metrics.Rejected("not_ready")
+		return errorReply(notReady(reason))
+	}
+	j, aerr := parse(c.body)
+	if aerr != nil {
+		if aerr.code == "context_length_exceeded" {
+			s.metrics.Rejected("context_length")
+		} else {
+			s.metrics.Rejected("invalid")
+		}
+		return errorReply(aerr)
+	}
+	op := "text_completion"
+	if j.chat {
+		op = "chat"
+	}
+	ctx := telemetry.Extract(context.Background(), c.traceparent, c.tracestate)
+	g := &generation{s: s, j: j, arrival: c.start}
+	if g.arrival.IsZero() {
+		g.arrival = time.Now()
+	}
+	g.span = telemetry.StartRequest(ctx, s.tracer, g.arrival, telemetry.RequestAttrs{Operation: op,
+		Model: s.opts.ModelName, MaxTokens: j.userMax, Temperature: j.base.Params.Temperature,
+		TopP: j.base.Params.TopP, Stream: j.stream, N: j.n})
+	if aerr := g.submit(); aerr != nil {
+		g.span.End(aerr)
+		return errorReply(aerr)
+	}
+	g.ctx, g.cancel = context.WithCancel(s.base)
+	g.prefix = g.chunkPrefix()
+	if j.stream {
+		return reply{status: http.StatusOK, contentType: contentSSE, stream: g.writeSSE}
+	}
+	return g.collect()
+}
+
+// submit starts one engine request per choice; on failure it cancels those
+// already started.
+func (g *generation) submit() *apiError {
+	j := g.j
+	g.choices = make([]*choice, 0, j.choices())
+	for p, prompt := range j.prompts {
+		for i := 0; i < j.n; i++ {
+			r := j.base
+			r.Prompt, r.MaxTokens = prompt, j.maxTokens[p]
+			switch {
+			case j.seeded:
+				r.Params.Seed = j.base.Params.Seed + uint64(i)
+			case r.Params.Temperature > 0:
+				r.Params.Seed = rand.Uint64() // unseeded sampling differs per request and choice
+			}
+			st, err := g.s.eng.submit(r)
+			if err != nil {
+				for _, c := range g.choices {
+					c.st.Cancel()
+				}
+				g.choices = nil
+				aerr := engineError(err)
+				switch {
+				case errors.Is(err, actors.ErrOverloaded):
+					g.s.metrics.Rejected("overloaded")
+				case errors.Is(err, actors.ErrNotReady):
+					g.s.metrics.Rejected("not_ready")
+				default:
+					g.s.metrics.Rejected("invalid")
+				}
+				return aerr
+			}
+			idx := len(g.choices)
+			g.choices = append(g.choices, &choice{index: idx, prompt: p, st: st, obs: g.span.Choice(idx)})
+		}
+	}
+	return nil
+}
+
+// observe records ev for metrics and tracing.
+func (g *generation) observe(c *choice, ev actors.Event) {
+	t := ev.Time
+	if t.IsZero() {
+		t = time.Now()
+	}
+	if ev.HasToken {
+		c.tokens++
+		if c.first.IsZero() {
+			c.first = t
+			if !ev.ScheduledAt.IsZero() {
+				c.queue = ev.ScheduledAt.Sub(g.arrival)
+			}
+		} else {
+			c.inter = append(c.inter, t.Sub(c.lastTok))
+		}
+		c.lastTok = t
+	}
+	if ev.Finish != "" {
+		c.done, c.finish, c.usage, c.err, c.end = true, ev.Finish, ev.Usage, ev.Err, t
+		g.report(c)
+	}
+	c.obs.Observe(ev)
+}
+
+// report records a finished (or abandoned) choice in the metrics.
+func (g *generation) report(c *choice) {
+	var rej *planner.Rejection
+	if c.finish == "error" && c.tokens == 0 && errors.As(c.err, &rej) {
+		g.s.metrics.Rejected(rej.Reason)
+		return
+	}
+	m := metrics.RequestMetrics{PromptTokens: c.usage.PromptTokens, GenerationTokens: c.usage.CompletionTokens,
+		E2E: c.end.Sub(g.arrival), Queue: max(c.queue, 0), InterToken: c.inter, Finish: c.finish}
+	if m.PromptTokens == 0 {
+		m.PromptTokens = len(g.j.prompts[c.prompt])
+	}
+	if m.GenerationTokens == 0 {
+		m.GenerationTokens = c.tokens
+	}
+	if !c.first.IsZero() {
+		m.TTFT = max(c.first.Sub(g.arrival), time.Nanosecond)
+	}
+	g.s.metrics.RequestFinished(m)
+}
+
+// abandon cancels every unfinished choice (the client is gone or the
+// server is stopping) and records them as cancelled.
+func (g *generation) abandon() {
+	for _, c := range g.choices {
+		if c.done {
+			continue
+		}
+		c.st.Cancel()
+		c.done, c.finish, c.end = true, "cancelled", time.Now()
+		g.report(c)
+	}
+}
+
+func (g *generation) promptTokens() int {
+	n := 0
+	for _, p := range g.j.prompts {
+		n += len(p)
+	}
+	return n
+}
+
+func (g *generation) completionTokens() int {
+	n := 0
+	for _, c := range g.choices {
+		n += max(c.usage.CompletionTokens, c.tokens)
+	}
+	return n
+}
+
+// failure returns the error a choice ended with.
+func failure(c *choice) *apiError {
+	if c.finish == "cancelled" {
+		return internal("the request was cancelled by the engine")
+	}
+	if c.err == nil {
+		return internal("the engine failed the request without a reason")
+	}
+	return engineError(c.err)
+}
+
+// collect reads every choice to its end and builds the JSON body.
+func (g *generation) collect() reply {
+	defer g.cancel()
+	for _, c := range g.choices {
+		if g.j.echo {
+			c.text = append(c.text, g.promptText(c.prompt)...)
+			c.offset = utf8.RuneCount(c.text)
+		}
+		for !c.done {
+			ev, err := c.st.Recv(g.ctx)
+			if err != nil {
+				g.abandon()
+				g.span.End(errShutdown)
+				return errorReply(notReady(errShutdown.Error()))
+			}
+			g.observe(c, ev)
+			if g.j.logprobs && ev.HasToken {
+				c.lps = append(c.lps, tokenLP{id: ev.Token, logprob: ev.Logprob, top: ev.Top, offset: c.offset})
+			}
+			c.text = append(c.text, ev.Text...)
+			c.offset += utf8.RuneCountInString(ev.Text)
+			if ev.Finish == "error" || ev.Finish == "cancelled" {
+				g.abandon()
+				aerr := failure(c)
+				g.span.End(aerr)
+				return errorReply(aerr)
+			}
+		}
+	}
+	g.span.End(nil)
+	b := g.prefix
+	for i, c := range g.choices {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"index":`...)
+		b = appendInt(b, c.index)
+		if g.j.chat {
+			b = append(b, `,"message":{"role":"assistant","content":`...)
+			b = appendString(b, string(c.text))
+			b = append(b, `},"logprobs":`...)
+			b = g.appendChatLogprobs(b, c.lps)
+		} else {
+			b = append(b, `,"text":`...)
+			b = appendString(b, string(c.text))
+			b = append(b, `,"logprobs":`...)
+			b = g.appendCompletionLogprobs(b, c.lps)
+		}
+		b = append(b, `,"finish_reason":`...)
+		b = appendString(b, c.finish)
+		b = append(b, '}')
+	}
+	b = append(b, `],"usage":`...)
+	b = g.appendUsage(b)
+	return jsonReply(http.StatusOK, append(b, '}'))
+}
+
+func (g *generation) promptText(p int) string {
+	if t := g.j.texts[p]; t != "" {
+		return t
+	}
+	return g.s.tok.Decode(g.j.prompts[p])
+}
+
+// chunkPrefix is the JSON of a response (or chunk) up to its choices.
+func (g *generation) chunkPrefix() []byte {
+	object, idPrefix := "text_completion", "cmpl-"
+	if g.j.chat {
+		object, idPrefix = "chat.completion", "chatcmpl-"
+		if g.j.stream {
+			object = "chat.completion.chunk"
+		}
+	}
+	b := make([]byte, 0, 160)
+	b = append(b, `{"id":"`...)
+	b = append(b, idPrefix...)
+	b = strconv.AppendUint(b, g.s.idBase, 16)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, g.s.seq.Add(1), 16)
+	b = append(b, `","object":"`...)
+	b = append(b, object...)
+	b = append(b, `","created":`...)
+	b = strconv.AppendInt(b, g.arrival.Unix(), 10)
+	b = append(b, `,"model":`...)
+	b = appendString(b, g.s.opts.ModelName)
+	return append(b, `,"choices":[`...)
+}
+
+func (g *generation) appendUsage(b []byte) []byte {
+	p, c := g.promptTokens(), g.completionTokens()
+	b = append(b, `{"prompt_tokens":`...)
+	b = appendInt(b, p)
+	b = append(b, `,"completion_tokens":`...)
+	b = appendInt(b, c)
+	b = append(b, `,"total_tokens":`...)
+	b = appendInt(b, p+c)
+	return append(b, '}')
+}
+
+// tokenText is a token's text, as in logprobs.
+func (g *generation) tokenText(id int32) string { return g.s.tok.Decode([]int32{id}) }
+
+// appendCompletionLogprobs writes the legacy completions logprobs object:
+// tokens, token_logprobs, top_logprobs (the alternatives plus the chosen
+// token) and text_offset; null when logprobs were not requested.
+func (g *generation) appendCompletionLogprobs(b []byte, lps []tokenLP) []byte {
+	if !g.j.logprobs {
+		return append(b, "null"...)
+	}
+	b = append(b, `{"tokens":[`...)
+	for i, lp := range lps {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, g.tokenText(lp.id))
+	}
+	b = append(b, `],"token_logprobs":[`...)
+	for i, lp := range lps {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendFloat(b, lp.logprob)
+	}
+	b = append(b, `],"top_logprobs":[`...)
+	for i, lp := range lps {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '{')
+		seen := make(map[string]bool, len(lp.top)+1)
+		first := true
+		add := func(id int32, logprob float64) {
+			t := g.tokenText(id)
+			if seen[t] {
+				return
+			}
+			seen[t] = true
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = appendString(b, t)
+			b = append(b, ':')
+			b = appendFloat(b, logprob)
+		}
+		for _, alt := range lp.top {
+			add(alt.ID, alt.Logprob)
+		}
+		add(lp.id, lp.logprob)
+		b = append(b, '}')
+	}
+	b = append(b, `],"text_offset":[`...)
+	for i, lp := range lps {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendInt(b, lp.offset)
+	}
+	return append(b, "]}"...)
+}
+
+// appendChatLogprobs writes the chat logprobs object {"content":[...]}, or
+// null when logprobs were not requested.
+func (g *generation) appendChatLogprobs(b []byte, lps []tokenLP) []byte {
+	if !g.j.logprobs {
+		return append(b, "null"...)
+	}
+	b = append(b, `{"content":[`...)
+	for i, lp := range lps {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = g.appendChatToken(b, lp.id, lp.logprob)
+		b = b[:len(b)-1] // reopen the object
+		b = append(b, `,"top_logprobs":[`...)
+		for k, alt := range lp.top {
+			if k > 0 {
+				b = append(b, ',')
+			}
+			b = g.appendChatToken(b, alt.ID, alt.Logprob)
+		}
+		b = append(b, "]}"...)
+	}
+	return append(b, "]}"...)
+}
+
+func (g *generation) appendChatToken(b []byte, id int32, logprob float64) []byte {
+	t := g.tokenText(id)
+	b = append(b, `{"token":`...)
+	b = appendString(b, t)
+	b = append(b, `,"logprob":`...)
+	b = appendFloat(b, logprob)
+	b = append(b, `,"bytes":`...)
+	b = appendBytes(b, t)
+	return append(b, '}')
+}
+
+// ---- streaming ----
+
+// writeSSE streams the response. It runs after the HTTP handler returned
+// and touches nothing of the request. A failed flush means the client is
+// gone: the engine requests are cancelled at once.
+func (g *generation) writeSSE(w *bufio.Writer) {
+	defer g.cancel()
+	for _, c := range g.choices {
+		switch {
+		case g.j.chat:
+			g.writeChunk(w, c, `{"role":"assistant","content":""}`, "", nil, "")
+		case g.j.echo:
+			text := g.promptText(c.prompt)
+			c.offset = utf8.RuneCountInString(text)
+			g.writeChunk(w, c, "", text, nil, "")
+		}
+	}
+	if err := w.Flush(); err != nil {
+		g.gone()
+		return
+	}
+	remaining := len(g.choices)
+	for remaining > 0 {
+		c, ev, err := g.next()
+		if err != nil {
+			g.abandon()
+			g.span.End(errShutdown)
+			g.writeError(w, notReady(errShutdown.Error()))
+			return
+		}
+		g.observe(c, ev)
+		if ev.Finish == "error" || ev.Finish == "cancelled" {
+			g.abandon()
+			aerr := failure(c)
+			g.span.End(aerr)
+			g.s.logf("httpapi: request failed mid-stream: %v", aerr)
+			g.writeError(w, aerr)
+			return
+		}
+		if ev.Text != "" || (g.j.logprobs && ev.HasToken) {
+			var lp *tokenLP
+			if g.j.logprobs && ev.HasToken {
+				lp = &tokenLP{id: ev.Token, logprob: ev.Logprob, top: ev.Top, offset: c.offset}
+			}
+			g.writeChunk(w, c, "", ev.Text, lp, "")
+			c.offset += utf8.RuneCountInString(ev.Text)
+		}
+		if ev.Finish != "" {
+			remaining--
+			g.writeChunk(w, c, "{}", "", nil, ev.Finish)
+		}
+		if err := w.Flush(); err != nil {
+			g.gone()
+			return
+		}
+	}
+	g.span.End(nil)
+	if g.j.usage {
+		b := append(g.buf[:0], "data: "...)
+		b = append(b, g.prefix...)
+		b = append(b, `],"usage":`...)
+		b = g.appendUsage(b)
+		b = append(b, "}\n\n"...)
+		g.buf = b
+		w.Write(b)
+	}
+	w.WriteString("data: [DONE]\n\n")
+	w.Flush()
+}
+
+// gone handles a client that disconnected.
+func (g *generation) gone() {
+	g.abandon()
+	g.span.End(errClientGone)
+}
+
+// writeError ends a stream with an error event and [DONE].
+func (g *generation) writeError(w *bufio.Writer, e *apiError) {
+	b := append(g.buf[:0], "data: "...)
+	b = appendError(b, e)
+	b = append(b, "\n\ndata: [DONE]\n\n"...)
+	g.buf = b
+	w.Write(b)
+	w.Flush()
+}
+
+// writeChunk writes one SSE chunk for choice c. For chat, delta is the raw
+// delta object, or "" for a content delta of text; for completions, text
+// is the text. finish is "" (null) or the finish reason.
+func (g *generation) writeChunk(w *bufio.Writer, c *choice, delta, text string, lp *tokenLP, finish string) {
+	b := append(g.buf[:0], "data: "...)
+	b = append(b, g.prefix...)
+	b = append(b, `{"index":`...)
+	b = appendInt(b, c.index)
+	var lps []tokenLP
+	if lp != nil {
+		lps = []tokenLP{*lp}
+	}
+	if g.j.chat {
+		b = append(b, `,"delta":`...)
+		if delta != "" {
+			b = append(b, delta...)
+		} else {
+			b = append(b, `{"content":`...)
+			b = appendString(b, text)
+			b = append(b, '}')
+		}
+		b = append(b, `,"logprobs":`...)
+		if lp != nil {
+			b = g.appendChatLogprobs(b, lps)
+		} else {
+			b = append(b, "null"...)
+		}
+	} else {
+		b = append(b, `,"text":`...)
+		b = appendString(b, text)
+		b = append(b, `,"logprobs":`...)
+		if lp != nil {
+			b = g.appendCompletionLogprobs(b, lps)
+		} else {
+			b = append(b, "null"...)
+		}
+	}
+	b = append(b, `,"finish_reason":`...)
+	b = appendNullableString(b, finish)
+	b = append(b, "}]"...)
+	if g.j.usage {
+		b = append(b, `,"usage":null`...)
+	}
+	b = append(b, "}\n\n"...)
+	g.buf = b
+	w.Write(b)
+}
+
+// next returns the next event of any unfinished choice.
+func (g *generation) next() (*choice, actors.Event, error) {
+	if len(g.choices) == 1 {
+		c := g.choices[0]
+		ev, err := c.st.Recv(g.ctx)
+		return c, ev, err
+	}
+	if g.fanIn == nil {
+		g.fanIn = make(chan fanItem, len(g.choices))
+		for _, c := range g.choices {
+			go g.forward(c)
+		}
+	}
+	select {
+	case it := <-g.fanIn:
+		return it.c, it.ev, it.err
+	case <-g.ctx.Done():
+		return nil, actors.Event{}, g.ctx.Err()
+	}
+}
+
+// forward copies one choice's events into fanIn until its final event.
+func (g *generation) forward(c *choice) {
+	for {
+		ev, err := c.st.Recv(g.ctx)
+		select {
+		case g.fanIn <- fanItem{c, ev, err}:
+		case <-g.ctx.Done():
+			return
+		}
+		if err != nil || ev.Finish != "" {
+			return
+		}
+	}
+}

@@ -1,0 +1,483 @@
+// Package httpapi is Cohort's OpenAI-compatible HTTP edge, served by
+// fasthttp.
+//
+// Routes:
+//
+//	POST /v1/completions        text completions (stream or one JSON body)
+//	POST /v1/chat/completions   chat completions through the model's chat template
+//	GET  /v1/models             the served model, its max_model_len and capacity
+//	GET  /health                liveness: 200 while the process serves
+//	GET  /ready                 readiness: 200, or 503 with Retry-After and the reason
+//	GET  /metrics               Prometheus text exposition
+//	POST /tokenize              {"prompt": s} or {"messages": [...]} → token ids
+//	POST /detokenize            {"tokens": [...]} → {"prompt": s}
+//
+// Handlers only translate: they validate and tokenize the request, submit
+// one engine request per choice and stream what the engine's request actors
+// emit (text deltas, logprobs, finish reasons, usage). Errors use OpenAI's
+// envelope {"error":{"message","type","param","code"}}: 400 for invalid
+// input (the param is named), 404 for an unknown model or route, 413 for a
+// body over Options.MaxBodyBytes, 429 with Retry-After when the engine is
+// overloaded, 503 with Retry-After when it is not ready.
+//
+// Defaults: temperature 1, top_p 1 (OpenAI's). Without max_tokens a request
+// may generate up to the rest of the context (max_model_len minus the
+// prompt), capped at Options.DefaultMaxTokens (4096 unless set).
+//
+// A streamed response ends with `data: [DONE]`; if the engine fails mid
+// stream, an error event `data: {"error":{...}}` comes before it. A client
+// that disconnects mid stream is noticed on the next write, and its engine
+// requests are cancelled at once (they are then aborted within one engine
+// step). fasthttp gives no disconnect signal for a non-streamed request,
+// which runs to its end.
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"cohort/actors"
+	"cohort/actors/planner"
+	"cohort/httpapi/chattemplate"
+	"cohort/httpapi/metrics"
+	"cohort/httpapi/telemetry"
+	"cohort/model/tokenizer"
+)
+
+// Engine is what the edge needs from the engine; *actors.Engine implements it.
+type Engine interface {
+	Submit(actors.Request) (*actors.Stream, error)
+	Info() actors.Info
+	Stats(ctx context.Context) (planner.Stats, error)
+	Ready() (bool, string)
+	Pending() int
+}
+
+// Options configure a Server.
+type Options struct {
+	ModelName    string               // the served model id (required)
+	Tokenizer    *tokenizer.Tokenizer // required
+	ChatTemplate string               // Jinja chat template; "" disables /v1/chat/completions
+	BOS, EOS     string               // bos_token and eos_token for the template
+	MaxBodyBytes int                  // request body limit; 0 means 1 MiB (larger → 413)
+	// DefaultMaxTokens caps max_tokens when a request does not set it
+	// (the default is the rest of the context); 0 means 4096.
+	DefaultMaxTokens int
+	Metrics          *metrics.Registry    // nil: a new registry reading the engine's gauges
+	TracerProvider   trace.TracerProvider // nil: no tracing
+	Logf             func(string, ...any) // nil: no logging
+}
+
+// Server serves the OpenAI-compatible API over one engine.
+type Server struct {
+	eng        backend
+	opts       Options
+	tok        *tokenizer.Tokenizer
+	tmpl       *chattemplate.Template
+	metrics    *metrics.Registry
+	tracer     trace.Tracer
+	logf       func(string, ...any)
+	maxBody    int
+	defaultMax int
+	srv        *fasthttp.Server
+
+	base   context.Context // cancelled by a forced shutdown: ends in-flight requests
+	cancel context.CancelFunc
+	seq    atomic.Uint64 // response ids
+	idBase uint64
+}
+
+// backend is Engine with Submit returning an interface, so that tests can
+// run the edge on a fake engine (actors.Stream has no public constructor).
+type backend interface {
+	submit(actors.Request) (eventStream, error)
+	Info() actors.Info
+	Stats(ctx context.Context) (planner.Stats, error)
+	Ready() (bool, string)
+	Pending() int
+}
+
+// eventStream is what the edge reads from a submitted request.
+type eventStream interface {
+	Recv(ctx context.Context) (actors.Event, error)
+	Cancel()
+}
+
+type engineBackend struct{ Engine }
+
+func (b engineBackend) submit(r actors.Request) (eventStream, error) {
+	s, err := b.Submit(r)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// New returns a server for e.
+func New(e Engine, o Options) (*Server, error) {
+	if e == nil {
+		return nil, errors.New("httpapi: nil engine")
+	}
+	return newServer(engineBackend{e}, o)
+}
+
+func newServer(e backend, o Options) (*Server, error) {
+	if o.ModelName == "" {
+		return nil, errors.New("httpapi: Options.ModelName is required")
+	}
+	if o.Tokenizer == nil {
+		return nil, errors.New("httpapi: Options.Tokenizer is required")
+	}
+	if o.MaxBodyBytes < 0 || o.DefaultMaxTokens < 0 {
+		return nil, errors.New("httpapi: negative MaxBodyBytes or DefaultMaxTokens")
+	}
+	s := &Server{eng: e, opts: o, tok: o.Tokenizer, metrics: o.Metrics, logf: o.Logf,
+		maxBody: o.MaxBodyBytes, defaultMax: o.DefaultMaxTokens}
+	if s.maxBody == 0 {
+		s.maxBody = 1 << 20
+	}
+	if s.defaultMax == 0 {
+		s.defaultMax = 4096
+	}
+	if s.logf == nil {
+		s.logf = func(string, ...any) {}
+	}
+	if o.ChatTemplate != "" {
+		t, err := chattemplate.New(o.ChatTemplate, o.BOS, o.EOS)
+		if err != nil {
+			return nil, fmt.Errorf("httpapi: %w", err)
+		}
+		s.tmpl = t
+	}
+	if s.metrics == nil {
+		s.metrics = metrics.New(o.ModelName, s.gauges)
+	}
+	tp := o.TracerProvider
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	s.tracer = tp.Tracer(telemetry.InstrumentationName)
+	s.base, s.cancel = context.WithCancel(context.Background())
+	s.idBase = uint64(time.Now().UnixNano())
+	s.srv = &fasthttp.Server{
+		Handler:            s.handleFast,
+		ErrorHandler:       s.handleFastError,
+		Name:               "cohort",
+		MaxRequestBodySize: s.maxBody,
+		ReadBufferSize:     16 << 10, // request headers up to 16 KiB
+		CloseOnShutdown:    true,
+		Logger:             fastLogger(s.logf),
+	}
+	return s, nil
+}
+
+// Handler returns the fasthttp handler (for use with a fasthttp.Server of
+// one's own; set its MaxRequestBodySize too).
+func (s *Server) Handler() fasthttp.RequestHandler { return s.handleFast }
+
+// Serve serves HTTP on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+
+// Shutdown stops accepting connections and waits for in-flight requests
+// (streams included) to finish. If ctx ends first, in-flight requests are
+// cancelled (streams end with an error event) and ctx's error is returned.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.ShutdownWithContext(ctx)
+	if err != nil {
+		s.cancel()
+	}
+	return err
+}
+
+// gauges reads the engine's occupancy for /metrics.
+func (s *Server) gauges() metrics.Gauges {
+	g := metrics.Gauges{Pending: s.eng.Pending()}
+	g.Ready, _ = s.eng.Ready()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if st, err := s.eng.Stats(ctx); err == nil {
+		g.Running, g.Waiting, g.Preemptions = st.Running, st.Waiting, st.Preemptions
+		if kv := s.eng.Info().KVPages; kv > 0 {
+			g.KVUsage = float64(st.UsedPages) / float64(kv)
+		}
+	}
+	return g
+}
+
+func (s *Server) vocab() int { return s.eng.Info().VocabSize }
+
+// call is one HTTP request, independent of the transport. body is only
+// valid until serve returns.
+type call struct {
+	method, path            string
+	body                    []byte
+	traceparent, tracestate string
+	start                   time.Time
+}
+
+// reply is one HTTP response. When stream is set the body is written by it,
+// after the handler has returned, and it must flush after every event.
+type reply struct {
+	status      int
+	contentType string
+	retryAfter  string
+	allow       string
+	body        []byte
+	stream      func(w *bufio.Writer)
+}
+
+const (
+	contentJSON = "application/json"
+	contentSSE  = "text/event-stream; charset=utf-8"
+)
+
+func jsonReply(status int, body []byte) reply {
+	return reply{status: status, contentType: contentJSON, body: body}
+}
+
+func errorReply(e *apiError) reply {
+	r := jsonReply(e.status, appendError(make([]byte, 0, 128+len(e.msg)), e))
+	r.retryAfter = e.retryAfter
+	return r
+}
+
+// serve routes one request.
+func (s *Server) serve(c *call) reply {
+	route := func(method string, h func(*call) reply) reply {
+		if c.method != method && !(method == http.MethodGet && c.method == http.MethodHead) {
+			r := errorReply(methodNotAllowed(c.method, c.path))
+			r.allow = method
+			return r
+		}
+		if len(c.body) > s.maxBody {
+			return errorReply(tooLarge(s.maxBody))
+		}
+		return h(c)
+	}
+	switch c.path {
+	case "/v1/completions":
+		return route(http.MethodPost, s.handleCompletions)
+	case "/v1/chat/completions":
+		return route(http.MethodPost, s.handleChat)
+	case "/v1/models":
+		return route(http.MethodGet, s.handleModels)
+	case "/health":
+		return route(http.MethodGet, s.handleHealth)
+	case "/ready":
+		return route(http.MethodGet, s.handleReady)
+	case "/metrics":
+		return route(http.MethodGet, s.handleMetrics)
+	case "/tokenize":
+		return route(http.MethodPost, s.handleTokenize)
+	case "/detokenize":
+		return route(http.MethodPost, s.handleDetokenize)
+	}
+	if id, ok := cutPrefix(c.path, "/v1/models/"); ok {
+		return route(http.MethodGet, func(*call) reply {
+			if id != s.opts.ModelName {
+				return errorReply(modelNotFound(id))
+			}
+			return jsonReply(http.StatusOK, s.appendModel(nil))
+		})
+	}
+	return errorReply(notFound(c.method, c.path))
+}
+
+func cutPrefix(s, prefix string) (string, bool) {
+	if len(s) > len(prefix) && s[:len(prefix)] == prefix {
+		return s[len(prefix):], true
+	}
+	return "", false
+}
+
+func (s *Server) handleCompletions(c *call) reply {
+	return s.generate(c, s.completionJob)
+}
+
+func (s *Server) handleChat(c *call) reply {
+	return s.generate(c, s.chatJob)
+}
+
+func (s *Server) handleModels(*call) reply {
+	b := append([]byte(nil), `{"object":"list","data":[`...)
+	b = s.appendModel(b)
+	return jsonReply(http.StatusOK, append(b, "]}"...))
+}
+
+func (s *Server) appendModel(b []byte) []byte {
+	info := s.eng.Info()
+	b = append(b, `{"id":`...)
+	b = appendString(b, s.opts.ModelName)
+	b = append(b, `,"object":"model","created":`...)
+	b = strconv.AppendInt(b, int64(s.idBase/1e9), 10)
+	b = append(b, `,"owned_by":"cohort","root":`...)
+	b = appendString(b, s.opts.ModelName)
+	b = append(b, `,"parent":null,"max_model_len":`...)
+	b = appendInt(b, info.MaxModelLen)
+	b = append(b, `,"kv_pages":`...)
+	b = appendInt(b, info.KVPages)
+	b = append(b, `,"page_size":`...)
+	b = appendInt(b, info.PageSize)
+	b = append(b, `,"slots":`...)
+	b = appendInt(b, info.Slots)
+	b = append(b, `,"tp":`...)
+	b = appendInt(b, info.TP)
+	b = append(b, `,"vocab_size":`...)
+	b = appendInt(b, info.VocabSize)
+	return append(b, '}')
+}
+
+func (s *Server) handleHealth(*call) reply {
+	return jsonReply(http.StatusOK, []byte(`{"status":"ok"}`))
+}
+
+func (s *Server) handleReady(*call) reply {
+	if ok, reason := s.eng.Ready(); !ok {
+		return errorReply(notReady(reason))
+	}
+	return jsonReply(http.StatusOK, []byte(`{"status":"ready"}`))
+}
+
+func (s *Server) handleMetrics(*call) reply {
+	var buf bytes.Buffer
+	if _, err := s.metrics.WriteTo(&buf); err != nil {
+		return errorReply(internal("metrics: %v", err))
+	}
+	return reply{status: http.StatusOK, contentType: metrics.ContentType, body: buf.Bytes()}
+}
+
+func (s *Server) handleTokenize(c *call) reply {
+	var r tokenizeRequest
+	if aerr := decodeJSON(c.body, &r); aerr != nil {
+		return errorReply(aerr)
+	}
+	if aerr := s.checkModel(r.Model); aerr != nil {
+		return errorReply(aerr)
+	}
+	var text string
+	switch {
+	case r.Prompt != nil && r.Messages != nil:
+		return errorReply(badRequest("messages", "give either prompt or messages, not both"))
+	case r.Prompt != nil:
+		if r.AddGenerationPrompt != nil || r.ChatTemplateKwargs != nil {
+			return errorReply(badRequest("add_generation_prompt", "add_generation_prompt and chat_template_kwargs apply to messages only"))
+		}
+		text = *r.Prompt
+	case r.Messages != nil:
+		add := true
+		if r.AddGenerationPrompt != nil {
+			add = *r.AddGenerationPrompt
+		}
+		var aerr *apiError
+		if text, aerr = s.renderChat(r.Messages, add, r.ChatTemplateKwargs); aerr != nil {
+			return errorReply(aerr)
+		}
+	default:
+		return errorReply(badRequest("prompt", "prompt or messages is required"))
+	}
+	ids := s.tok.Encode(text)
+	b := append(make([]byte, 0, 64+len(ids)*6), `{"tokens":[`...)
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendInt(b, int(id))
+	}
+	b = append(b, `],"count":`...)
+	b = appendInt(b, len(ids))
+	b = append(b, `,"max_model_len":`...)
+	b = appendInt(b, s.eng.Info().MaxModelLen)
+	return jsonReply(http.StatusOK, append(b, '}'))
+}
+
+func (s *Server) handleDetokenize(c *call) reply {
+	var r detokenizeRequest
+	if aerr := decodeJSON(c.body, &r); aerr != nil {
+		return errorReply(aerr)
+	}
+	if aerr := s.checkModel(r.Model); aerr != nil {
+		return errorReply(aerr)
+	}
+	if r.Tokens == nil {
+		return errorReply(badRequest("tokens", "tokens is required"))
+	}
+	vocab := s.vocab()
+	ids := make([]int32, len(r.Tokens))
+	for i, id := range r.Tokens {
+		if id < 0 || id >= int64(vocab) {
+			return errorReply(badRequest("tokens", "token %d at position %d is outside the vocabulary [0, %d)", id, i, vocab))
+		}
+		ids[i] = int32(id)
+	}
+	b := append([]byte(nil), `{"prompt":`...)
+	b = appendString(b, s.tok.Decode(ids))
+	return jsonReply(http.StatusOK, append(b, '}'))
+}
+
+// handleFast adapts fasthttp to serve. Nothing of ctx is kept: the request
+// is parsed (and its bytes copied) before serve returns, and a stream
+// writer only uses what serve built.
+func (s *Server) handleFast(ctx *fasthttp.RequestCtx) {
+	c := call{
+		method:      string(ctx.Method()),
+		path:        string(ctx.Path()),
+		body:        ctx.PostBody(),
+		traceparent: string(ctx.Request.Header.Peek("traceparent")),
+		tracestate:  string(ctx.Request.Header.Peek("tracestate")),
+		start:       ctx.Time(),
+	}
+	r := s.serve(&c)
+	ctx.SetStatusCode(r.status)
+	ctx.SetContentType(r.contentType)
+	if r.retryAfter != "" {
+		ctx.Response.Header.Set("Retry-After", r.retryAfter)
+	}
+	if r.allow != "" {
+		ctx.Response.Header.Set("Allow", r.allow)
+	}
+	if r.stream != nil {
+		ctx.Response.Header.Set("Cache-Control", "no-cache")
+		ctx.Response.Header.Set("X-Accel-Buffering", "no")
+		ctx.SetBodyStreamWriter(r.stream)
+		return
+	}
+	ctx.SetBody(r.body)
+}
+
+// handleFastError answers requests fasthttp could not read (body too
+// large, malformed) with the OpenAI envelope.
+func (s *Server) handleFastError(ctx *fasthttp.RequestCtx, err error) {
+	var e *apiError
+	var small *fasthttp.ErrSmallBuffer
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		e = tooLarge(s.maxBody)
+	case errors.As(err, &small):
+		e = &apiError{status: http.StatusRequestHeaderFieldsTooLarge, typ: "invalid_request_error",
+			code: "headers_too_large", msg: "the request headers are too large"}
+	default:
+		e = badRequest("", "malformed HTTP request: %v", err)
+	}
+	r := errorReply(e)
+	ctx.SetStatusCode(r.status)
+	ctx.SetContentType(r.contentType)
+	ctx.SetBody(r.body)
+}
+
+type fastLogger func(string, ...any)
+
+func (l fastLogger) Printf(format string, args ...any) { l("httpapi: fasthttp: "+format, args...) }
+
+func itoa(i int) string { return strconv.Itoa(i) }
