@@ -14,13 +14,14 @@ const module = "cohort"
 
 type pkgInfo struct {
 	ImportPath string
-	Deps       []string
+	Deps       []string // transitive
+	Imports    []string // direct
 	CgoFiles   []string
 }
 
 func listPackages(t *testing.T, tags string) []pkgInfo {
 	t.Helper()
-	args := []string{"list", "-deps=false", "-json=ImportPath,Deps,CgoFiles"}
+	args := []string{"list", "-deps=false", "-json=ImportPath,Deps,Imports,CgoFiles"}
 	if tags != "" {
 		args = append(args, "-tags", tags)
 	}
@@ -57,6 +58,7 @@ type rule struct {
 	from      string
 	forbidden func(dep string) bool
 	why       string
+	direct    bool // check direct imports only (the dep may come in through an allowed package)
 }
 
 func ours(pkgs ...string) func(string) bool {
@@ -85,12 +87,20 @@ func anyOurs(except ...string) func(string) bool {
 }
 
 var rules = []rule{
-	{"model", ours("actors", "httpapi", "supervision", "cmd"), "model never imports actors or httpapi"},
-	{"kernels", ours("model", "actors", "httpapi", "supervision", "cmd"), "kernels never imports model"},
-	{"nccl", anyOurs("nccl"), "nccl imports nothing of ours"},
-	{"supervision", anyOurs("supervision", "nccl"), "supervision may import only nccl"},
-	{"httpapi", ours("kernels", "nccl", "supervision", "cmd"), "httpapi reaches the engine only through actors"},
-	{"model/sample", anyOurs("model/sample"), "sampling is a leaf: pure and deterministic"},
+	{from: "model", forbidden: ours("actors", "httpapi", "supervision", "cmd"), why: "model never imports actors or httpapi", direct: false},
+	{from: "kernels", forbidden: ours("model", "actors", "httpapi", "supervision", "cmd"), why: "kernels never imports model", direct: false},
+	{from: "nccl", forbidden: anyOurs("nccl"), why: "nccl imports nothing of ours", direct: false},
+	{from: "supervision", forbidden: anyOurs("supervision", "nccl"), why: "supervision may import only nccl", direct: false},
+	{from: "actors", forbidden: ours("httpapi", "cmd"), why: "actors never import the edge or the CLI", direct: false},
+	{from: "httpapi", forbidden: ours("kernels", "nccl", "supervision", "cmd"), why: "httpapi reaches the engine only through actors", direct: true},
+	{from: "model/sample", forbidden: anyOurs("model/sample"), why: "sampling is a leaf: pure and deterministic", direct: false},
+	{from: "actors/planner", forbidden: notStd, why: "the planner is pure: standard library only (no protoactor, kernels or I/O packages of ours)", direct: false},
+}
+
+// notStd matches every package outside the standard library.
+func notStd(dep string) bool {
+	first, _, _ := strings.Cut(dep, "/")
+	return strings.Contains(first, ".") || dep == module || strings.HasPrefix(dep, module+"/")
 }
 
 func TestLayering(t *testing.T) {
@@ -100,7 +110,11 @@ func TestLayering(t *testing.T) {
 				if !under(p.ImportPath, r.from) {
 					continue
 				}
-				for _, d := range p.Deps {
+				deps := p.Deps
+				if r.direct {
+					deps = p.Imports
+				}
+				for _, d := range deps {
 					if r.forbidden(d) && !under(d, r.from) {
 						t.Errorf("tags=%q: %s imports %s: %s", tags, p.ImportPath, d, r.why)
 					}
