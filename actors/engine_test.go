@@ -41,6 +41,13 @@ func openPreset(t testing.TB, preset string) testModel {
 	if err := modelgen.Write(dir, modelgen.Presets[preset]); err != nil {
 		t.Fatal(err)
 	}
+	return openDir(t, dir)
+}
+
+// openDir opens a checkpoint directory with its tokenizer and a single-rank
+// reference copy of the model.
+func openDir(t testing.TB, dir string) testModel {
+	t.Helper()
 	ck, err := model.Open(dir)
 	if err != nil {
 		t.Fatal(err)

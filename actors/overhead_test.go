@@ -9,7 +9,6 @@ import (
 	"cohort/kernels"
 	"cohort/model"
 	"cohort/model/qwen35"
-	"cohort/model/tokenizer"
 )
 
 // echoArch is Qwen3.5's weight declaration with a forward pass that does no
@@ -54,14 +53,5 @@ func openEcho(t testing.TB) testModel {
 	if err := os.WriteFile(cfgPath, []byte(edited), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ck, err := model.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ck.Close() })
-	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testModel{ck: ck, tok: tok}
+	return openDir(t, dir)
 }

@@ -14,6 +14,7 @@ import (
 	"cohort/kernels/cpu"
 	"cohort/model"
 	"cohort/model/safetensors"
+	"cohort/model/sample"
 )
 
 // hfRef is ref.json of a fixture made by tools/hfref/make_fixtures.py.
@@ -152,12 +153,4 @@ func greedyContinue(t *testing.T, be *cpu.Backend, m model.Model, ids []int32, n
 	return out
 }
 
-func argmax(xs []float32) int {
-	best := 0
-	for i, v := range xs {
-		if v > xs[best] {
-			best = i
-		}
-	}
-	return best
-}
+func argmax(xs []float32) int { return sample.Argmax(xs) }

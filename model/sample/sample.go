@@ -80,7 +80,7 @@ func PickWithHistory(logits []float32, p Params, step, topN int, prompt, generat
 	if p.Penalized() {
 		logits = Penalize(logits, p, prompt, generated)
 	}
-	id := greedy(logits)
+	id := Argmax(logits)
 	if p.Temperature > 0 {
 		id = draw(logits, p, step)
 	}
@@ -123,7 +123,8 @@ func Top(logprobs []float64, n int) []TokenLogprob {
 	return out
 }
 
-func greedy(logits []float32) int {
+// Argmax returns the index of the largest logit (the lowest index on ties).
+func Argmax(logits []float32) int {
 	best := 0
 	for i, v := range logits {
 		if v > logits[best] {
@@ -140,7 +141,7 @@ func draw(logits []float32, p Params, step int) int {
 		id int
 		p  float64
 	}
-	mx := float64(logits[greedy(logits)])
+	mx := float64(logits[Argmax(logits)])
 	cands := make([]cand, len(logits))
 	for i, v := range logits {
 		cands[i] = cand{i, math.Exp((float64(v) - mx) / p.Temperature)}
