@@ -2,15 +2,15 @@
 GO       ?= go
 PKGS     := ./...
 FUZZTIME ?= 4s
-RACE_PKGS := ./kernels/... ./model/... ./nccl/... ./actors/...
+RACE_PKGS := ./kernels/... ./model/... ./nccl/... ./actors/... ./supervision/... ./httpapi/...
 
 .PHONY: help run test check vet fmt-check tidy-check unit race fuzz bench build fixtures
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-run: ## generate text with the built-in tiny model on the CPU (no GPU, no network)
-	$(GO) run ./cmd/cohort generate --prompt "Hello, Cohort" --max-tokens 24
+run: ## serve the built-in tiny model on http://127.0.0.1:8000 (OpenAI API, CPU, no network)
+	$(GO) run ./cmd/cohort serve
 
 build: ## build bin/cohort (CPU)
 	$(GO) build -o bin/cohort ./cmd/cohort
@@ -41,9 +41,18 @@ fuzz: ## each fuzz target for $(FUZZTIME)
 	$(GO) test -run='^$$' -fuzz='^FuzzEncode$$' -fuzztime=$(FUZZTIME) ./model/tokenizer
 	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./model/tokenizer
 	$(GO) test -run='^$$' -fuzz='^FuzzPlanner$$' -fuzztime=$(FUZZTIME) ./actors/planner
+	$(GO) test -run='^$$' -fuzz='^FuzzCompletionRequest$$' -fuzztime=$(FUZZTIME) ./httpapi
+	$(GO) test -run='^$$' -fuzz='^FuzzChatRequest$$' -fuzztime=$(FUZZTIME) ./httpapi
 
 bench: ## benchmarks, once each (side-by-side baselines print ratios)
-	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 ./kernels/... ./model/... ./nccl/... ./actors/...
+	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 ./kernels/... ./model/... ./nccl/... ./actors/... ./httpapi/...
 
 fixtures: ## regenerate HF reference fixtures (run on the GPU machine; see tools/hfref)
 	python3 tools/hfref/make_fixtures.py --out testdata/hf
+
+.PHONY: build-cuda
+build-cuda: ## build bin/cohort and bin/cuda.test with the CUDA backend (-tags cuda; installs the CUDA headers if missing)
+	./tools/cuda/install-cuda-dev.sh
+	CGO_ENABLED=1 $(GO) vet -tags cuda ./kernels/cuda/
+	CGO_ENABLED=1 $(GO) build -tags cuda -o bin/cohort ./cmd/cohort
+	CGO_ENABLED=1 $(GO) test -c -tags cuda -o bin/cuda.test ./kernels/cuda/

@@ -50,6 +50,7 @@ type Config struct {
 	// run on the engine root's goroutine and must not block.
 	OnFailure   func(*supervision.RankFailure)
 	OnRecovered func(time.Duration)
+	OnReplayed  func(n int) // in-flight requests requeued for replay after a failure
 }
 
 func (c *Config) defaults() {

@@ -282,6 +282,9 @@ func (s *schedulerActor) requeueInFlight(ctx actor.Context, f *supervision.RankF
 	ids := s.plan.RequeueAll()
 	if s.cfg.Replay {
 		s.stats.replayed(len(ids))
+		if s.cfg.OnReplayed != nil {
+			s.cfg.OnReplayed(len(ids))
+		}
 		return
 	}
 	for _, id := range ids {

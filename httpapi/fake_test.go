@@ -64,11 +64,11 @@ func newFakeEngine() *fakeEngine {
 }
 
 func (f *fakeEngine) submit(r actors.Request) (eventStream, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.submitErr != nil {
 		return nil, f.submitErr
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.notReady != "" {
 		return nil, fmt.Errorf("%w: %s", actors.ErrNotReady, f.notReady)
 	}
@@ -97,6 +97,13 @@ func (f *fakeEngine) Ready() (bool, string) {
 	return f.notReady == "", f.notReady
 }
 func (f *fakeEngine) Pending() int { return int(f.pending.Load()) }
+
+// set changes the engine's behaviour while it serves.
+func (f *fakeEngine) set(change func(*fakeEngine)) {
+	f.mu.Lock()
+	change(f)
+	f.mu.Unlock()
+}
 
 func (f *fakeEngine) setNotReady(reason string) {
 	f.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -225,6 +226,15 @@ func (g *generation) completionTokens() int {
 	return n
 }
 
+// recvError maps a failed Recv: the server's context ended (a forced
+// shutdown), or the stream ended without a final event (an engine bug).
+func recvError(err error) *apiError {
+	if errors.Is(err, io.EOF) {
+		return internal("the engine stream ended without a final event")
+	}
+	return notReady(errShutdown.Error())
+}
+
 // failure returns the error a choice ended with.
 func failure(c *choice) *apiError {
 	if c.finish == "cancelled" {
@@ -248,8 +258,9 @@ func (g *generation) collect() reply {
 			ev, err := c.st.Recv(g.ctx)
 			if err != nil {
 				g.abandon()
-				g.span.End(errShutdown)
-				return errorReply(notReady(errShutdown.Error()))
+				aerr := recvError(err)
+				g.span.End(aerr)
+				return errorReply(aerr)
 			}
 			g.observe(c, ev)
 			if g.j.logprobs && ev.HasToken {
@@ -459,8 +470,9 @@ func (g *generation) writeSSE(w *bufio.Writer) {
 		c, ev, err := g.next()
 		if err != nil {
 			g.abandon()
-			g.span.End(errShutdown)
-			g.writeError(w, notReady(errShutdown.Error()))
+			aerr := recvError(err)
+			g.span.End(aerr)
+			g.writeError(w, aerr)
 			return
 		}
 		g.observe(c, ev)

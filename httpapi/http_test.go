@@ -110,7 +110,12 @@ type chunk struct {
 
 func TestSSEFraming(t *testing.T) {
 	f := newFakeEngine()
-	url, _ := startFake(t, f, nil)
+	url, s := startFake(t, f, nil)
+	hi := len(s.tok.Encode("hi"))
+	chatHi := len(s.tok.Encode("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"))
+	usage := func(p, c int) string {
+		return fmt.Sprintf(`usage={"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}`, p, c, p+c)
+	}
 	tests := []struct {
 		name, path, body string
 		want             []string // per event: a compact description
@@ -122,13 +127,13 @@ func TestSSEFraming(t *testing.T) {
 		{"chat usage", "/v1/chat/completions",
 			`{"model":"fake","messages":[{"role":"user","content":"hi"}],"max_tokens":1,"stream":true,"stream_options":{"include_usage":true}}`,
 			[]string{`0 delta={"role":"assistant","content":""} fin=null usage=null`, `0 delta={"content":"a"} fin=null usage=null`,
-				`0 delta={} fin=length usage=null`, `usage={"prompt_tokens":10,"completion_tokens":1,"total_tokens":11}`, "[DONE]"}},
+				`0 delta={} fin=length usage=null`, usage(chatHi, 1), "[DONE]"}},
 		{"completion", "/v1/completions", `{"prompt":"hi","max_tokens":2,"stream":true}`,
 			[]string{`0 text="a" fin=null`, `0 text="a" fin=null`, `0 text="" fin=length`, "[DONE]"}},
 		{"completion n=2 echo usage", "/v1/completions",
 			`{"prompt":"hi","max_tokens":1,"n":2,"echo":true,"stream":true,"stream_options":{"include_usage":true}}`,
 			[]string{`0 text="hi" fin=null usage=null`, `1 text="hi" fin=null usage=null`, "*", "*", "*", "*",
-				`usage={"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}`, "[DONE]"}},
+				usage(hi, 2), "[DONE]"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -213,16 +218,20 @@ func TestStreamEngineErrorEvent(t *testing.T) {
 		t.Errorf("status %d: %s", res.StatusCode, body)
 	}
 	checkEnvelope(t, body)
-	f.script = func(r actors.Request) []actors.Event {
-		return []actors.Event{{Finish: "error", Err: &planner.Rejection{Reason: planner.ReasonCapacity, Msg: "does not fit"}}}
-	}
+	f.set(func(f *fakeEngine) {
+		f.script = func(r actors.Request) []actors.Event {
+			return []actors.Event{{Finish: "error", Err: &planner.Rejection{Reason: planner.ReasonCapacity, Msg: "does not fit"}}}
+		}
+	})
 	res, body = do(t, http.MethodPost, url+"/v1/completions", `{"prompt":"hi"}`)
 	if res.StatusCode != 400 || !strings.Contains(string(body), "does not fit") {
 		t.Errorf("status %d: %s", res.StatusCode, body)
 	}
-	f.script = func(r actors.Request) []actors.Event {
-		return []actors.Event{{Finish: "error", Err: fmt.Errorf("%w: group rebuilding", actors.ErrNotReady)}}
-	}
+	f.set(func(f *fakeEngine) {
+		f.script = func(r actors.Request) []actors.Event {
+			return []actors.Event{{Finish: "error", Err: fmt.Errorf("%w: group rebuilding", actors.ErrNotReady)}}
+		}
+	})
 	res, body = do(t, http.MethodPost, url+"/v1/completions", `{"prompt":"hi"}`)
 	if res.StatusCode != 503 || res.Header.Get("Retry-After") == "" {
 		t.Errorf("status %d retry-after %q: %s", res.StatusCode, res.Header.Get("Retry-After"), body)
@@ -254,8 +263,10 @@ func TestStatusCodes(t *testing.T) {
 		checkEnvelope(t, body)
 	})
 	t.Run("429", func(t *testing.T) {
-		f.submitErr = fmt.Errorf("%w: 64 requests pending (limit 64)", actors.ErrOverloaded)
-		defer func() { f.submitErr = nil }()
+		f.set(func(f *fakeEngine) {
+			f.submitErr = fmt.Errorf("%w: 64 requests pending (limit 64)", actors.ErrOverloaded)
+		})
+		defer f.set(func(f *fakeEngine) { f.submitErr = nil })
 		res, body := do(t, http.MethodPost, url+"/v1/completions", completion)
 		if res.StatusCode != 429 || res.Header.Get("Retry-After") != "1" {
 			t.Fatalf("status %d retry-after %q: %s", res.StatusCode, res.Header.Get("Retry-After"), body)
@@ -316,7 +327,7 @@ func TestStatusCodes(t *testing.T) {
 
 func TestModelsAndMetrics(t *testing.T) {
 	f := newFakeEngine()
-	url, _ := startFake(t, f, nil)
+	url, s := startFake(t, f, nil)
 	_, body := do(t, http.MethodGet, url+"/v1/models", "")
 	var models struct {
 		Object string `json:"object"`
@@ -354,7 +365,7 @@ func TestModelsAndMetrics(t *testing.T) {
 		`vllm:num_preemptions_total{model_name="fake"} 7`,
 		`vllm:request_success_total{model_name="fake",finished_reason="length"} 1`,
 		`vllm:generation_tokens_total{model_name="fake"} 3`,
-		`vllm:prompt_tokens_total{model_name="fake"} 1`,
+		fmt.Sprintf(`vllm:prompt_tokens_total{model_name="fake"} %d`, len(s.tok.Encode("hi"))),
 		`cohort:ready{model_name="fake"} 1`,
 		`vllm:e2e_request_latency_seconds_count{model_name="fake"} 1`,
 	} {
@@ -596,6 +607,7 @@ func TestClientDisconnectCancels(t *testing.T) {
 		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
 			f := newFakeEngine()
 			f.endless = true
+			f.script = func(actors.Request) []actors.Event { return nil }
 			f.submits = make(chan *fakeStream, n)
 			url, _ := startFake(t, f, nil)
 			conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
@@ -636,6 +648,7 @@ func TestClientDisconnectCancels(t *testing.T) {
 func TestShutdownEndsStreams(t *testing.T) {
 	f := newFakeEngine()
 	f.hang = true
+	f.script = func(actors.Request) []actors.Event { return nil }
 	f.submits = make(chan *fakeStream, 1)
 	s, err := newServer(f, Options{ModelName: "fake", Tokenizer: synthTokenizer(t)})
 	if err != nil {

@@ -168,6 +168,7 @@ func jsonError(err error) *apiError {
 	case errors.As(err, &syn):
 		return badRequest("", "invalid JSON at byte %d: %v", syn.Offset, err)
 	case errors.As(err, &typ):
+		typ.Field = strings.TrimPrefix(typ.Field, "commonFields.")
 		if typ.Field == "" {
 			return badRequest("", "the request body must be a JSON object, not %s", typ.Value)
 		}

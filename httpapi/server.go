@@ -6,7 +6,7 @@
 //	POST /v1/completions        text completions (stream or one JSON body)
 //	POST /v1/chat/completions   chat completions through the model's chat template
 //	GET  /v1/models             the served model, its max_model_len and capacity
-//	GET  /health                liveness: 200 while the process serves
+//	GET  /health                liveness: 200 while serving (503 once the engine gave up)
 //	GET  /ready                 readiness: 200, or 503 with Retry-After and the reason
 //	GET  /metrics               Prometheus text exposition
 //	POST /tokenize              {"prompt": s} or {"messages": [...]} → token ids
@@ -78,6 +78,9 @@ type Options struct {
 	Metrics          *metrics.Registry    // nil: a new registry reading the engine's gauges
 	TracerProvider   trace.TracerProvider // nil: no tracing
 	Logf             func(string, ...any) // nil: no logging
+	// InjectFault, when set, enables POST /debug/faults (fault injection for
+	// chaos drills; never set by default).
+	InjectFault func(context.Context, actors.Fault) error
 }
 
 // Server serves the OpenAI-compatible API over one engine.
@@ -92,6 +95,7 @@ type Server struct {
 	maxBody    int
 	defaultMax int
 	srv        *fasthttp.Server
+	live       func() (bool, string) // the engine's liveness, when it reports one
 
 	base   context.Context // cancelled by a forced shutdown: ends in-flight requests
 	cancel context.CancelFunc
@@ -130,7 +134,14 @@ func New(e Engine, o Options) (*Server, error) {
 	if e == nil {
 		return nil, errors.New("httpapi: nil engine")
 	}
-	return newServer(engineBackend{e}, o)
+	s, err := newServer(engineBackend{e}, o)
+	if err != nil {
+		return nil, err
+	}
+	if l, ok := e.(interface{ Live() (bool, string) }); ok {
+		s.live = l.Live
+	}
+	return s, nil
 }
 
 func newServer(e backend, o Options) (*Server, error) {
@@ -283,6 +294,10 @@ func (s *Server) serve(c *call) reply {
 		return route(http.MethodPost, s.handleTokenize)
 	case "/detokenize":
 		return route(http.MethodPost, s.handleDetokenize)
+	case "/debug/faults":
+		if s.opts.InjectFault != nil {
+			return route(http.MethodPost, s.handleFault)
+		}
 	}
 	if id, ok := cutPrefix(c.path, "/v1/models/"); ok {
 		return route(http.MethodGet, func(*call) reply {
@@ -340,6 +355,13 @@ func (s *Server) appendModel(b []byte) []byte {
 }
 
 func (s *Server) handleHealth(*call) reply {
+	if s.live != nil {
+		if ok, reason := s.live(); !ok {
+			e := notReady(reason)
+			e.code, e.msg = "not_live", "the engine is dead: "+reason
+			return errorReply(e)
+		}
+	}
 	return jsonReply(http.StatusOK, []byte(`{"status":"ok"}`))
 }
 
@@ -464,6 +486,7 @@ func (s *Server) handleFastError(ctx *fasthttp.RequestCtx, err error) {
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		e = tooLarge(s.maxBody)
+		drainRequest(ctx)
 	case errors.As(err, &small):
 		e = &apiError{status: http.StatusRequestHeaderFieldsTooLarge, typ: "invalid_request_error",
 			code: "headers_too_large", msg: "the request headers are too large"}
@@ -474,6 +497,42 @@ func (s *Server) handleFastError(ctx *fasthttp.RequestCtx, err error) {
 	ctx.SetStatusCode(r.status)
 	ctx.SetContentType(r.contentType)
 	ctx.SetBody(r.body)
+}
+
+// Bounds on draining an oversized body.
+const (
+	maxDrain     = 64 << 20
+	drainIdle    = 100 * time.Millisecond
+	drainTimeout = 2 * time.Second
+)
+
+// drainRequest reads and discards what the client is still sending of an
+// oversized body: fasthttp closes the connection after the 413, and closing
+// with unread data resets it, which destroys the 413 before the client can
+// read it (clients that send Expect: 100-continue never get here).
+func drainRequest(ctx *fasthttp.RequestCtx) {
+	n := ctx.Request.Header.ContentLength()
+	conn := ctx.Conn()
+	if n <= 0 || n > maxDrain || conn == nil {
+		return
+	}
+	deadline := time.Now().Add(drainTimeout)
+	buf := make([]byte, 32<<10)
+	for total := 0; total < n; {
+		next := time.Now().Add(drainIdle)
+		if next.After(deadline) {
+			next = deadline
+		}
+		if err := conn.SetReadDeadline(next); err != nil {
+			return
+		}
+		k, err := conn.Read(buf)
+		total += k
+		if err != nil {
+			break
+		}
+	}
+	_ = conn.SetReadDeadline(time.Time{})
 }
 
 type fastLogger func(string, ...any)

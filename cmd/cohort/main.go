@@ -21,6 +21,7 @@ var commands = map[string]command{
 	"make-model": {"write a deterministic random-weight checkpoint", runMakeModel},
 	"generate":   {"generate text from a prompt (streams to stdout)", runGenerate},
 	"score":      {"print per-position top-k logprobs of a token sequence as JSON", runScore},
+	"serve":      {"serve the model over an OpenAI-compatible HTTP API", runServe},
 }
 
 func main() {

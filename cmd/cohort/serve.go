@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+
+	"cohort/actors"
+	"cohort/httpapi"
+	"cohort/httpapi/chattemplate"
+	"cohort/httpapi/telemetry"
+	"cohort/kernels"
+	"cohort/kernels/cpu"
+	"cohort/model"
+	_ "cohort/model/qwen35" // registers the Qwen3.5 architectures
+	"cohort/model/tokenizer"
+	"cohort/nccl"
+)
+
+// shutdownGrace bounds how long in-flight requests may finish after
+// SIGINT/SIGTERM before they are cancelled.
+const shutdownGrace = 30 * time.Second
+
+func runServe(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	dir := fs.String("model", "", "model directory (default: the built-in tiny model)")
+	tp := fs.Int("tp", 1, "tensor-parallel degree (CPU ranks)")
+	host := fs.String("host", "127.0.0.1", "address to listen on")
+	port := fs.Int("port", 8000, "port to listen on (0 picks a free one)")
+	name := fs.String("served-model-name", "", "model id clients send (default: the model directory's name)")
+	maxModelLen := fs.Int("max-model-len", 0, "longest request, prompt + output, in tokens (0: the model's max_position_embeddings)")
+	maxPrefill := fs.Int("max-prefill-tokens", 2048, "prefill tokens per engine step")
+	kvBudget := fs.Int("kv-budget-mib", 512, "memory per rank for KV pages and request state, in MiB")
+	maxPending := fs.Int("max-pending", 0, "requests the engine holds before answering 429 (0: 16 × the slots)")
+	var policy failurePolicy
+	policy.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("serve: unexpected arguments %q", fs.Args())
+	case *tp < 1 || *maxPrefill < 1 || *kvBudget < 1 || *maxModelLen < 0 || *maxPending < 0:
+		return errors.New("serve: --tp, --max-prefill-tokens and --kv-budget-mib must be positive; --max-model-len and --max-pending not negative")
+	case *port < 0 || *port > 65535:
+		return fmt.Errorf("serve: --port %d is out of range", *port)
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logf := log.New(os.Stderr, "cohort: ", log.LstdFlags).Printf
+
+	modelDir := *dir
+	if modelDir == "" {
+		var err error
+		if modelDir, err = builtinDir(); err != nil {
+			return fmt.Errorf("serve: built-in model: %w", err)
+		}
+		if *name == "" {
+			*name = "cohort-tiny"
+		}
+	}
+	if *name == "" {
+		*name = filepath.Base(filepath.Clean(modelDir))
+	}
+	ck, err := model.Open(modelDir)
+	if err != nil {
+		return err
+	}
+	defer ck.Close()
+	tok, err := tokenizer.Load(filepath.Join(modelDir, "tokenizer.json"))
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	chat, err := chattemplate.LoadConfig(modelDir)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if chat.Template == "" {
+		logf("model %s has no chat template: /v1/chat/completions is disabled", modelDir)
+	}
+
+	threads := max(runtime.GOMAXPROCS(0) / *tp, 1)
+	var observer supervisionObserver
+	cfg := actors.Config{
+		Checkpoint: ck, Tokenizer: tok, TP: *tp,
+		NewBackend: func(_ model.Shard, comm nccl.Communicator) (kernels.Backend, error) {
+			return cpu.New(cpu.Options{Comm: comm, Threads: threads}), nil
+		},
+		Capacity: model.CapacityInput{Budget: int64(*kvBudget) << 20, ElemBytes: 4, PageSize: 16,
+			MaxSeqs: 64, MaxModelLen: *maxModelLen},
+		MaxPrefillTokens: *maxPrefill, MaxRows: 64, MaxPending: *maxPending,
+		StepDeadline: policy.stepDeadline, Replay: policy.replay, MaxRebuilds: policy.maxRebuilds,
+		RebuildWindow: policy.rebuildWindow, Faults: policy.debugFaults,
+	}
+	observer.hooks(&cfg)
+	eng, err := actors.Start(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("serve: starting the engine: %w", err)
+	}
+	defer eng.Close()
+
+	tracing, shutdownTracing, err := telemetry.Setup(ctx, os.Getenv)
+	if err != nil {
+		return fmt.Errorf("serve: tracing: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(sctx); err != nil {
+			logf("flushing traces: %v", err)
+		}
+	}()
+
+	opts := httpapi.Options{ModelName: *name, Tokenizer: tok, ChatTemplate: chat.Template,
+		BOS: chat.BOS, EOS: chat.EOS, TracerProvider: tracing, Logf: logf}
+	if policy.debugFaults {
+		opts.InjectFault = eng.InjectFault
+		logf("fault injection is ON: POST /debug/faults")
+	}
+	srv, err := httpapi.New(eng, opts)
+	if err != nil {
+		return err
+	}
+	observer.attach(srv.Metrics(), tracing)
+	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	info := eng.Info()
+	fmt.Fprintf(stdout, "cohort: serving %s on http://%s (tp=%d, max_model_len=%d, slots=%d, kv_pages=%d)\n",
+		*name, ln.Addr(), info.TP, info.MaxModelLen, info.Slots, info.KVPages)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	var cause error
+	select {
+	case <-ctx.Done():
+		logf("shutting down: waiting up to %s for in-flight requests", shutdownGrace)
+	case <-eng.Done():
+		cause = fmt.Errorf("serve: the engine stopped: %w", eng.Err())
+		logf("%v; shutting down", cause)
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		logf("shutdown: %v (in-flight requests were cancelled)", err)
+	}
+	if err := <-served; err != nil && cause == nil {
+		cause = fmt.Errorf("serve: %w", err)
+	}
+	return cause
+}

@@ -1,0 +1,76 @@
+package httpapi
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"testing"
+
+	"cohort/actors"
+)
+
+// fuzzServer serves requests in-process (no network) on a fake engine
+// whose requests all end after one token.
+func fuzzServer(t testing.TB) *Server {
+	f := newFakeEngine()
+	f.info.MaxModelLen = 256
+	f.script = func(r actors.Request) []actors.Event {
+		return []actors.Event{{Token: 97, Text: "a", HasToken: true, Logprob: -1, Top: topN(r.TopLogprobs),
+			Finish: "length", Usage: actors.Usage{PromptTokens: len(r.Prompt), CompletionTokens: 1}}}
+	}
+	s, err := newServer(f, Options{ModelName: "fake", Tokenizer: synthTokenizer(t), ChatTemplate: chatML})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// fuzzServe checks the invariant: a request is answered 200, or rejected
+// with a 4xx carrying the OpenAI envelope; never a 5xx or a panic.
+func fuzzServe(t *testing.T, s *Server, path string, body []byte) {
+	r := s.serve(&call{method: http.MethodPost, path: path, body: body})
+	if r.status == http.StatusOK {
+		if r.stream != nil {
+			w := bufio.NewWriter(io.Discard)
+			r.stream(w)
+		}
+		return
+	}
+	if r.status < 400 || r.status > 499 {
+		t.Fatalf("status %d for %q: %s", r.status, body, r.body)
+	}
+	checkEnvelope(t, r.body)
+}
+
+var fuzzSeeds = []string{
+	``, `{}`, `null`, `[]`, `"x"`, `{"prompt":"hi"}`, `{"prompt":["a","b"],"n":2}`, `{"prompt":[1,2,3]}`,
+	`{"prompt":[[1],[2,3]],"logprobs":3}`, `{"prompt":"x","max_tokens":-1}`, `{"prompt":"x","max_tokens":1e99}`,
+	`{"prompt":"x","stop":["a","b"],"stream":true,"stream_options":{"include_usage":true}}`,
+	`{"prompt":"x","temperature":"hot"}`, `{"prompt":"x","echo":true,"stream":true}`, "{\"prompt\":\"\xff\"}",
+	`{"messages":[{"role":"user","content":"hi"}]}`, `{"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"t"}]}],"stream":true,"logprobs":true,"top_logprobs":2}`,
+	`{"messages":[{"role":"assistant","content":null}],"max_completion_tokens":3}`, `{"messages":[{"role":"tool","content":"x"}]}`,
+	`{"messages":"hi"}`, `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, `{"model":"other","prompt":"x"}`,
+	`{"prompt":"x","seed":-5,"n":16}`, `{"prompt":"x","unknown":{}}`,
+}
+
+func FuzzCompletionRequest(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	s := fuzzServer(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fuzzServe(t, s, "/v1/completions", body)
+		fuzzServe(t, s, "/tokenize", body)
+		fuzzServe(t, s, "/detokenize", body)
+	})
+}
+
+func FuzzChatRequest(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	s := fuzzServer(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fuzzServe(t, s, "/v1/chat/completions", body)
+	})
+}
