@@ -1,0 +1,134 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+
+	"cohort/kernels"
+)
+
+// KVCache is a paged float32 key/value cache in device memory, laid out
+// [layer][page][pageSize][kvHeads][headDim] for k and for v (as in the CPU
+// oracle).
+type KVCache struct {
+	layers, pages, pageSize, kvHeads, headDim int
+	k, v                                      devptr
+}
+
+var _ kernels.KVCache = (*KVCache)(nil)
+
+// PageSize returns the number of positions per page.
+func (c *KVCache) PageSize() int { return c.pageSize }
+
+// Pages returns the number of pages per layer.
+func (c *KVCache) Pages() int { return c.pages }
+
+// NewKVCache allocates a zeroed paged KV cache (a permanent allocation).
+func (b *Backend) NewKVCache(layers, pages, pageSize, kvHeads, headDim int) kernels.KVCache {
+	const op = "NewKVCache"
+	n := int64(numel(op, []int{layers, pages, pageSize, kvHeads, headDim}))
+	c := &KVCache{layers: layers, pages: pages, pageSize: pageSize, kvHeads: kvHeads, headDim: headDim,
+		k: b.allocPermanent(op, n*4), v: b.allocPermanent(op, n*4)}
+	for _, p := range []devptr{c.k, c.v} {
+		if err := memsetD32(p, 0, n); err != nil {
+			panic(fmt.Sprintf("cuda: %s: %v", op, err))
+		}
+	}
+	return c
+}
+
+// attnMaxHeadDim is the largest head dim the attention kernel supports
+// (8 values per lane of a warp).
+const attnMaxHeadDim = 256
+
+// Attention stores k and v of every row in the cache at its position, then
+// computes causal GQA attention of each row's query over positions [0, p] of
+// its sequence, scaled by 1/sqrt(headDim), softmax in float32, and multiplies
+// by sigmoid(gate). Output [T, Heads·HeadDim].
+func (b *Backend) Attention(q, k, v, gate kernels.Tensor, cache kernels.KVCache, layer int, bt *kernels.Batch, cfg kernels.AttnConfig) kernels.Tensor {
+	const op = "Attention"
+	qt, kt, vt, gt := b.tensor(op, q), b.tensor(op, k), b.tensor(op, v), b.tensor(op, gate)
+	c, ok := cache.(*KVCache)
+	if !ok {
+		panic(fmt.Sprintf("cuda: Attention: cache %T is not a *cuda.KVCache", cache))
+	}
+	hd, H, KV := cfg.HeadDim, cfg.Heads, cfg.KVHeads
+	T := bt.Rows()
+	qRows, qCols := qt.dims()
+	kRows, kCols := kt.dims()
+	if qRows != T || qCols != H*hd || kRows != T || kCols != KV*hd || KV == 0 || H%KV != 0 ||
+		!sameShape(kt, vt) || !sameShape(qt, gt) || c.kvHeads != KV || c.headDim != hd ||
+		layer < 0 || layer >= c.layers || hd > attnMaxHeadDim {
+		panic(fmt.Sprintf("cuda: Attention: q %v k %v v %v gate %v, %d rows, cfg %+v, cache [%d layers, %d kv heads, %d head dim], layer %d (head dim at most %d)",
+			qt.shape, kt.shape, vt.shape, gt.shape, T, cfg, c.layers, c.kvHeads, c.headDim, layer, attnMaxHeadDim))
+	}
+	checkBatch(op, bt, T, false)
+	out := b.newTensor(op, T, H*hd)
+	if T == 0 {
+		return out
+	}
+
+	// Per-row metadata: position and where its sequence's pages start in
+	// the flattened page lists.
+	pageOff := make([]int32, T)
+	var pages []int32
+	for _, s := range bt.Seqs {
+		off := int32(len(pages))
+		for _, p := range s.Pages {
+			if p < 0 || int(p) >= c.pages {
+				panic(fmt.Sprintf("cuda: Attention: page %d out of range [0, %d)", p, c.pages))
+			}
+		}
+		pages = append(pages, s.Pages...)
+		for r := s.Start; r < s.End(); r++ {
+			p := int(bt.Positions[r])
+			if p < 0 || p >= len(s.Pages)*c.pageSize {
+				panic(fmt.Sprintf("cuda: Attention: position %d of row %d beyond %d pages", p, r, len(s.Pages)))
+			}
+			pageOff[r] = off
+		}
+	}
+	dpos := b.uploadInts(op, bt.Positions)
+	dpageOff := b.uploadInts(op, pageOff)
+	dpages := b.uploadInts(op, pages)
+
+	kvw := KV * hd
+	b.launch(op, "kv_write_f32", [3]int{T, 1, 1}, [3]int{min(256, (kvw+31)/32*32), 1, 1}, 0,
+		c.k, c.v, kt.ptr, vt.ptr, dpos, dpageOff, dpages, kvw, c.pageSize, c.pages, layer)
+	scale := 1 / float32(math.Sqrt(float64(hd)))
+	b.launch(op, "attention_f32", [3]int{T, H, 1}, [3]int{128, 1, 1}, 0,
+		out.ptr, qt.ptr, gt.ptr, c.k, c.v, dpos, dpageOff, dpages, H, KV, hd, c.pageSize, c.pages, layer, scale)
+	return out
+}
+
+func sameShape(a, b *Tensor) bool {
+	if len(a.shape) != len(b.shape) {
+		return false
+	}
+	for i := range a.shape {
+		if a.shape[i] != b.shape[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// checkBatch panics unless the batch's sequences tile rows [0, T) in order
+// and, if distinctSlots, use distinct slots (their states are updated
+// concurrently).
+func checkBatch(op string, bt *kernels.Batch, T int, distinctSlots bool) {
+	next := 0
+	slots := make(map[int]bool, len(bt.Seqs))
+	for _, s := range bt.Seqs {
+		if s.Start != next || s.Len < 0 || (distinctSlots && slots[s.Slot]) {
+			panic(fmt.Sprintf("cuda: %s: sequences %+v do not tile %d rows with distinct slots", op, bt.Seqs, T))
+		}
+		slots[s.Slot] = true
+		next = s.End()
+	}
+	if next != T || len(bt.Positions) != T {
+		panic(fmt.Sprintf("cuda: %s: sequences cover %d rows, %d positions, tensor has %d rows", op, next, len(bt.Positions), T))
+	}
+}

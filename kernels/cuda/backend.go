@@ -1,0 +1,597 @@
+//go:build cuda
+
+// Package cuda is the GPU implementation of kernels.Backend (build tag
+// cuda). It is the only cgo in kernels.
+//
+// Phase 1 aims at correctness: every tensor is float32 on the device, the
+// kernels (kernels/*.cu, compiled at start with NVRTC for the device's exact
+// architecture and cached on disk) are simple, GEMMs go through cuBLASLt in
+// pure fp32 (CUBLAS_COMPUTE_32F), and collectives copy through the host to
+// the rank's nccl.Communicator.
+//
+// The CUDA driver, NVRTC and cuBLASLt are opened with dlopen, so a binary
+// built with -tags cuda starts on hosts without a GPU and New reports what
+// is missing. Search order (first loadable wins; the error lists every path
+// tried):
+//
+//	driver:   $COHORT_LIBCUDA_PATH, libcuda.so.1, libcuda.so
+//	NVRTC:    $COHORT_NVRTC_PATH, /usr/local/cuda/lib64/libnvrtc.so.13,
+//	          /usr/local/cuda/lib64/libnvrtc.so.12, libnvrtc.so.13,
+//	          libnvrtc.so.12, libnvrtc.so
+//	cuBLASLt: $COHORT_CUBLASLT_PATH, /usr/local/cuda/lib64/libcublasLt.so.13,
+//	          /usr/local/cuda/lib64/libcublasLt.so.12, libcublasLt.so.13,
+//	          libcublasLt.so.12, libcublasLt.so
+//
+// COHORT_CUDA_GEMM selects the GEMM: "auto" (default: cuBLASLt if it loads,
+// else the built-in tiled kernel), "cublaslt" (required) or "tiled".
+// COHORT_CUDA_SYNC=1 synchronizes after every kernel launch so that an
+// asynchronous fault is reported by the op that caused it.
+//
+// Threading: CUDA contexts are current per OS thread. New, and every later
+// call on the Backend, must come from one goroutine locked to its OS thread
+// (runtime.LockOSThread), the rank's device executor. A goroutine that takes
+// over a Backend must lock itself and call Bind first.
+//
+// Memory: Upload (weights), NewKVCache and NewStatePool make permanent
+// allocations. Every op output (and the per-call metadata the ops upload)
+// comes from a scratch arena that is only reclaimed by ResetScratch: the
+// model executor must call ResetScratch between steps, once it has
+// downloaded what it needs. Using a scratch tensor after ResetScratch
+// panics.
+//
+// Errors: ops whose signature has no error panic with a message naming the
+// op, the shapes and the failing CUDA call (the executor recovers panics into
+// step errors); AllReduce and AllGatherCols return errors.
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"unsafe"
+
+	"cohort/kernels"
+	"cohort/nccl"
+)
+
+// Options configures a Backend.
+type Options struct {
+	// Device is the CUDA device ordinal.
+	Device int
+	// Comm is the rank's communicator; nil means a single rank.
+	Comm nccl.Communicator
+}
+
+// Backend is the CUDA implementation of kernels.Backend.
+type Backend struct {
+	comm   nccl.Communicator
+	device int
+	ctx    cuContext
+	name   string
+	ccMaj  int
+	ccMin  int
+	sms    int
+
+	mod   module
+	funcs map[string]function
+	image string // what was loaded: arch and whether it came from the cache
+
+	gemm     string // "cublaslt" or "tiled"
+	gemmNote string // why the tiled GEMM is used, if it is
+	lt       ltHandle
+	ws       devptr
+	wsSize   int64
+
+	scratch    arena
+	permanent  map[devptr]int64 // live permanent allocations and their sizes
+	invFreq    map[ropeKey]devptr
+	syncLaunch bool
+	closed     bool
+}
+
+var _ kernels.Backend = (*Backend)(nil)
+
+type ropeKey struct {
+	rotaryDim int
+	theta     float64
+}
+
+// ltWorkspace is the cuBLASLt workspace (32 MiB is NVIDIA's recommendation
+// for Hopper).
+const ltWorkspace = 32 << 20
+
+// New opens the device, compiles (or loads from the cache) the kernels and
+// prepares the GEMM library. It must be called from a goroutine locked to
+// its OS thread (runtime.LockOSThread): the device context is made current
+// on that thread, and every later call on the Backend must come from it.
+func New(o Options) (*Backend, error) {
+	if err := loadDriver(); err != nil {
+		return nil, err
+	}
+	n, err := deviceCount()
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	if o.Device < 0 || o.Device >= n {
+		return nil, fmt.Errorf("cuda: device %d out of range: %d devices", o.Device, n)
+	}
+	dev, err := deviceGet(o.Device)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: device %d: %w", o.Device, err)
+	}
+	b := &Backend{comm: o.Comm, device: dev, name: deviceName(dev),
+		permanent: map[devptr]int64{}, invFreq: map[ropeKey]devptr{},
+		syncLaunch: os.Getenv("COHORT_CUDA_SYNC") == "1"}
+	if b.ccMaj, err = deviceAttribute(dev, attrComputeCapabilityMajor); err != nil {
+		return nil, fmt.Errorf("cuda: device %d: %w", o.Device, err)
+	}
+	if b.ccMin, err = deviceAttribute(dev, attrComputeCapabilityMinor); err != nil {
+		return nil, fmt.Errorf("cuda: device %d: %w", o.Device, err)
+	}
+	if b.sms, err = deviceAttribute(dev, attrMultiprocessorCount); err != nil {
+		return nil, fmt.Errorf("cuda: device %d: %w", o.Device, err)
+	}
+	if b.ctx, err = primaryCtxRetain(dev); err != nil {
+		return nil, fmt.Errorf("cuda: device %d: %w", o.Device, err)
+	}
+	if err := ctxSetCurrent(b.ctx); err != nil {
+		primaryCtxRelease(dev)
+		return nil, fmt.Errorf("cuda: device %d: %w", o.Device, err)
+	}
+	if err := b.init(); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Backend) init() error {
+	desc, err := loadKernels(b.ccMaj, b.ccMin, func(image []byte) error {
+		mod, err := moduleLoadData(image)
+		if err != nil {
+			return err
+		}
+		funcs := map[string]function{}
+		for _, name := range kernelNames {
+			f, err := moduleGetFunction(mod, name)
+			if err != nil {
+				moduleUnload(mod)
+				return err
+			}
+			funcs[name] = f
+		}
+		b.mod, b.funcs = mod, funcs
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	b.image = desc
+
+	mode := os.Getenv("COHORT_CUDA_GEMM")
+	switch mode {
+	case "", "auto", "cublaslt":
+		err := b.initCublasLt()
+		if err == nil {
+			b.gemm = "cublaslt"
+			break
+		}
+		if mode == "cublaslt" {
+			return err
+		}
+		b.gemm, b.gemmNote = "tiled", err.Error()
+	case "tiled":
+		b.gemm, b.gemmNote = "tiled", "COHORT_CUDA_GEMM=tiled"
+	default:
+		return fmt.Errorf("cuda: COHORT_CUDA_GEMM=%q: want auto, cublaslt or tiled", mode)
+	}
+	return nil
+}
+
+func (b *Backend) initCublasLt() error {
+	if err := loadCublasLt(); err != nil {
+		return err
+	}
+	h, err := cublasLtCreate()
+	if err != nil {
+		return fmt.Errorf("cuda: %w", err)
+	}
+	ws, err := memAlloc(ltWorkspace)
+	if err != nil {
+		cublasLtDestroy(h)
+		return fmt.Errorf("cuda: cuBLASLt workspace: %w", err)
+	}
+	b.lt, b.ws, b.wsSize = h, ws, ltWorkspace
+	return nil
+}
+
+// Name identifies the backend.
+func (b *Backend) Name() string { return "cuda" }
+
+// Info describes the device, the kernel image and the GEMM path, for logs.
+func (b *Backend) Info() string {
+	s := fmt.Sprintf("cuda: device %d %q sm_%d%d, %d SMs, driver %d, kernels %s, gemm %s",
+		b.device, b.name, b.ccMaj, b.ccMin, b.sms, driverVersion(), b.image, b.gemm)
+	if b.gemm == "cublaslt" {
+		s += fmt.Sprintf(" (cuBLASLt %d from %s)", cublasLtVersion(), libLt.path)
+	} else if b.gemmNote != "" {
+		s += " (" + b.gemmNote + ")"
+	}
+	return s
+}
+
+// Bind makes the backend's context current on the calling thread. The
+// caller must have locked its goroutine to the OS thread.
+func (b *Backend) Bind() error {
+	if err := ctxSetCurrent(b.ctx); err != nil {
+		return fmt.Errorf("cuda: Bind: %w", err)
+	}
+	return nil
+}
+
+// Synchronize waits for all queued device work and reports an asynchronous
+// fault, if any.
+func (b *Backend) Synchronize() error {
+	if err := ctxSynchronize(); err != nil {
+		return fmt.Errorf("cuda: %w", err)
+	}
+	return nil
+}
+
+// MemInfo returns the device's free and total memory in bytes.
+func (b *Backend) MemInfo() (free, total int64, err error) { return memInfo() }
+
+// ResetScratch reclaims every op output and per-call buffer made since the
+// last reset. Weights, KV caches and state pools are not affected. Tensors
+// from before the reset must not be used again (ops panic if they are).
+func (b *Backend) ResetScratch() {
+	if err := b.scratch.reset(); err != nil {
+		panic(fmt.Sprintf("cuda: ResetScratch: %v", err))
+	}
+}
+
+// ScratchBytes returns the bytes in use in the scratch arena and its capacity.
+func (b *Backend) ScratchBytes() (used, capacity int64) { return b.scratch.usage() }
+
+// Free releases permanent tensors (made by Upload) before Close.
+func (b *Backend) Free(ts ...kernels.Tensor) {
+	for _, t := range ts {
+		ct := asTensor("Free", t)
+		if ct.scratch || ct.ptr == 0 {
+			continue
+		}
+		if _, ok := b.permanent[ct.ptr]; !ok {
+			panic(fmt.Sprintf("cuda: Free: tensor %v is not a live permanent allocation", ct.shape))
+		}
+		b.freePermanent(ct.ptr)
+		ct.ptr, ct.freed = 0, true
+	}
+}
+
+// Close frees all device memory of the backend (weights, caches, state
+// pools, scratch) and releases the context. The Backend and its tensors
+// must not be used afterwards.
+func (b *Backend) Close() error {
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	var errs []error
+	for p := range b.permanent {
+		errs = append(errs, memFree(p))
+	}
+	b.permanent = map[devptr]int64{}
+	errs = append(errs, b.scratch.free())
+	if b.lt != 0 {
+		cublasLtDestroy(b.lt)
+		b.lt = 0
+	}
+	if b.ws != 0 {
+		errs = append(errs, memFree(b.ws))
+		b.ws = 0
+	}
+	if b.mod != 0 {
+		errs = append(errs, moduleUnload(b.mod))
+		b.mod = 0
+	}
+	errs = append(errs, primaryCtxRelease(b.device))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cuda: Close: %w", err)
+	}
+	return nil
+}
+
+// ---- memory ----
+
+func (b *Backend) allocPermanent(op string, bytes int64) devptr {
+	if bytes == 0 {
+		return 0
+	}
+	p, err := memAlloc(bytes)
+	if err != nil {
+		panic(fmt.Sprintf("cuda: %s: %v", op, err))
+	}
+	b.permanent[p] = bytes
+	return p
+}
+
+func (b *Backend) freePermanent(p devptr) {
+	delete(b.permanent, p)
+	if err := memFree(p); err != nil {
+		panic(fmt.Sprintf("cuda: Free: %v", err))
+	}
+}
+
+// arena is a bump allocator over device chunks. A reset that finds more
+// than one chunk replaces them by one chunk of their total size, so a
+// steady workload settles on a single allocation.
+type arena struct {
+	chunks []chunk
+	cur    int
+	epoch  uint64
+}
+
+type chunk struct {
+	base      devptr
+	size, off int64
+}
+
+const (
+	arenaAlign    = 256
+	arenaMinChunk = 64 << 20
+)
+
+func (a *arena) alloc(bytes int64) (devptr, error) {
+	if bytes == 0 {
+		return 0, nil
+	}
+	bytes = (bytes + arenaAlign - 1) &^ (arenaAlign - 1)
+	for ; a.cur < len(a.chunks); a.cur++ {
+		c := &a.chunks[a.cur]
+		if c.off+bytes <= c.size {
+			p := c.base + devptr(c.off)
+			c.off += bytes
+			return p, nil
+		}
+	}
+	size := max(int64(arenaMinChunk), bytes)
+	if n := len(a.chunks); n > 0 {
+		size = max(size, a.chunks[n-1].size*2)
+	}
+	p, err := memAlloc(size)
+	if err != nil {
+		return 0, err
+	}
+	a.chunks = append(a.chunks, chunk{base: p, size: size, off: bytes})
+	a.cur = len(a.chunks) - 1
+	return p, nil
+}
+
+func (a *arena) reset() error {
+	a.epoch++
+	if len(a.chunks) > 1 {
+		var total int64
+		for _, c := range a.chunks {
+			total += c.size
+		}
+		if err := a.free(); err != nil {
+			return err
+		}
+		p, err := memAlloc(total)
+		if err != nil {
+			return err
+		}
+		a.chunks = []chunk{{base: p, size: total}}
+	}
+	for i := range a.chunks {
+		a.chunks[i].off = 0
+	}
+	a.cur = 0
+	return nil
+}
+
+func (a *arena) free() error {
+	var errs []error
+	for _, c := range a.chunks {
+		errs = append(errs, memFree(c.base))
+	}
+	a.chunks, a.cur = nil, 0
+	return errors.Join(errs...)
+}
+
+func (a *arena) usage() (used, capacity int64) {
+	for i, c := range a.chunks {
+		capacity += c.size
+		if i <= a.cur {
+			used += c.off
+		}
+	}
+	return used, capacity
+}
+
+func (b *Backend) allocScratch(op string, bytes int64) devptr {
+	p, err := b.scratch.alloc(bytes)
+	if err != nil {
+		used, capacity := b.scratch.usage()
+		panic(fmt.Sprintf("cuda: %s: scratch allocation of %d bytes (arena %d of %d bytes in use; is ResetScratch called between steps?): %v",
+			op, bytes, used, capacity, err))
+	}
+	return p
+}
+
+// ---- tensors ----
+
+// Tensor is a float32 device tensor.
+type Tensor struct {
+	shape   []int
+	n       int
+	ptr     devptr
+	scratch bool   // lives in the scratch arena
+	epoch   uint64 // the arena epoch it was allocated in
+	freed   bool
+}
+
+var _ kernels.Tensor = (*Tensor)(nil)
+
+// Shape returns the dimensions, outermost first. Callers must not modify it.
+func (t *Tensor) Shape() []int { return t.shape }
+
+// String describes the tensor's shape, for error messages.
+func (t *Tensor) String() string { return fmt.Sprint(t.shape) }
+
+// dims views t as a matrix [rows, cols] where cols is the last dimension.
+func (t *Tensor) dims() (rows, cols int) {
+	if len(t.shape) == 0 {
+		return 1, 1
+	}
+	cols = t.shape[len(t.shape)-1]
+	if cols == 0 {
+		return 0, 0
+	}
+	return t.n / cols, cols
+}
+
+func numel(op string, shape []int) int {
+	n := 1
+	for _, d := range shape {
+		if d < 0 {
+			panic(fmt.Sprintf("cuda: %s: negative dimension in shape %v", op, shape))
+		}
+		n *= d
+	}
+	return n
+}
+
+// newTensor allocates an uninitialized scratch tensor.
+func (b *Backend) newTensor(op string, shape ...int) *Tensor {
+	n := numel(op, shape)
+	return &Tensor{shape: slices.Clone(shape), n: n, ptr: b.allocScratch(op, int64(n)*4),
+		scratch: true, epoch: b.scratch.epoch}
+}
+
+// asTensor unwraps a kernels.Tensor produced by this package.
+func asTensor(op string, t kernels.Tensor) *Tensor {
+	ct, ok := t.(*Tensor)
+	if !ok || ct == nil {
+		panic(fmt.Sprintf("cuda: %s: tensor %T is not a *cuda.Tensor", op, t))
+	}
+	return ct
+}
+
+// tensor unwraps t and checks that its memory is still live.
+func (b *Backend) tensor(op string, t kernels.Tensor) *Tensor {
+	ct := asTensor(op, t)
+	if ct.freed {
+		panic(fmt.Sprintf("cuda: %s: tensor %v was freed", op, ct.shape))
+	}
+	if ct.scratch && ct.epoch != b.scratch.epoch {
+		panic(fmt.Sprintf("cuda: %s: scratch tensor %v was made before the last ResetScratch", op, ct.shape))
+	}
+	return ct
+}
+
+// Upload copies host data into a new permanent tensor (weights; see the
+// package doc). Free releases it early.
+func (b *Backend) Upload(data []float32, shape ...int) kernels.Tensor {
+	n := numel("Upload", shape)
+	if n != len(data) {
+		panic(fmt.Sprintf("cuda: Upload: %d values for shape %v", len(data), shape))
+	}
+	t := &Tensor{shape: slices.Clone(shape), n: n, ptr: b.allocPermanent("Upload", int64(n)*4)}
+	if n > 0 {
+		if err := memcpyHtoD(t.ptr, unsafe.Pointer(&data[0]), int64(n)*4); err != nil {
+			panic(fmt.Sprintf("cuda: Upload %v: %v", shape, err))
+		}
+	}
+	return t
+}
+
+// Download copies a tensor to the host (waiting for the work that makes it).
+func (b *Backend) Download(t kernels.Tensor) []float32 {
+	ct := b.tensor("Download", t)
+	out := make([]float32, ct.n)
+	if ct.n > 0 {
+		if err := memcpyDtoH(unsafe.Pointer(&out[0]), ct.ptr, int64(ct.n)*4); err != nil {
+			panic(fmt.Sprintf("cuda: Download %v: %v", ct.shape, err))
+		}
+	}
+	return out
+}
+
+// uploadInts copies int32 metadata into the scratch arena.
+func (b *Backend) uploadInts(op string, v []int32) devptr {
+	if len(v) == 0 {
+		return 0
+	}
+	p := b.allocScratch(op, int64(len(v))*4)
+	if err := memcpyHtoD(p, unsafe.Pointer(&v[0]), int64(len(v))*4); err != nil {
+		panic(fmt.Sprintf("cuda: %s: uploading metadata: %v", op, err))
+	}
+	return p
+}
+
+// uploadConstFloats copies float32 constants into a permanent allocation.
+func (b *Backend) uploadConstFloats(op string, v []float32) devptr {
+	if len(v) == 0 {
+		return 0
+	}
+	p := b.allocPermanent(op, int64(len(v))*4)
+	if err := memcpyHtoD(p, unsafe.Pointer(&v[0]), int64(len(v))*4); err != nil {
+		panic(fmt.Sprintf("cuda: %s: uploading constants: %v", op, err))
+	}
+	return p
+}
+
+// ---- launches ----
+
+// grid1 returns a 1-D grid that covers n elements with block threads,
+// capped (the kernels use grid-stride loops).
+func (b *Backend) grid1(n int64, block int) int {
+	g := (n + int64(block) - 1) / int64(block)
+	return int(min(g, int64(max(b.sms, 1))*32))
+}
+
+// launch runs kernel name; args are devptr, int, int64 or float32.
+func (b *Backend) launch(op, name string, grid, block [3]int, shmem int, args ...any) {
+	f, ok := b.funcs[name]
+	if !ok {
+		panic(fmt.Sprintf("cuda: %s: no kernel %s", op, name))
+	}
+	if grid[0]*grid[1]*grid[2] == 0 {
+		return
+	}
+	packed := make([]uint64, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case devptr:
+			packed[i] = uint64(v)
+		case int:
+			if v != int(int32(v)) {
+				panic(fmt.Sprintf("cuda: %s: %s argument %d = %d overflows int32", op, name, i, v))
+			}
+			packed[i] = uint64(uint32(int32(v)))
+		case int64:
+			packed[i] = uint64(v)
+		case float32:
+			packed[i] = uint64(math.Float32bits(v))
+		default:
+			panic(fmt.Sprintf("cuda: %s: %s argument %d has unsupported type %T", op, name, i, a))
+		}
+	}
+	if err := launchKernel(f, grid, block, shmem, packed); err != nil {
+		panic(fmt.Sprintf("cuda: %s: %s grid %v block %v: %v", op, name, grid, block, err))
+	}
+	if b.syncLaunch {
+		if err := ctxSynchronize(); err != nil {
+			panic(fmt.Sprintf("cuda: %s: %s: %v", op, name, err))
+		}
+	}
+}
+
+// blockFor returns a block size for a reduction over n values: a multiple
+// of 32 between 32 and 256.
+func blockFor(n int) int {
+	return min(max((n+31)/32*32, 32), 256)
+}

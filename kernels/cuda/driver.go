@@ -1,0 +1,696 @@
+//go:build cuda
+
+package cuda
+
+// This file is the package's only cgo: thin bindings to the CUDA driver API
+// (libcuda), NVRTC and cuBLASLt. Every library is opened with dlopen at run
+// time, so the binary links none of them, starts on hosts without a GPU, and
+// works with whichever CUDA major version the host has (the sonames differ
+// between CUDA 11, 12 and 13). The CUDA 11.8 headers of Debian's
+// nvidia-cuda-dev supply the types; the entry points used here kept their
+// ABI through CUDA 13.
+
+/*
+#cgo LDFLAGS: -ldl
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda.h>
+#include <nvrtc.h>
+#include <cublasLt.h>
+
+// ---- libcuda ----
+static CUresult (*p_cuInit)(unsigned int);
+static CUresult (*p_cuDriverGetVersion)(int *);
+static CUresult (*p_cuDeviceGetCount)(int *);
+static CUresult (*p_cuDeviceGet)(CUdevice *, int);
+static CUresult (*p_cuDeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+static CUresult (*p_cuDeviceGetName)(char *, int, CUdevice);
+static CUresult (*p_cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+static CUresult (*p_cuDevicePrimaryCtxRelease)(CUdevice);
+static CUresult (*p_cuCtxSetCurrent)(CUcontext);
+static CUresult (*p_cuCtxSynchronize)(void);
+static CUresult (*p_cuMemAlloc)(CUdeviceptr *, size_t);
+static CUresult (*p_cuMemFree)(CUdeviceptr);
+static CUresult (*p_cuMemGetInfo)(size_t *, size_t *);
+static CUresult (*p_cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
+static CUresult (*p_cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
+static CUresult (*p_cuMemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
+static CUresult (*p_cuMemsetD32)(CUdeviceptr, unsigned int, size_t);
+static CUresult (*p_cuModuleLoadData)(CUmodule *, const void *);
+static CUresult (*p_cuModuleUnload)(CUmodule);
+static CUresult (*p_cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+static CUresult (*p_cuLaunchKernel)(CUfunction, unsigned int, unsigned int, unsigned int,
+	unsigned int, unsigned int, unsigned int, unsigned int, CUstream, void **, void **);
+static CUresult (*p_cuGetErrorName)(CUresult, const char **);
+static CUresult (*p_cuGetErrorString)(CUresult, const char **);
+
+#define COHORT_SYM(h, var, name) do { *(void **)(&var) = dlsym(h, name); if (!var) return name; } while (0)
+
+// cw_load_cuda resolves the driver entry points; it returns the first
+// missing symbol's name, or NULL.
+static const char *cw_load_cuda(void *h) {
+	COHORT_SYM(h, p_cuInit, "cuInit");
+	COHORT_SYM(h, p_cuDriverGetVersion, "cuDriverGetVersion");
+	COHORT_SYM(h, p_cuDeviceGetCount, "cuDeviceGetCount");
+	COHORT_SYM(h, p_cuDeviceGet, "cuDeviceGet");
+	COHORT_SYM(h, p_cuDeviceGetAttribute, "cuDeviceGetAttribute");
+	COHORT_SYM(h, p_cuDeviceGetName, "cuDeviceGetName");
+	COHORT_SYM(h, p_cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+	COHORT_SYM(h, p_cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
+	COHORT_SYM(h, p_cuCtxSetCurrent, "cuCtxSetCurrent");
+	COHORT_SYM(h, p_cuCtxSynchronize, "cuCtxSynchronize");
+	COHORT_SYM(h, p_cuMemAlloc, "cuMemAlloc_v2");
+	COHORT_SYM(h, p_cuMemFree, "cuMemFree_v2");
+	COHORT_SYM(h, p_cuMemGetInfo, "cuMemGetInfo_v2");
+	COHORT_SYM(h, p_cuMemcpyHtoD, "cuMemcpyHtoD_v2");
+	COHORT_SYM(h, p_cuMemcpyDtoH, "cuMemcpyDtoH_v2");
+	COHORT_SYM(h, p_cuMemcpyDtoD, "cuMemcpyDtoD_v2");
+	COHORT_SYM(h, p_cuMemsetD32, "cuMemsetD32_v2");
+	COHORT_SYM(h, p_cuModuleLoadData, "cuModuleLoadData");
+	COHORT_SYM(h, p_cuModuleUnload, "cuModuleUnload");
+	COHORT_SYM(h, p_cuModuleGetFunction, "cuModuleGetFunction");
+	COHORT_SYM(h, p_cuLaunchKernel, "cuLaunchKernel");
+	COHORT_SYM(h, p_cuGetErrorName, "cuGetErrorName");
+	COHORT_SYM(h, p_cuGetErrorString, "cuGetErrorString");
+	return NULL;
+}
+
+static int cw_cuInit(void) { return p_cuInit(0); }
+static int cw_cuDriverGetVersion(int *v) { return p_cuDriverGetVersion(v); }
+static int cw_cuDeviceGetCount(int *n) { return p_cuDeviceGetCount(n); }
+static int cw_cuDeviceGet(int *dev, int ordinal) {
+	CUdevice d;
+	CUresult r = p_cuDeviceGet(&d, ordinal);
+	*dev = (int)d;
+	return r;
+}
+static int cw_cuDeviceGetAttribute(int *v, int attr, int dev) {
+	return p_cuDeviceGetAttribute(v, (CUdevice_attribute)attr, (CUdevice)dev);
+}
+static int cw_cuDeviceGetName(char *name, int n, int dev) { return p_cuDeviceGetName(name, n, (CUdevice)dev); }
+static int cw_cuDevicePrimaryCtxRetain(uintptr_t *ctx, int dev) {
+	CUcontext c = NULL;
+	CUresult r = p_cuDevicePrimaryCtxRetain(&c, (CUdevice)dev);
+	*ctx = (uintptr_t)c;
+	return r;
+}
+static int cw_cuDevicePrimaryCtxRelease(int dev) { return p_cuDevicePrimaryCtxRelease((CUdevice)dev); }
+static int cw_cuCtxSetCurrent(uintptr_t ctx) { return p_cuCtxSetCurrent((CUcontext)ctx); }
+static int cw_cuCtxSynchronize(void) { return p_cuCtxSynchronize(); }
+static int cw_cuMemAlloc(uint64_t *ptr, size_t n) {
+	CUdeviceptr p = 0;
+	CUresult r = p_cuMemAlloc(&p, n);
+	*ptr = (uint64_t)p;
+	return r;
+}
+static int cw_cuMemFree(uint64_t ptr) { return p_cuMemFree((CUdeviceptr)ptr); }
+static int cw_cuMemGetInfo(size_t *free, size_t *total) { return p_cuMemGetInfo(free, total); }
+static int cw_cuMemcpyHtoD(uint64_t dst, const void *src, size_t n) { return p_cuMemcpyHtoD((CUdeviceptr)dst, src, n); }
+static int cw_cuMemcpyDtoH(void *dst, uint64_t src, size_t n) { return p_cuMemcpyDtoH(dst, (CUdeviceptr)src, n); }
+static int cw_cuMemcpyDtoD(uint64_t dst, uint64_t src, size_t n) { return p_cuMemcpyDtoD((CUdeviceptr)dst, (CUdeviceptr)src, n); }
+static int cw_cuMemsetD32(uint64_t dst, unsigned int v, size_t n) { return p_cuMemsetD32((CUdeviceptr)dst, v, n); }
+static int cw_cuModuleLoadData(uintptr_t *mod, const void *image) {
+	CUmodule m = NULL;
+	CUresult r = p_cuModuleLoadData(&m, image);
+	*mod = (uintptr_t)m;
+	return r;
+}
+static int cw_cuModuleUnload(uintptr_t mod) { return p_cuModuleUnload((CUmodule)mod); }
+static int cw_cuModuleGetFunction(uintptr_t *fn, uintptr_t mod, const char *name) {
+	CUfunction f = NULL;
+	CUresult r = p_cuModuleGetFunction(&f, (CUmodule)mod, name);
+	*fn = (uintptr_t)f;
+	return r;
+}
+
+// cw_launch launches fn on the legacy default stream. Every parameter is
+// passed in an 8-byte slot of args; the driver reads as many bytes as the
+// kernel's parameter has, so 4-byte ints and floats sit in the low half of
+// their slot (x86-64 and arm64 are little-endian).
+static int cw_launch(uintptr_t fn, unsigned gx, unsigned gy, unsigned gz,
+		unsigned bx, unsigned by, unsigned bz, unsigned shmem, uint64_t *args, int nargs) {
+	void *ptrs[32];
+	if (nargs > 32) return CUDA_ERROR_INVALID_VALUE;
+	for (int i = 0; i < nargs; i++) ptrs[i] = &args[i];
+	return p_cuLaunchKernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shmem, NULL, ptrs, NULL);
+}
+
+static const char *cw_cuErrorName(int r) {
+	const char *s = NULL;
+	if (p_cuGetErrorName == NULL || p_cuGetErrorName((CUresult)r, &s) != CUDA_SUCCESS || s == NULL) return "CUDA_ERROR_UNKNOWN_CODE";
+	return s;
+}
+static const char *cw_cuErrorString(int r) {
+	const char *s = NULL;
+	if (p_cuGetErrorString == NULL || p_cuGetErrorString((CUresult)r, &s) != CUDA_SUCCESS || s == NULL) return "";
+	return s;
+}
+
+// ---- NVRTC ----
+static nvrtcResult (*p_nvrtcVersion)(int *, int *);
+static nvrtcResult (*p_nvrtcCreateProgram)(nvrtcProgram *, const char *, const char *, int,
+	const char *const *, const char *const *);
+static nvrtcResult (*p_nvrtcDestroyProgram)(nvrtcProgram *);
+static nvrtcResult (*p_nvrtcCompileProgram)(nvrtcProgram, int, const char *const *);
+static nvrtcResult (*p_nvrtcGetProgramLogSize)(nvrtcProgram, size_t *);
+static nvrtcResult (*p_nvrtcGetProgramLog)(nvrtcProgram, char *);
+static nvrtcResult (*p_nvrtcGetPTXSize)(nvrtcProgram, size_t *);
+static nvrtcResult (*p_nvrtcGetPTX)(nvrtcProgram, char *);
+static nvrtcResult (*p_nvrtcGetCUBINSize)(nvrtcProgram, size_t *);
+static nvrtcResult (*p_nvrtcGetCUBIN)(nvrtcProgram, char *);
+static const char *(*p_nvrtcGetErrorString)(nvrtcResult);
+
+static const char *cw_load_nvrtc(void *h) {
+	COHORT_SYM(h, p_nvrtcVersion, "nvrtcVersion");
+	COHORT_SYM(h, p_nvrtcCreateProgram, "nvrtcCreateProgram");
+	COHORT_SYM(h, p_nvrtcDestroyProgram, "nvrtcDestroyProgram");
+	COHORT_SYM(h, p_nvrtcCompileProgram, "nvrtcCompileProgram");
+	COHORT_SYM(h, p_nvrtcGetProgramLogSize, "nvrtcGetProgramLogSize");
+	COHORT_SYM(h, p_nvrtcGetProgramLog, "nvrtcGetProgramLog");
+	COHORT_SYM(h, p_nvrtcGetPTXSize, "nvrtcGetPTXSize");
+	COHORT_SYM(h, p_nvrtcGetPTX, "nvrtcGetPTX");
+	COHORT_SYM(h, p_nvrtcGetCUBINSize, "nvrtcGetCUBINSize");
+	COHORT_SYM(h, p_nvrtcGetCUBIN, "nvrtcGetCUBIN");
+	COHORT_SYM(h, p_nvrtcGetErrorString, "nvrtcGetErrorString");
+	return NULL;
+}
+
+static int cw_nvrtcVersion(int *major, int *minor) { return p_nvrtcVersion(major, minor); }
+static const char *cw_nvrtcErrorString(int r) { return p_nvrtcGetErrorString((nvrtcResult)r); }
+
+// cw_nvrtc_compile compiles src with opts. On return *log holds the
+// compiler log (malloc'd, may be NULL) and, on success, *out the PTX (NUL
+// included) or the cubin (malloc'd). *stage names the failing call.
+static int cw_nvrtc_compile(const char *src, const char *name, int nopts, char **opts, int cubin,
+		char **out, size_t *outLen, char **log, const char **stage) {
+	nvrtcProgram prog;
+	*out = NULL; *outLen = 0; *log = NULL;
+	*stage = "nvrtcCreateProgram";
+	nvrtcResult r = p_nvrtcCreateProgram(&prog, src, name, 0, NULL, NULL);
+	if (r != NVRTC_SUCCESS) return r;
+	*stage = "nvrtcCompileProgram";
+	nvrtcResult cr = p_nvrtcCompileProgram(prog, nopts, (const char *const *)opts);
+	size_t logSize = 0;
+	if (p_nvrtcGetProgramLogSize(prog, &logSize) == NVRTC_SUCCESS && logSize > 1) {
+		*log = (char *)malloc(logSize);
+		if (*log && p_nvrtcGetProgramLog(prog, *log) != NVRTC_SUCCESS) { free(*log); *log = NULL; }
+	}
+	if (cr != NVRTC_SUCCESS) { p_nvrtcDestroyProgram(&prog); return cr; }
+	size_t n = 0;
+	if (cubin) {
+		*stage = "nvrtcGetCUBINSize";
+		r = p_nvrtcGetCUBINSize(prog, &n);
+	} else {
+		*stage = "nvrtcGetPTXSize";
+		r = p_nvrtcGetPTXSize(prog, &n);
+	}
+	if (r != NVRTC_SUCCESS) { p_nvrtcDestroyProgram(&prog); return r; }
+	*out = (char *)malloc(n ? n : 1);
+	if (*out == NULL) { p_nvrtcDestroyProgram(&prog); return NVRTC_ERROR_OUT_OF_MEMORY; }
+	if (cubin) {
+		*stage = "nvrtcGetCUBIN";
+		r = p_nvrtcGetCUBIN(prog, *out);
+	} else {
+		*stage = "nvrtcGetPTX";
+		r = p_nvrtcGetPTX(prog, *out);
+	}
+	if (r != NVRTC_SUCCESS) { free(*out); *out = NULL; p_nvrtcDestroyProgram(&prog); return r; }
+	*outLen = n;
+	p_nvrtcDestroyProgram(&prog);
+	return NVRTC_SUCCESS;
+}
+
+// ---- cuBLASLt ----
+static cublasStatus_t (*p_cublasLtCreate)(cublasLtHandle_t *);
+static cublasStatus_t (*p_cublasLtDestroy)(cublasLtHandle_t);
+static size_t (*p_cublasLtGetVersion)(void);
+static cublasStatus_t (*p_cublasLtMatmulDescCreate)(cublasLtMatmulDesc_t *, cublasComputeType_t, cudaDataType_t);
+static cublasStatus_t (*p_cublasLtMatmulDescDestroy)(cublasLtMatmulDesc_t);
+static cublasStatus_t (*p_cublasLtMatmulDescSetAttribute)(cublasLtMatmulDesc_t, cublasLtMatmulDescAttributes_t,
+	const void *, size_t);
+static cublasStatus_t (*p_cublasLtMatrixLayoutCreate)(cublasLtMatrixLayout_t *, cudaDataType, uint64_t, uint64_t, int64_t);
+static cublasStatus_t (*p_cublasLtMatrixLayoutDestroy)(cublasLtMatrixLayout_t);
+static cublasStatus_t (*p_cublasLtMatmulPreferenceCreate)(cublasLtMatmulPreference_t *);
+static cublasStatus_t (*p_cublasLtMatmulPreferenceDestroy)(cublasLtMatmulPreference_t);
+static cublasStatus_t (*p_cublasLtMatmulPreferenceSetAttribute)(cublasLtMatmulPreference_t,
+	cublasLtMatmulPreferenceAttributes_t, const void *, size_t);
+static cublasStatus_t (*p_cublasLtMatmulAlgoGetHeuristic)(cublasLtHandle_t, cublasLtMatmulDesc_t,
+	cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+	cublasLtMatmulPreference_t, int, cublasLtMatmulHeuristicResult_t *, int *);
+static cublasStatus_t (*p_cublasLtMatmul)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void *,
+	const void *, cublasLtMatrixLayout_t, const void *, cublasLtMatrixLayout_t, const void *,
+	const void *, cublasLtMatrixLayout_t, void *, cublasLtMatrixLayout_t, const cublasLtMatmulAlgo_t *,
+	void *, size_t, cudaStream_t);
+
+static const char *cw_load_cublaslt(void *h) {
+	COHORT_SYM(h, p_cublasLtCreate, "cublasLtCreate");
+	COHORT_SYM(h, p_cublasLtDestroy, "cublasLtDestroy");
+	COHORT_SYM(h, p_cublasLtGetVersion, "cublasLtGetVersion");
+	COHORT_SYM(h, p_cublasLtMatmulDescCreate, "cublasLtMatmulDescCreate");
+	COHORT_SYM(h, p_cublasLtMatmulDescDestroy, "cublasLtMatmulDescDestroy");
+	COHORT_SYM(h, p_cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute");
+	COHORT_SYM(h, p_cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate");
+	COHORT_SYM(h, p_cublasLtMatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy");
+	COHORT_SYM(h, p_cublasLtMatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate");
+	COHORT_SYM(h, p_cublasLtMatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy");
+	COHORT_SYM(h, p_cublasLtMatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
+	COHORT_SYM(h, p_cublasLtMatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
+	COHORT_SYM(h, p_cublasLtMatmul, "cublasLtMatmul");
+	return NULL;
+}
+
+static int cw_cublasLtCreate(uintptr_t *h) {
+	cublasLtHandle_t lt = NULL;
+	cublasStatus_t r = p_cublasLtCreate(&lt);
+	*h = (uintptr_t)lt;
+	return r;
+}
+static int cw_cublasLtDestroy(uintptr_t h) { return p_cublasLtDestroy((cublasLtHandle_t)h); }
+static size_t cw_cublasLtGetVersion(void) { return p_cublasLtGetVersion(); }
+
+// cw_lt_sgemm computes, in column-major terms, D[m, n] = op(A) · op(B) with
+// fp32 data and CUBLAS_COMPUTE_32F (no TF32), alpha 1 and beta 0. A is
+// stored [arows, acols] with leading dimension lda, likewise B; D is [m, n]
+// with leading dimension ldd. *stage names the failing call; a heuristic
+// that finds no algorithm returns CUBLAS_STATUS_NOT_SUPPORTED.
+static int cw_lt_sgemm(uintptr_t handle, int transa, int transb, uint64_t m, uint64_t n, uint64_t k,
+		uint64_t A, int64_t lda, uint64_t B, int64_t ldb, uint64_t D, int64_t ldd,
+		uint64_t ws, size_t wsSize, const char **stage) {
+	cublasLtHandle_t lt = (cublasLtHandle_t)handle;
+	cublasLtMatmulDesc_t op = NULL;
+	cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
+	cublasLtMatmulPreference_t pref = NULL;
+	cublasLtMatmulHeuristicResult_t heur;
+	int found = 0;
+	cublasOperation_t ta = transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+	float alpha = 1.0f, beta = 0.0f;
+	cublasStatus_t r;
+	*stage = "cublasLtMatmulDescCreate";
+	if ((r = p_cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS) goto done;
+	*stage = "cublasLtMatmulDescSetAttribute(TRANSA)";
+	if ((r = p_cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta)) != CUBLAS_STATUS_SUCCESS) goto done;
+	*stage = "cublasLtMatmulDescSetAttribute(TRANSB)";
+	if ((r = p_cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb)) != CUBLAS_STATUS_SUCCESS) goto done;
+	*stage = "cublasLtMatrixLayoutCreate(A)";
+	if ((r = p_cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, transa ? k : m, transa ? m : k, lda)) != CUBLAS_STATUS_SUCCESS) goto done;
+	*stage = "cublasLtMatrixLayoutCreate(B)";
+	if ((r = p_cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, transb ? n : k, transb ? k : n, ldb)) != CUBLAS_STATUS_SUCCESS) goto done;
+	*stage = "cublasLtMatrixLayoutCreate(D)";
+	if ((r = p_cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, ldd)) != CUBLAS_STATUS_SUCCESS) goto done;
+	*stage = "cublasLtMatmulPreferenceCreate";
+	if ((r = p_cublasLtMatmulPreferenceCreate(&pref)) != CUBLAS_STATUS_SUCCESS) goto done;
+	*stage = "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)";
+	uint64_t wsBytes = wsSize;
+	if ((r = p_cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsBytes, sizeof wsBytes)) != CUBLAS_STATUS_SUCCESS) goto done;
+	*stage = "cublasLtMatmulAlgoGetHeuristic";
+	memset(&heur, 0, sizeof heur);
+	if ((r = p_cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &heur, &found)) != CUBLAS_STATUS_SUCCESS) goto done;
+	if (found < 1) { r = CUBLAS_STATUS_NOT_SUPPORTED; goto done; }
+	*stage = "cublasLtMatmul";
+	r = p_cublasLtMatmul(lt, op, &alpha, (const void *)A, la, (const void *)B, lb, &beta,
+		(const void *)D, ld, (void *)D, ld, &heur.algo, (void *)ws, wsSize, (cudaStream_t)0);
+done:
+	if (pref) p_cublasLtMatmulPreferenceDestroy(pref);
+	if (ld) p_cublasLtMatrixLayoutDestroy(ld);
+	if (lb) p_cublasLtMatrixLayoutDestroy(lb);
+	if (la) p_cublasLtMatrixLayoutDestroy(la);
+	if (op) p_cublasLtMatmulDescDestroy(op);
+	return r;
+}
+
+// ---- dlopen ----
+static void *cw_dlopen(const char *path) { return dlopen(path, RTLD_NOW | RTLD_LOCAL); }
+static const char *cw_dlerror(void) { const char *e = dlerror(); return e ? e : "unknown dlopen error"; }
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// devptr is a device address (CUdeviceptr).
+type devptr uint64
+
+// cuError is a failed CUDA driver call.
+type cuError struct {
+	call string
+	code int
+}
+
+func (e *cuError) Error() string {
+	name := C.GoString(C.cw_cuErrorName(C.int(e.code)))
+	msg := C.GoString(C.cw_cuErrorString(C.int(e.code)))
+	return fmt.Sprintf("%s: %s (%d): %s", e.call, name, e.code, msg)
+}
+
+func cuCheck(call string, r C.int) error {
+	if r == 0 {
+		return nil
+	}
+	return &cuError{call: call, code: int(r)}
+}
+
+// library is one dlopen'ed shared library.
+type library struct {
+	handle unsafe.Pointer
+	path   string
+}
+
+// openLibrary dlopens the first loadable of env's value (if set) and the
+// candidates, then resolves its symbols with load. The error names every
+// path tried and why it failed.
+func openLibrary(what, env string, candidates []string, load func(unsafe.Pointer) *C.char) (*library, error) {
+	var paths []string
+	if v := os.Getenv(env); v != "" {
+		paths = append(paths, v)
+	}
+	paths = append(paths, candidates...)
+	var tried []string
+	for _, p := range paths {
+		cp := C.CString(p)
+		h := C.cw_dlopen(cp)
+		C.free(unsafe.Pointer(cp))
+		if h == nil {
+			tried = append(tried, fmt.Sprintf("%s (%s)", p, C.GoString(C.cw_dlerror())))
+			continue
+		}
+		if missing := load(h); missing != nil {
+			tried = append(tried, fmt.Sprintf("%s (lacks symbol %s)", p, C.GoString(missing)))
+			continue
+		}
+		return &library{handle: h, path: p}, nil
+	}
+	return nil, fmt.Errorf("cuda: cannot load %s; set %s to its path; tried: %s", what, env, strings.Join(tried, "; "))
+}
+
+var (
+	libcudaOnce sync.Once
+	libcuda     *library
+	libcudaErr  error
+
+	nvrtcOnce sync.Once
+	libnvrtc  *library
+	nvrtcErr  error
+
+	ltOnce sync.Once
+	libLt  *library
+	ltErr  error
+)
+
+// Library search lists. The environment variable, when set, is tried first.
+var (
+	cudaCandidates     = []string{"libcuda.so.1", "libcuda.so"}
+	nvrtcCandidates    = []string{"/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so.12", "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}
+	cublasLtCandidates = []string{"/usr/local/cuda/lib64/libcublasLt.so.13", "/usr/local/cuda/lib64/libcublasLt.so.12", "libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}
+)
+
+// loadDriver opens libcuda and initializes the driver (once per process).
+func loadDriver() error {
+	libcudaOnce.Do(func() {
+		libcuda, libcudaErr = openLibrary("the CUDA driver (libcuda)", "COHORT_LIBCUDA_PATH", cudaCandidates,
+			func(h unsafe.Pointer) *C.char { return C.cw_load_cuda(h) })
+		if libcudaErr != nil {
+			return
+		}
+		if err := cuCheck("cuInit", C.cw_cuInit()); err != nil {
+			libcudaErr = fmt.Errorf("cuda: %w (driver %s)", err, libcuda.path)
+		}
+	})
+	return libcudaErr
+}
+
+func loadNVRTC() error {
+	nvrtcOnce.Do(func() {
+		libnvrtc, nvrtcErr = openLibrary("NVRTC (libnvrtc)", "COHORT_NVRTC_PATH", nvrtcCandidates,
+			func(h unsafe.Pointer) *C.char { return C.cw_load_nvrtc(h) })
+	})
+	return nvrtcErr
+}
+
+func loadCublasLt() error {
+	ltOnce.Do(func() {
+		libLt, ltErr = openLibrary("cuBLASLt (libcublasLt)", "COHORT_CUBLASLT_PATH", cublasLtCandidates,
+			func(h unsafe.Pointer) *C.char { return C.cw_load_cublaslt(h) })
+	})
+	return ltErr
+}
+
+// ---- driver wrappers ----
+
+func driverVersion() int {
+	var v C.int
+	if C.cw_cuDriverGetVersion(&v) != 0 {
+		return -1
+	}
+	return int(v)
+}
+
+func deviceCount() (int, error) {
+	var n C.int
+	err := cuCheck("cuDeviceGetCount", C.cw_cuDeviceGetCount(&n))
+	return int(n), err
+}
+
+func deviceGet(ordinal int) (int, error) {
+	var d C.int
+	err := cuCheck("cuDeviceGet", C.cw_cuDeviceGet(&d, C.int(ordinal)))
+	return int(d), err
+}
+
+const (
+	attrComputeCapabilityMajor = C.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+	attrComputeCapabilityMinor = C.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
+	attrMultiprocessorCount    = C.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+)
+
+func deviceAttribute(dev int, attr int) (int, error) {
+	var v C.int
+	err := cuCheck("cuDeviceGetAttribute", C.cw_cuDeviceGetAttribute(&v, C.int(attr), C.int(dev)))
+	return int(v), err
+}
+
+func deviceName(dev int) string {
+	buf := make([]byte, 256)
+	if C.cw_cuDeviceGetName((*C.char)(unsafe.Pointer(&buf[0])), C.int(len(buf)), C.int(dev)) != 0 {
+		return "?"
+	}
+	return C.GoString((*C.char)(unsafe.Pointer(&buf[0])))
+}
+
+// cuContext is a CUcontext handle.
+type cuContext uintptr
+
+func primaryCtxRetain(dev int) (cuContext, error) {
+	var c C.uintptr_t
+	err := cuCheck("cuDevicePrimaryCtxRetain", C.cw_cuDevicePrimaryCtxRetain(&c, C.int(dev)))
+	return cuContext(c), err
+}
+
+func primaryCtxRelease(dev int) error {
+	return cuCheck("cuDevicePrimaryCtxRelease", C.cw_cuDevicePrimaryCtxRelease(C.int(dev)))
+}
+
+func ctxSetCurrent(c cuContext) error {
+	return cuCheck("cuCtxSetCurrent", C.cw_cuCtxSetCurrent(C.uintptr_t(c)))
+}
+
+func ctxSynchronize() error { return cuCheck("cuCtxSynchronize", C.cw_cuCtxSynchronize()) }
+
+func memAlloc(bytes int64) (devptr, error) {
+	var p C.uint64_t
+	err := cuCheck(fmt.Sprintf("cuMemAlloc(%d bytes)", bytes), C.cw_cuMemAlloc(&p, C.size_t(bytes)))
+	return devptr(p), err
+}
+
+func memFree(p devptr) error { return cuCheck("cuMemFree", C.cw_cuMemFree(C.uint64_t(p))) }
+
+func memInfo() (free, total int64, err error) {
+	var f, t C.size_t
+	err = cuCheck("cuMemGetInfo", C.cw_cuMemGetInfo(&f, &t))
+	return int64(f), int64(t), err
+}
+
+// memcpyHtoD copies bytes from host memory src (which holds no Go
+// pointers) to dst.
+func memcpyHtoD(dst devptr, src unsafe.Pointer, bytes int64) error {
+	if bytes == 0 {
+		return nil
+	}
+	return cuCheck("cuMemcpyHtoD", C.cw_cuMemcpyHtoD(C.uint64_t(dst), src, C.size_t(bytes)))
+}
+
+func memcpyDtoH(dst unsafe.Pointer, src devptr, bytes int64) error {
+	if bytes == 0 {
+		return nil
+	}
+	return cuCheck("cuMemcpyDtoH", C.cw_cuMemcpyDtoH(dst, C.uint64_t(src), C.size_t(bytes)))
+}
+
+func memcpyDtoD(dst, src devptr, bytes int64) error {
+	if bytes == 0 {
+		return nil
+	}
+	return cuCheck("cuMemcpyDtoD", C.cw_cuMemcpyDtoD(C.uint64_t(dst), C.uint64_t(src), C.size_t(bytes)))
+}
+
+func memsetD32(dst devptr, v uint32, n int64) error {
+	if n == 0 {
+		return nil
+	}
+	return cuCheck("cuMemsetD32", C.cw_cuMemsetD32(C.uint64_t(dst), C.uint(v), C.size_t(n)))
+}
+
+// module is a loaded CUmodule; function a CUfunction.
+type (
+	module   uintptr
+	function uintptr
+)
+
+// moduleLoadData loads a PTX (NUL-terminated) or cubin image.
+func moduleLoadData(image []byte) (module, error) {
+	if len(image) == 0 {
+		return 0, fmt.Errorf("cuda: empty module image")
+	}
+	cimg := C.CBytes(image)
+	defer C.free(cimg)
+	var m C.uintptr_t
+	err := cuCheck("cuModuleLoadData", C.cw_cuModuleLoadData(&m, cimg))
+	return module(m), err
+}
+
+func moduleUnload(m module) error {
+	return cuCheck("cuModuleUnload", C.cw_cuModuleUnload(C.uintptr_t(m)))
+}
+
+func moduleGetFunction(m module, name string) (function, error) {
+	cn := C.CString(name)
+	defer C.free(unsafe.Pointer(cn))
+	var f C.uintptr_t
+	err := cuCheck("cuModuleGetFunction("+name+")", C.cw_cuModuleGetFunction(&f, C.uintptr_t(m), cn))
+	return function(f), err
+}
+
+// launchKernel launches f with its parameters packed one per 8-byte slot.
+func launchKernel(f function, grid, block [3]int, shmem int, args []uint64) error {
+	var p *C.uint64_t
+	if len(args) > 0 {
+		p = (*C.uint64_t)(unsafe.Pointer(&args[0]))
+	}
+	return cuCheck("cuLaunchKernel", C.cw_launch(C.uintptr_t(f),
+		C.uint(grid[0]), C.uint(grid[1]), C.uint(grid[2]),
+		C.uint(block[0]), C.uint(block[1]), C.uint(block[2]),
+		C.uint(shmem), p, C.int(len(args))))
+}
+
+// ---- NVRTC wrappers ----
+
+type nvrtcError struct {
+	call string
+	code int
+	log  string
+}
+
+func (e *nvrtcError) Error() string {
+	s := fmt.Sprintf("%s: %s (%d)", e.call, C.GoString(C.cw_nvrtcErrorString(C.int(e.code))), e.code)
+	if e.log != "" {
+		s += "\n" + e.log
+	}
+	return s
+}
+
+func nvrtcVersion() (major, minor int, err error) {
+	var ma, mi C.int
+	if r := C.cw_nvrtcVersion(&ma, &mi); r != 0 {
+		return 0, 0, &nvrtcError{call: "nvrtcVersion", code: int(r)}
+	}
+	return int(ma), int(mi), nil
+}
+
+// nvrtcCompile compiles src and returns the PTX (NUL-terminated) or, when
+// cubin is set, the cubin, together with the compiler log.
+func nvrtcCompile(src, name string, opts []string, cubin bool) (image []byte, log string, err error) {
+	csrc := C.CString(src)
+	defer C.free(unsafe.Pointer(csrc))
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	copts := (**C.char)(C.malloc(C.size_t(len(opts)+1) * C.size_t(unsafe.Sizeof(uintptr(0)))))
+	defer C.free(unsafe.Pointer(copts))
+	optSlice := unsafe.Slice(copts, len(opts)+1)
+	for i, o := range opts {
+		optSlice[i] = C.CString(o)
+	}
+	defer func() {
+		for i := range opts {
+			C.free(unsafe.Pointer(optSlice[i]))
+		}
+	}()
+	var out, clog *C.char
+	var outLen C.size_t
+	var stage *C.char
+	wantCubin := C.int(0)
+	if cubin {
+		wantCubin = 1
+	}
+	r := C.cw_nvrtc_compile(csrc, cname, C.int(len(opts)), copts, wantCubin, &out, &outLen, &clog, &stage)
+	if clog != nil {
+		log = strings.TrimRight(C.GoString(clog), "\x00\n ")
+		C.free(unsafe.Pointer(clog))
+	}
+	if r != 0 {
+		return nil, log, &nvrtcError{call: C.GoString(stage), code: int(r), log: log}
+	}
+	image = C.GoBytes(unsafe.Pointer(out), C.int(outLen))
+	C.free(unsafe.Pointer(out))
+	return image, log, nil
+}
+
+// ---- cuBLASLt wrappers ----
+
+type cublasError struct {
+	call string
+	code int
+}
+
+func (e *cublasError) Error() string {
+	return fmt.Sprintf("%s: cublasStatus %d", e.call, e.code)
+}
+
+// ltHandle is a cublasLtHandle_t.
+type ltHandle uintptr
+
+func cublasLtCreate() (ltHandle, error) {
+	var h C.uintptr_t
+	if r := C.cw_cublasLtCreate(&h); r != 0 {
+		return 0, &cublasError{call: "cublasLtCreate", code: int(r)}
+	}
+	return ltHandle(h), nil
+}
+
+func cublasLtDestroy(h ltHandle) { C.cw_cublasLtDestroy(C.uintptr_t(h)) }
+
+func cublasLtVersion() int { return int(C.cw_cublasLtGetVersion()) }
+
+// ltSgemm runs cw_lt_sgemm (column-major D[m,n] = op(A)·op(B), fp32).
+func ltSgemm(h ltHandle, transA, transB bool, m, n, k int, a devptr, lda int, b devptr, ldb int, d devptr, ldd int, ws devptr, wsSize int64) error {
+	ta, tb := C.int(0), C.int(0)
+	if transA {
+		ta = 1
+	}
+	if transB {
+		tb = 1
+	}
+	var stage *C.char
+	r := C.cw_lt_sgemm(C.uintptr_t(h), ta, tb, C.uint64_t(m), C.uint64_t(n), C.uint64_t(k),
+		C.uint64_t(a), C.int64_t(lda), C.uint64_t(b), C.int64_t(ldb), C.uint64_t(d), C.int64_t(ldd),
+		C.uint64_t(ws), C.size_t(wsSize), &stage)
+	if r != 0 {
+		return &cublasError{call: C.GoString(stage), code: int(r)}
+	}
+	return nil
+}

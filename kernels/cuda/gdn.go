@@ -1,0 +1,204 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"cohort/kernels"
+)
+
+// StatePool holds the GDN state of one rank in device memory: per layer and
+// slot, the conv state [K-1, convDim] (raw input rows, oldest first) and the
+// fp32 recurrent state [valueHeads, keyDim, valueDim] (as in the CPU oracle).
+type StatePool struct {
+	b             *Backend
+	layers, slots int
+	cfg           kernels.GDNConfig
+	conv, rec     devptr // [layer][slot][K-1][convDim], [layer][slot][vHeads][dk][dv]
+}
+
+var _ kernels.StatePool = (*StatePool)(nil)
+
+// convMaxKernel is the largest conv kernel the conv kernel supports.
+const convMaxKernel = 8
+
+// NewStatePool allocates zeroed GDN state (a permanent allocation).
+func (b *Backend) NewStatePool(layers, slots int, cfg kernels.GDNConfig) kernels.StatePool {
+	const op = "NewStatePool"
+	if cfg.ConvKernel < 1 || cfg.ConvKernel > convMaxKernel || cfg.KeyHeads <= 0 || cfg.ValueHeads%cfg.KeyHeads != 0 {
+		panic(fmt.Sprintf("cuda: NewStatePool: bad config %+v (conv kernel at most %d)", cfg, convMaxKernel))
+	}
+	p := &StatePool{b: b, layers: layers, slots: slots, cfg: cfg}
+	nConv := int64(layers) * int64(slots) * p.convSize()
+	nRec := int64(layers) * int64(slots) * p.recSize()
+	p.conv, p.rec = b.allocPermanent(op, nConv*4), b.allocPermanent(op, nRec*4)
+	if err := memsetD32(p.conv, 0, nConv); err != nil {
+		panic(fmt.Sprintf("cuda: %s: %v", op, err))
+	}
+	if err := memsetD32(p.rec, 0, nRec); err != nil {
+		panic(fmt.Sprintf("cuda: %s: %v", op, err))
+	}
+	return p
+}
+
+// Slots returns the number of slots.
+func (p *StatePool) Slots() int { return p.slots }
+
+func (p *StatePool) convSize() int64 { return int64(p.cfg.ConvKernel-1) * int64(p.cfg.ConvDim()) }
+func (p *StatePool) recSize() int64 {
+	return int64(p.cfg.ValueHeads) * int64(p.cfg.KeyDim) * int64(p.cfg.ValueDim)
+}
+
+func (p *StatePool) check(layer, slot int) {
+	if layer < 0 || layer >= p.layers || slot < 0 || slot >= p.slots {
+		panic(fmt.Sprintf("cuda: StatePool: layer %d slot %d out of range [%d layers, %d slots]", layer, slot, p.layers, p.slots))
+	}
+}
+
+// Reset zeroes a slot's conv and recurrent state in every layer. It runs on
+// the device (the caller's thread must have the backend's context, as for
+// every op).
+func (p *StatePool) Reset(slot int) {
+	for l := range p.layers {
+		p.check(l, slot)
+		i := int64(l*p.slots + slot)
+		if err := memsetD32(p.conv+devptr(i*p.convSize()*4), 0, p.convSize()); err != nil {
+			panic(fmt.Sprintf("cuda: StatePool.Reset(%d): %v", slot, err))
+		}
+		if err := memsetD32(p.rec+devptr(i*p.recSize()*4), 0, p.recSize()); err != nil {
+			panic(fmt.Sprintf("cuda: StatePool.Reset(%d): %v", slot, err))
+		}
+	}
+}
+
+// Snapshot returns a copy of all state of a slot: for every layer in order,
+// its conv state followed by its recurrent state (the CPU oracle's format).
+func (p *StatePool) Snapshot(slot int) []float32 {
+	out := make([]float32, 0, int64(p.layers)*(p.convSize()+p.recSize()))
+	for l := range p.layers {
+		p.check(l, slot)
+		i := int64(l*p.slots + slot)
+		out = append(out, p.download(p.conv+devptr(i*p.convSize()*4), p.convSize())...)
+		out = append(out, p.download(p.rec+devptr(i*p.recSize()*4), p.recSize())...)
+	}
+	return out
+}
+
+// SetSlot overwrites all state of a slot from a Snapshot-formatted slice.
+func (p *StatePool) SetSlot(slot int, state []float32) {
+	if int64(len(state)) != int64(p.layers)*(p.convSize()+p.recSize()) {
+		panic(fmt.Sprintf("cuda: StatePool.SetSlot: %d values, want %d", len(state), int64(p.layers)*(p.convSize()+p.recSize())))
+	}
+	off := int64(0)
+	for l := range p.layers {
+		p.check(l, slot)
+		i := int64(l*p.slots + slot)
+		for _, part := range []struct {
+			base devptr
+			n    int64
+		}{{p.conv + devptr(i*p.convSize()*4), p.convSize()}, {p.rec + devptr(i*p.recSize()*4), p.recSize()}} {
+			if part.n > 0 {
+				if err := memcpyHtoD(part.base, unsafe.Pointer(&state[off]), part.n*4); err != nil {
+					panic(fmt.Sprintf("cuda: StatePool.SetSlot: %v", err))
+				}
+			}
+			off += part.n
+		}
+	}
+}
+
+func (p *StatePool) download(src devptr, n int64) []float32 {
+	out := make([]float32, n)
+	if n > 0 {
+		if err := memcpyDtoH(unsafe.Pointer(&out[0]), src, n*4); err != nil {
+			panic(fmt.Sprintf("cuda: StatePool: %v", err))
+		}
+	}
+	return out
+}
+
+func asStatePool(op string, s kernels.StatePool) *StatePool {
+	p, ok := s.(*StatePool)
+	if !ok || p == nil {
+		panic(fmt.Sprintf("cuda: %s: state pool %T is not a *cuda.StatePool", op, s))
+	}
+	return p
+}
+
+// seqMeta uploads the sequences' starts, lengths and slots.
+func (b *Backend) seqMeta(op string, p *StatePool, layer int, bt *kernels.Batch) (start, length, slot devptr) {
+	n := len(bt.Seqs)
+	st, ln, sl := make([]int32, n), make([]int32, n), make([]int32, n)
+	for i, s := range bt.Seqs {
+		p.check(layer, s.Slot)
+		st[i], ln[i], sl[i] = int32(s.Start), int32(s.Len), int32(s.Slot)
+	}
+	return b.uploadInts(op, st), b.uploadInts(op, ln), b.uploadInts(op, sl)
+}
+
+// CausalConv1d applies the depthwise causal conv (weight [convDim, (1,) K])
+// and SiLU to x [T, convDim], continuing each sequence from its conv state
+// and saving the last K−1 raw input rows back into it.
+func (b *Backend) CausalConv1d(x, w kernels.Tensor, states kernels.StatePool, layer int, bt *kernels.Batch) kernels.Tensor {
+	const op = "CausalConv1d"
+	xt, wt := b.tensor(op, x), b.tensor(op, w)
+	p := asStatePool(op, states)
+	T, convDim := xt.dims()
+	K := p.cfg.ConvKernel
+	if convDim != p.cfg.ConvDim() || wt.n != convDim*K || len(wt.shape) == 0 || wt.shape[0] != convDim || wt.shape[len(wt.shape)-1] != K {
+		panic(fmt.Sprintf("cuda: CausalConv1d: x %v w %v, state pool convDim %d K %d", xt.shape, wt.shape, p.cfg.ConvDim(), K))
+	}
+	checkBatch(op, bt, T, true)
+	y := b.newTensor(op, T, convDim)
+	if len(bt.Seqs) == 0 || convDim == 0 {
+		return y
+	}
+	start, length, slot := b.seqMeta(op, p, layer, bt)
+	const block = 128
+	b.launch(op, "conv1d_f32", [3]int{(convDim + block - 1) / block, len(bt.Seqs), 1}, [3]int{block, 1, 1}, 0,
+		y.ptr, xt.ptr, wt.ptr, p.conv, start, length, slot, convDim, K, p.slots, layer)
+	return y
+}
+
+// GatedDeltaRule runs the gated delta rule on mixed [T, convDim] = [q | k | v]
+// with beta and a [T, valueHeads] (raw), continuing each sequence from its
+// recurrent state and storing the final state. Phase 1 uses the exact
+// recurrent form for every length. Output [T, valueHeads·dv].
+func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, states kernels.StatePool, layer int, bt *kernels.Batch, cfg kernels.GDNConfig) kernels.Tensor {
+	const op = "GatedDeltaRule"
+	mt, bt2, at := b.tensor(op, mixed), b.tensor(op, beta), b.tensor(op, a)
+	alt, dtt := b.tensor(op, aLog), b.tensor(op, dtBias)
+	p := asStatePool(op, states)
+	nk, nv, dk, dv := cfg.KeyHeads, cfg.ValueHeads, cfg.KeyDim, cfg.ValueDim
+	T, convDim := mt.dims()
+	bRows, bCols := bt2.dims()
+	aRows, aCols := at.dims()
+	if convDim != cfg.ConvDim() || bRows != T || bCols != nv || aRows != T || aCols != nv ||
+		alt.n != nv || dtt.n != nv || p.cfg != cfg || nk <= 0 || nv%nk != 0 {
+		panic(fmt.Sprintf("cuda: %s: mixed %v beta %v a %v aLog %v dtBias %v, cfg %+v, state pool cfg %+v",
+			op, mt.shape, bt2.shape, at.shape, alt.shape, dtt.shape, cfg, p.cfg))
+	}
+	checkBatch(op, bt, T, true)
+	out := b.newTensor(op, T, nv*dv)
+	if T == 0 || len(bt.Seqs) == 0 {
+		return out
+	}
+	qk := nk * dk
+	qh, kh := b.newTensor(op, T, qk), b.newTensor(op, T, qk)
+	g, bs := b.newTensor(op, T, nv), b.newTensor(op, T, nv)
+	scale := 1 / float32(math.Sqrt(float64(dk)))
+	b.launch(op, "gdn_qk_norm_f32", [3]int{T, 2 * nk, 1}, [3]int{blockFor(dk), 1, 1}, 0,
+		qh.ptr, kh.ptr, mt.ptr, convDim, nk, dk, scale)
+	n := int64(T) * int64(nv)
+	b.launch(op, "gdn_gates_f32", [3]int{b.grid1(n, 256), 1, 1}, [3]int{256, 1, 1}, 0,
+		g.ptr, bs.ptr, bt2.ptr, at.ptr, alt.ptr, dtt.ptr, n, nv)
+	start, length, slot := b.seqMeta(op, p, layer, bt)
+	block := min(max((dv+31)/32*32, 32), 256)
+	b.launch(op, "gdn_recurrent_f32", [3]int{len(bt.Seqs), nv, 1}, [3]int{block, 1, 1}, 2*dk*4,
+		out.ptr, qh.ptr, kh.ptr, mt.ptr, g.ptr, bs.ptr, p.rec, start, length, slot,
+		nk, nv, dk, dv, convDim, p.slots, layer)
+	return out
+}

@@ -1,0 +1,131 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"testing"
+
+	"cohort/kernels"
+	"cohort/kernels/cpu"
+)
+
+var (
+	sharedOnce sync.Once
+	sharedBe   *Backend
+	sharedErr  error
+	skipReason string
+)
+
+// gpu returns the shared test backend, bound to the calling test's
+// goroutine (locked to its OS thread until the test ends), or skips the
+// test when the host has no usable CUDA driver or device.
+func gpu(t testing.TB) *Backend {
+	t.Helper()
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
+	sharedOnce.Do(func() {
+		if err := loadDriver(); err != nil {
+			skipReason = err.Error()
+			return
+		}
+		if n, err := deviceCount(); err != nil || n == 0 {
+			skipReason = "no CUDA device"
+			if err != nil {
+				skipReason = err.Error()
+			}
+			return
+		}
+		sharedBe, sharedErr = New(Options{})
+		if sharedErr == nil {
+			sharedBe.syncLaunch = true // attribute asynchronous faults to their op
+			t.Logf("%s", sharedBe.Info())
+		}
+	})
+	if skipReason != "" {
+		t.Skipf("no GPU: %s", skipReason)
+	}
+	if sharedErr != nil {
+		t.Fatalf("New: %v", sharedErr)
+	}
+	if err := sharedBe.Bind(); err != nil {
+		t.Fatal(err)
+	}
+	return sharedBe
+}
+
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0xc0da)) }
+
+// randSlice returns n values uniform in [-scale, scale).
+func randSlice(r *rand.Rand, n int, scale float32) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = (2*r.Float32() - 1) * scale
+	}
+	return s
+}
+
+// relDiff returns max|got−want| / max|want| (the magnitude, at least 1e-3);
+// NaN anywhere gives +Inf.
+func relDiff(got, want []float32) float64 {
+	if len(got) != len(want) {
+		return math.Inf(1)
+	}
+	var d, m float64
+	for i := range got {
+		g, w := float64(got[i]), float64(want[i])
+		if math.IsNaN(g) || math.IsNaN(w) {
+			return math.Inf(1)
+		}
+		d = max(d, math.Abs(g-w))
+		m = max(m, math.Abs(w))
+	}
+	return d / max(1e-3, m)
+}
+
+// checkClose fails unless got is within tol of want (relDiff) and logs the
+// difference, so the verbose output records every measured error.
+func checkClose(t *testing.T, what string, got, want []float32, tol float64) {
+	t.Helper()
+	d := relDiff(got, want)
+	if !(d <= tol) {
+		t.Errorf("%s: relative difference %.3g > %.3g", what, d, tol)
+		return
+	}
+	t.Logf("%s: relative difference %.3g (tol %.0g)", what, d, tol)
+}
+
+// pair holds the CPU oracle and the GPU backend for a differential test.
+type pair struct {
+	c *cpu.Backend
+	g *Backend
+}
+
+func newPair(t *testing.T) pair { return pair{c: cpu.New(cpu.Options{}), g: gpu(t)} }
+
+// up uploads the same data to both backends.
+func (p pair) up(data []float32, shape ...int) (kernels.Tensor, kernels.Tensor) {
+	return p.c.Upload(data, shape...), p.g.Upload(data, shape...)
+}
+
+// batchOf builds a batch of sequences with the given lengths and cached
+// counts laid out in order.
+func batchOf(lens, cached, slots []int, pages [][]int32) *kernels.Batch {
+	b := &kernels.Batch{}
+	start := 0
+	for i, n := range lens {
+		s := kernels.Seq{Slot: slots[i], Start: start, Len: n, Cached: cached[i]}
+		if pages != nil {
+			s.Pages = pages[i]
+		}
+		b.Seqs = append(b.Seqs, s)
+		for j := range n {
+			b.Positions = append(b.Positions, int32(cached[i]+j))
+		}
+		start += n
+	}
+	return b
+}

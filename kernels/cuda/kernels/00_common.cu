@@ -1,0 +1,48 @@
+// Helpers shared by the kernels. The Go side concatenates every .cu file of
+// this directory in name order into one NVRTC program, so this file comes
+// first. Everything is float32; reductions that the CPU oracle (kernels/cpu)
+// carries out in float64 are done in double here too, and the transcendental
+// functions the oracle evaluates in float64 are evaluated in double, so both
+// backends agree to a few float32 ulps.
+
+#define NEG_INF __int_as_float(0xff800000)
+
+__device__ __forceinline__ float sigmoid_ref(float x) { return 1.0f / (1.0f + (float)exp(-(double)x)); }
+
+__device__ __forceinline__ float silu_ref(float x) { return x * sigmoid_ref(x); }
+
+// softplus_ref is torch's softplus (beta 1, threshold 20).
+__device__ __forceinline__ float softplus_ref(float x) {
+	return x > 20.0f ? x : (float)log1p(exp((double)x));
+}
+
+__device__ __forceinline__ double warp_sum_d(double v) {
+	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+__device__ __forceinline__ float warp_sum_f(float v) {
+	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+// block_sum_d returns the sum of v over the block to every thread.
+// blockDim.x must be a multiple of 32 and every thread must call it.
+__device__ double block_sum_d(double v) {
+	__shared__ double part[32];
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	v = warp_sum_d(v);
+	__syncthreads(); // part may still be read by a previous call
+	if (lane == 0) part[warp] = v;
+	__syncthreads();
+	double s = 0;
+	for (int i = 0; i < nw; i++) s += part[i];
+	return s;
+}
+
+// inv_rms returns 1/sqrt(mean(x^2) + eps) the way the CPU oracle does:
+// the sum of squares in double, the mean and eps in float.
+__device__ __forceinline__ float inv_rms(double ss, int n, float eps) {
+	float ms = (float)ss / (float)n;
+	return 1.0f / (float)sqrt((double)(ms + eps));
+}

@@ -1,0 +1,62 @@
+// Elementwise and row-copy kernels. Sizes are element counts; grids are
+// 1-D over elements (grid-stride loops) or one block per row.
+
+extern "C" __global__ void add_f32(float *y, const float *a, const float *b, long long n) {
+	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+		y[i] = a[i] + b[i];
+}
+
+extern "C" __global__ void swiglu_f32(float *y, const float *gate, const float *up, long long n) {
+	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+		y[i] = silu_ref(gate[i]) * up[i];
+}
+
+// embedding_f32: one block per id; rows outside [0, rows) give zeros.
+extern "C" __global__ void embedding_f32(float *y, const float *table, const int *ids, int H, int rows, int vocabStart) {
+	int i = blockIdx.x;
+	int r = ids[i] - vocabStart;
+	bool ok = r >= 0 && r < rows;
+	float *dst = y + (long long)i * H;
+	const float *src = table + (long long)(ok ? r : 0) * H;
+	for (int c = threadIdx.x; c < H; c += blockDim.x) dst[c] = ok ? src[c] : 0.0f;
+}
+
+// select_rows_f32: one block per output row.
+extern "C" __global__ void select_rows_f32(float *y, const float *x, const int *rows, int cols) {
+	int i = blockIdx.x;
+	const float *src = x + (long long)rows[i] * cols;
+	float *dst = y + (long long)i * cols;
+	for (int c = threadIdx.x; c < cols; c += blockDim.x) dst[c] = src[c];
+}
+
+// split_query_gate_f32: block (row, head) copies q_h and g_h out of the
+// per-head interleaved [q_0 | g_0 | q_1 | g_1 | ...] row.
+extern "C" __global__ void split_query_gate_f32(float *q, float *g, const float *qg, int heads, int hd) {
+	int r = blockIdx.x, h = blockIdx.y;
+	const float *src = qg + (long long)r * heads * 2 * hd + (long long)h * 2 * hd;
+	float *dq = q + (long long)r * heads * hd + (long long)h * hd;
+	float *dg = g + (long long)r * heads * hd + (long long)h * hd;
+	for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+		dq[i] = src[i];
+		dg[i] = src[hd + i];
+	}
+}
+
+// rope_f32 rotates the first rd dims of every head of row blockIdx.x in
+// place (rotate-half pairs (i, i+rd/2)); invf holds the rd/2 inverse
+// frequencies computed on the host exactly as the CPU oracle does.
+extern "C" __global__ void rope_f32(float *x, const int *pos, const float *invf, int cols, int hd, int rd) {
+	int r = blockIdx.x;
+	int half = rd / 2, heads = cols / hd;
+	float p = (float)pos[r];
+	float *row = x + (long long)r * cols;
+	for (int t = threadIdx.x; t < heads * half; t += blockDim.x) {
+		int h = t / half, i = t % half;
+		float ang = p * invf[i];
+		float c = (float)cos((double)ang), s = (float)sin((double)ang);
+		float *v = row + h * hd;
+		float x0 = v[i], x1 = v[i + half];
+		v[i] = x0 * c - x1 * s;
+		v[i + half] = x1 * c + x0 * s;
+	}
+}

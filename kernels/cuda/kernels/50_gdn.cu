@@ -1,0 +1,104 @@
+// Gated DeltaNet kernels. Per-sequence metadata: seqStart, seqLen, seqSlot.
+// State layouts (as in the CPU oracle): conv [layer][slot][K-1][convDim],
+// recurrent [layer][slot][vHeads][dk][dv].
+
+#define CONV_MAX_K 8
+
+// conv1d_f32: thread (channel c, sequence s) runs the depthwise causal conv
+// plus SiLU over the sequence's rows, continuing from its conv state and
+// leaving the last K-1 raw inputs in it. Grid (ceil(C/block), seqs).
+extern "C" __global__ void conv1d_f32(float *y, const float *x, const float *w, float *convState,
+		const int *seqStart, const int *seqLen, const int *seqSlot, int C, int K, int slots, int layer) {
+	int c = blockIdx.x * blockDim.x + threadIdx.x;
+	int s = blockIdx.y;
+	if (c >= C) return;
+	int hist = K - 1;
+	float *st = convState + ((long long)layer * slots + seqSlot[s]) * hist * C;
+	float win[CONV_MAX_K], wk[CONV_MAX_K];
+	for (int j = 0; j < hist; j++) win[j] = st[(long long)j * C + c];
+	for (int j = 0; j < K; j++) wk[j] = w[(long long)c * K + j];
+	int start = seqStart[s], len = seqLen[s];
+	for (int t = 0; t < len; t++) {
+		long long i = (long long)(start + t) * C + c;
+		float u = x[i];
+		float acc = 0.0f;
+		for (int j = 0; j < hist; j++) acc += wk[j] * win[j];
+		acc += wk[hist] * u;
+		y[i] = silu_ref(acc);
+		for (int j = 0; j + 1 < hist; j++) win[j] = win[j + 1];
+		if (hist > 0) win[hist - 1] = u;
+	}
+	for (int j = 0; j < hist; j++) st[(long long)j * C + c] = win[j];
+}
+
+// gdn_qk_norm_f32: block (row r, head y) l2-normalizes head y of the q
+// heads (y < nk, also scaled by `scale`) or of the k heads (y >= nk) of
+// mixed's row r into qh or kh [T, nk*dk].
+extern "C" __global__ void gdn_qk_norm_f32(float *qh, float *kh, const float *mixed, int convDim, int nk, int dk, float scale) {
+	int r = blockIdx.x, y = blockIdx.y;
+	const float *src = mixed + (long long)r * convDim + (long long)y * dk;
+	bool isQ = y < nk;
+	float *dst = (isQ ? qh : kh) + (long long)r * nk * dk + (long long)(isQ ? y : y - nk) * dk;
+	float sc = isQ ? scale : 1.0f;
+	double ss = 0;
+	for (int i = threadIdx.x; i < dk; i += blockDim.x) ss += (double)src[i] * (double)src[i];
+	ss = block_sum_d(ss);
+	float inv = 1.0f / (float)sqrt((double)((float)ss + 1e-6f));
+	for (int i = threadIdx.x; i < dk; i += blockDim.x) dst[i] = src[i] * inv * sc;
+}
+
+// gdn_gates_f32: per (row, v head) beta = sigmoid(b) and the log-decay
+// g = -exp(aLog) * softplus(a + dtBias).
+extern "C" __global__ void gdn_gates_f32(float *g, float *beta, const float *b, const float *a,
+		const float *aLog, const float *dtBias, long long n, int nv) {
+	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+		int h = (int)(i % nv);
+		beta[i] = sigmoid_ref(b[i]);
+		g[i] = -(float)exp((double)aLog[h]) * softplus_ref(a[i] + dtBias[h]);
+	}
+}
+
+// gdn_recurrent_f32: block (sequence s, v head h) runs the gated delta rule
+// token by token on the sequence's recurrent state in place:
+//   S <- e^g S;  u = S^T k;  delta = beta (v - u);  S <- S + k delta^T;  o = S^T q.
+// Thread j owns state column j (and j + blockDim, ...), so no two threads
+// touch the same state element. Dynamic shared memory: 2*dk floats.
+extern "C" __global__ void gdn_recurrent_f32(float *out, const float *qh, const float *kh, const float *mixed,
+		const float *g, const float *beta, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
+		int nk, int nv, int dk, int dv, int convDim, int slots, int layer) {
+	extern __shared__ float sm[];
+	float *sq = sm, *sk = sm + dk;
+	int s = blockIdx.x, h = blockIdx.y;
+	int start = seqStart[s], len = seqLen[s];
+	int kHead = h / (nv / nk);
+	int qk = nk * dk, vOff = 2 * qk;
+	float *S = rec + (((long long)layer * slots + seqSlot[s]) * nv + h) * (long long)dk * dv;
+	for (int t = 0; t < len; t++) {
+		long long r = start + t;
+		__syncthreads(); // the previous token is done with sq and sk
+		for (int i = threadIdx.x; i < dk; i += blockDim.x) {
+			sq[i] = qh[r * qk + (long long)kHead * dk + i];
+			sk[i] = kh[r * qk + (long long)kHead * dk + i];
+		}
+		__syncthreads();
+		float decay = (float)exp((double)g[r * nv + h]);
+		float bt = beta[r * nv + h];
+		const float *v = mixed + r * convDim + vOff + (long long)h * dv;
+		for (int j = threadIdx.x; j < dv; j += blockDim.x) {
+			float u = 0.0f;
+			for (int d = 0; d < dk; d++) {
+				float sv = S[(long long)d * dv + j] * decay;
+				S[(long long)d * dv + j] = sv;
+				u += sk[d] * sv;
+			}
+			float delta = bt * (v[j] - u);
+			float o = 0.0f;
+			for (int d = 0; d < dk; d++) {
+				float sv = S[(long long)d * dv + j] + sk[d] * delta;
+				S[(long long)d * dv + j] = sv;
+				o += sq[d] * sv;
+			}
+			out[r * nv * dv + (long long)h * dv + j] = o;
+		}
+	}
+}

@@ -1,0 +1,230 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"cohort/kernels"
+)
+
+// Embedding gathers rows of table [rows, H] for ids; table holds vocab rows
+// [vocabStart, vocabStart+rows), and ids outside that range give zero rows.
+func (b *Backend) Embedding(table kernels.Tensor, ids []int32, vocabStart int) kernels.Tensor {
+	const op = "Embedding"
+	tt := b.tensor(op, table)
+	if len(tt.shape) != 2 {
+		panic(fmt.Sprintf("cuda: Embedding: table %v is not 2-D", tt.shape))
+	}
+	rows, h := tt.shape[0], tt.shape[1]
+	y := b.newTensor(op, len(ids), h)
+	if len(ids) == 0 || h == 0 {
+		return y
+	}
+	dids := b.uploadInts(op, ids)
+	b.launch(op, "embedding_f32", [3]int{len(ids), 1, 1}, [3]int{min(256, (h+31)/32*32), 1, 1}, 0,
+		y.ptr, tt.ptr, dids, h, rows, vocabStart)
+	return y
+}
+
+// Linear returns x·wᵀ for x [T, in] and w [out, in].
+//
+// Row-major y[T, out] = x[T, in]·w[out, in]ᵀ is, read column-major,
+// Y[out, T] = Wᵀ·X with W = w as a column-major [in, out] matrix (ld in) and
+// X = x as a column-major [in, T] matrix (ld in): so cuBLASLt computes
+// D[m=out, n=T] = op(A)·op(B) with A = w (transposed, stored [in, out]),
+// B = x (not transposed, stored [in, T]) and k = in.
+func (b *Backend) Linear(x, w kernels.Tensor) kernels.Tensor {
+	const op = "Linear"
+	xt, wt := b.tensor(op, x), b.tensor(op, w)
+	T, in := xt.dims()
+	if len(xt.shape) == 0 || len(wt.shape) != 2 || wt.shape[1] != xt.shape[len(xt.shape)-1] {
+		panic(fmt.Sprintf("cuda: Linear: x %v and w %v (want w [out, %d])", xt.shape, wt.shape, in))
+	}
+	in = wt.shape[1]
+	out := wt.shape[0]
+	shape := append(slices.Clone(xt.shape[:len(xt.shape)-1]), out)
+	y := b.newTensor(op, shape...)
+	if y.n == 0 {
+		return y
+	}
+	if in == 0 {
+		b.zero(op, y)
+		return y
+	}
+	b.gemmNT(op, y.ptr, xt.ptr, wt.ptr, T, in, out)
+	return y
+}
+
+// gemmNT computes y[T, N] = x[T, K]·w[N, K]ᵀ (all row-major, fp32).
+func (b *Backend) gemmNT(op string, y, x, w devptr, T, K, N int) {
+	if b.gemm == "cublaslt" {
+		if err := ltSgemm(b.lt, true, false, N, T, K, w, K, x, K, y, N, b.ws, b.wsSize); err != nil {
+			panic(fmt.Sprintf("cuda: %s: GEMM [%d, %d]·[%d, %d]ᵀ: %v", op, T, K, N, K, err))
+		}
+		if b.syncLaunch {
+			if err := ctxSynchronize(); err != nil {
+				panic(fmt.Sprintf("cuda: %s: GEMM: %v", op, err))
+			}
+		}
+		return
+	}
+	const tile = 16
+	b.launch(op, "gemm_nt_f32", [3]int{(N + tile - 1) / tile, (T + tile - 1) / tile, 1}, [3]int{tile, tile, 1}, 0,
+		y, x, w, T, K, N)
+}
+
+// zero fills t with zeros.
+func (b *Backend) zero(op string, t *Tensor) {
+	if err := memsetD32(t.ptr, 0, int64(t.n)); err != nil {
+		panic(fmt.Sprintf("cuda: %s: %v", op, err))
+	}
+}
+
+// checkGroups checks that x's last dim is a multiple of len(w) for a norm.
+func checkGroups(op string, x, w *Tensor) {
+	_, cols := x.dims()
+	if w.n == 0 || (cols > 0 && cols%w.n != 0) {
+		panic(fmt.Sprintf("cuda: %s: x %v is not made of groups of w %v", op, x.shape, w.shape))
+	}
+}
+
+func checkSame(op string, a, b *Tensor) {
+	if !slices.Equal(a.shape, b.shape) {
+		panic(fmt.Sprintf("cuda: %s: shapes %v and %v differ", op, a.shape, b.shape))
+	}
+}
+
+// RMSNorm is the zero-centered form x / rms(x) · (1 + w), per group of len(w)
+// columns.
+func (b *Backend) RMSNorm(x, w kernels.Tensor, eps float32) kernels.Tensor {
+	const op = "RMSNorm"
+	xt, wt := b.tensor(op, x), b.tensor(op, w)
+	checkGroups(op, xt, wt)
+	y := b.newTensor(op, xt.shape...)
+	g := wt.n
+	b.launch(op, "rmsnorm_f32", [3]int{xt.n / g, 1, 1}, [3]int{blockFor(g), 1, 1}, 0, y.ptr, xt.ptr, wt.ptr, g, eps)
+	return y
+}
+
+// AddRMSNorm returns sum = residual + delta and RMSNorm(sum, w).
+func (b *Backend) AddRMSNorm(residual, delta, w kernels.Tensor, eps float32) (sum, normed kernels.Tensor) {
+	const op = "AddRMSNorm"
+	rt, dt, wt := b.tensor(op, residual), b.tensor(op, delta), b.tensor(op, w)
+	checkSame(op, rt, dt)
+	checkGroups(op, rt, wt)
+	s, n := b.newTensor(op, rt.shape...), b.newTensor(op, rt.shape...)
+	g := wt.n
+	b.launch(op, "add_rmsnorm_f32", [3]int{rt.n / g, 1, 1}, [3]int{blockFor(g), 1, 1}, 0,
+		s.ptr, n.ptr, rt.ptr, dt.ptr, wt.ptr, g, eps)
+	return s, n
+}
+
+// GatedRMSNorm normalizes x per head of len(w) columns with the plain weight
+// w and multiplies by silu(z).
+func (b *Backend) GatedRMSNorm(x, z, w kernels.Tensor, eps float32) kernels.Tensor {
+	const op = "GatedRMSNorm"
+	xt, zt, wt := b.tensor(op, x), b.tensor(op, z), b.tensor(op, w)
+	checkSame(op, xt, zt)
+	checkGroups(op, xt, wt)
+	y := b.newTensor(op, xt.shape...)
+	g := wt.n
+	b.launch(op, "gated_rmsnorm_f32", [3]int{xt.n / g, 1, 1}, [3]int{blockFor(g), 1, 1}, 0,
+		y.ptr, xt.ptr, zt.ptr, wt.ptr, g, eps)
+	return y
+}
+
+// Add returns a + b.
+func (b *Backend) Add(x, y kernels.Tensor) kernels.Tensor {
+	const op = "Add"
+	xt, yt := b.tensor(op, x), b.tensor(op, y)
+	checkSame(op, xt, yt)
+	s := b.newTensor(op, xt.shape...)
+	b.launch(op, "add_f32", [3]int{b.grid1(int64(s.n), 256), 1, 1}, [3]int{256, 1, 1}, 0, s.ptr, xt.ptr, yt.ptr, int64(s.n))
+	return s
+}
+
+// SwiGLU returns silu(gate) ⊙ up.
+func (b *Backend) SwiGLU(gate, up kernels.Tensor) kernels.Tensor {
+	const op = "SwiGLU"
+	gt, ut := b.tensor(op, gate), b.tensor(op, up)
+	checkSame(op, gt, ut)
+	y := b.newTensor(op, gt.shape...)
+	b.launch(op, "swiglu_f32", [3]int{b.grid1(int64(y.n), 256), 1, 1}, [3]int{256, 1, 1}, 0, y.ptr, gt.ptr, ut.ptr, int64(y.n))
+	return y
+}
+
+// SplitQueryGate splits q_proj's per-head interleaved output
+// [T, heads·2·headDim] = [q_0 | g_0 | q_1 | g_1 | …] into q and gate
+// [T, heads·headDim].
+func (b *Backend) SplitQueryGate(qg kernels.Tensor, heads, headDim int) (q, gate kernels.Tensor) {
+	const op = "SplitQueryGate"
+	t := b.tensor(op, qg)
+	T, cols := t.dims()
+	if cols != heads*2*headDim {
+		panic(fmt.Sprintf("cuda: SplitQueryGate: qg %v for %d heads of %d", t.shape, heads, headDim))
+	}
+	qt, gt := b.newTensor(op, T, heads*headDim), b.newTensor(op, T, heads*headDim)
+	b.launch(op, "split_query_gate_f32", [3]int{T, heads, 1}, [3]int{min(256, (headDim+31)/32*32), 1, 1}, 0,
+		qt.ptr, gt.ptr, t.ptr, heads, headDim)
+	return qt, gt
+}
+
+// ropeInvFreq returns inv_freq[j] = 1 / theta^(2j/rotaryDim), computed in
+// float32 like torch (and the CPU oracle).
+func ropeInvFreq(rotaryDim int, theta float64) []float32 {
+	inv := make([]float32, rotaryDim/2)
+	for j := range inv {
+		e := float32(2*j) / float32(rotaryDim)
+		inv[j] = 1 / float32(math.Pow(theta, float64(e)))
+	}
+	return inv
+}
+
+// RoPE rotates the first rotaryDim dims of every head of x [T, heads·headDim]
+// in place, rotate-half style, with angle float32(pos)·inv_freq[i].
+func (b *Backend) RoPE(x kernels.Tensor, positions []int32, headDim, rotaryDim int, theta float64) {
+	const op = "RoPE"
+	xt := b.tensor(op, x)
+	T, cols := xt.dims()
+	if len(positions) != T || headDim <= 0 || cols%headDim != 0 || rotaryDim > headDim || rotaryDim%2 != 0 {
+		panic(fmt.Sprintf("cuda: RoPE: x %v with %d positions, headDim %d, rotaryDim %d",
+			xt.shape, len(positions), headDim, rotaryDim))
+	}
+	if T == 0 || rotaryDim == 0 {
+		return
+	}
+	key := ropeKey{rotaryDim, theta}
+	inv, ok := b.invFreq[key]
+	if !ok {
+		inv = b.uploadConstFloats(op, ropeInvFreq(rotaryDim, theta))
+		b.invFreq[key] = inv
+	}
+	pos := b.uploadInts(op, positions)
+	pairs := cols / headDim * rotaryDim / 2
+	b.launch(op, "rope_f32", [3]int{T, 1, 1}, [3]int{min(256, (pairs+31)/32*32), 1, 1}, 0,
+		xt.ptr, pos, inv, cols, headDim, rotaryDim)
+}
+
+// SelectRows gathers rows of x.
+func (b *Backend) SelectRows(x kernels.Tensor, rows []int) kernels.Tensor {
+	const op = "SelectRows"
+	xt := b.tensor(op, x)
+	n, cols := xt.dims()
+	idx := make([]int32, len(rows))
+	for i, r := range rows {
+		if r < 0 || r >= n {
+			panic(fmt.Sprintf("cuda: SelectRows: row %d out of range for x %v", r, xt.shape))
+		}
+		idx[i] = int32(r)
+	}
+	y := b.newTensor(op, len(rows), cols)
+	if len(rows) == 0 || cols == 0 {
+		return y
+	}
+	b.launch(op, "select_rows_f32", [3]int{len(rows), 1, 1}, [3]int{min(256, (cols+31)/32*32), 1, 1}, 0,
+		y.ptr, xt.ptr, b.uploadInts(op, idx), cols)
+	return y
+}
