@@ -12,6 +12,8 @@ One directory per fixture:
   flat-untied-gva1/  flat Qwen3_5ForCausalLM config with legacy RoPE fields and
                      full_attention_interval, untied lm_head, GDN 4/4 heads,
                      tensors under model.*, single model.safetensors
+  nested-untied-gva2/ nested config, untied lm_head, GDN 4 key / 8 value heads
+                     (so tensor parallelism up to 4 divides every head count)
 
 Each directory also gets ref.safetensors (F32 logits.<len> [len,256] from one
 no-cache forward, greedy_logits.<len> [32,256] = the raw logits generate() saw
@@ -92,6 +94,8 @@ OUTPUT_FILES = ("config.json", SINGLE_FILE) + SHARD_FILES + (INDEX_FILE, "ref.sa
 FIXTURES = [
     {"name": "nested-tied-gva2", "seed": 3501, "nk": 2, "nv": 4, "tied": True, "nested": True},
     {"name": "flat-untied-gva1", "seed": 3502, "nk": 4, "nv": 4, "tied": False, "nested": False},
+    # GVA 2:1 with 4 key heads, so that tensor parallelism up to 4 fits; nested and untied.
+    {"name": "nested-untied-gva2", "seed": 3503, "nk": 4, "nv": 8, "tied": False, "nested": True},
 ]
 
 # Filled by load_libs().
