@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"cohort/actors/planner"
 	"cohort/model"
@@ -51,6 +53,9 @@ type Config struct {
 	OnFailure   func(*supervision.RankFailure)
 	OnRecovered func(time.Duration)
 	OnReplayed  func(n int) // in-flight requests requeued for replay after a failure
+	// TracerProvider traces engine steps and, linked to them, each rank's
+	// execution of the step. Nil means no tracing (no cost).
+	TracerProvider trace.TracerProvider
 }
 
 func (c *Config) defaults() {
@@ -66,6 +71,9 @@ func (c *Config) defaults() {
 	def(&c.RebuildWindow, time.Minute)
 	if c.MaxRebuilds <= 0 {
 		c.MaxRebuilds = 5
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = noop.NewTracerProvider()
 	}
 	if c.Capacity.MaxModelLen == 0 {
 		c.Capacity.MaxModelLen = c.Checkpoint.Config.MaxPositions

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
 
 	"cohort/actors/planner"
 	"cohort/model"
@@ -47,6 +48,7 @@ type RunStep struct {
 	Reset      []int       // slots to zero before the step
 	Outputs    []OutputRow // rows whose logits are sampled (rank 0 samples)
 	ReplyTo    *actor.PID
+	Trace      trace.SpanContext // the engine step's span; rank spans link to it
 }
 
 // StepSeq is one sequence of a step (see kernels.Seq).

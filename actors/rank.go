@@ -1,9 +1,13 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"cohort/kernels"
 	"cohort/model"
@@ -22,6 +26,7 @@ type BackendFactory func(shard model.Shard, comm nccl.Communicator) (kernels.Bac
 type rankActor struct {
 	index      int
 	gen        uint64
+	tracer     trace.Tracer
 	newBackend BackendFactory
 	lockThread bool
 	exec       *executor
@@ -33,8 +38,10 @@ type rankActor struct {
 	faults *rankFaults
 }
 
-func newRankActor(index int, gen uint64, f BackendFactory, lockThread bool) actor.Producer {
-	return func() actor.Actor { return &rankActor{index: index, gen: gen, newBackend: f, lockThread: lockThread} }
+func newRankActor(index int, gen uint64, f BackendFactory, lockThread bool, tracer trace.Tracer) actor.Producer {
+	return func() actor.Actor {
+		return &rankActor{index: index, gen: gen, newBackend: f, lockThread: lockThread, tracer: tracer}
+	}
 }
 
 // injectPanic makes a rank actor panic inside Receive (fault injection).
@@ -113,7 +120,12 @@ func (r *rankActor) run(ctx actor.Context, msg *RunStep) {
 	}
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	be, m, st, poison, faults, sampleHere := r.be, r.m, r.st, r.poison, r.faults, r.index == 0
+	tracer, rank := r.tracer, r.index
 	r.exec.submit(func() {
+		_, span := tracer.Start(context.Background(), "rank.step", trace.WithLinks(trace.Link{SpanContext: msg.Trace}),
+			trace.WithAttributes(attribute.Int("cohort.rank", rank), attribute.Int64("cohort.step", int64(msg.Step)),
+				attribute.Int64("cohort.generation", int64(msg.Generation))))
+		defer span.End()
 		var samples []Sampled
 		err := protect("step", func() error {
 			if err := poison.Err(); err != nil {
@@ -126,6 +138,10 @@ func (r *rankActor) run(ctx actor.Context, msg *RunStep) {
 			samples, err = executeStep(be, m, st, msg, sampleHere)
 			return err
 		})
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
 		root.Send(self, &stepExecuted{step: msg, samples: samples, err: err})
 	})
 }

@@ -1,11 +1,15 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"cohort/actors/planner"
 	"cohort/supervision"
@@ -45,6 +49,7 @@ type liveRequest struct {
 }
 
 type inflightStep struct {
+	span     trace.Span
 	plan     planner.Plan
 	replies  int
 	samples  []Sampled
@@ -121,6 +126,11 @@ func (s *schedulerActor) maybeStep(ctx actor.Context) {
 	if step == nil {
 		return
 	}
+	_, s.inflight.span = s.cfg.TracerProvider.Tracer(tracerName).Start(context.Background(), "engine.step",
+		trace.WithAttributes(attribute.Int64("cohort.step", int64(step.Step)), attribute.Int64("cohort.generation", int64(step.Generation)),
+			attribute.Int("cohort.rows", len(step.Tokens)), attribute.Int("cohort.seqs", len(step.Seqs)),
+			attribute.Int("cohort.sampled", len(step.Outputs))))
+	step.Trace = s.inflight.span.SpanContext()
 	gen, id, root, self := s.gen, step.Step, ctx.ActorSystem().Root, ctx.Self()
 	s.inflight.deadline = time.AfterFunc(s.cfg.StepDeadline, func() {
 		root.Send(self, &stepDeadlineExceeded{gen: gen, step: id})
@@ -185,6 +195,7 @@ func (s *schedulerActor) completed(ctx actor.Context, msg *StepCompleted) {
 		return
 	}
 	f.deadline.Stop()
+	f.span.End()
 	s.inflight = nil
 	for _, d := range s.record(f) {
 		ctx.Send(d.pid, d.ev)
@@ -241,4 +252,17 @@ func (s *schedulerActor) planStats() planner.Stats {
 		return planner.Stats{}
 	}
 	return s.plan.Stats()
+}
+
+// tracerName names the instrumentation scope of engine and rank spans.
+const tracerName = "cohort/actors"
+
+// endStepSpan ends a failed step's span with the failure.
+func endStepSpan(f *inflightStep, err error) {
+	if f == nil || f.span == nil {
+		return
+	}
+	f.span.RecordError(err)
+	f.span.SetStatus(codes.Error, err.Error())
+	f.span.End()
 }

@@ -90,26 +90,6 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		logf("model %s has no chat template: /v1/chat/completions is disabled", modelDir)
 	}
 
-	threads := max(runtime.GOMAXPROCS(0) / *tp, 1)
-	var observer supervisionObserver
-	cfg := actors.Config{
-		Checkpoint: ck, Tokenizer: tok, TP: *tp,
-		NewBackend: func(_ model.Shard, comm nccl.Communicator) (kernels.Backend, error) {
-			return cpu.New(cpu.Options{Comm: comm, Threads: threads}), nil
-		},
-		Capacity: model.CapacityInput{Budget: int64(*kvBudget) << 20, ElemBytes: 4, PageSize: 16,
-			MaxSeqs: 64, MaxModelLen: *maxModelLen},
-		MaxPrefillTokens: *maxPrefill, MaxRows: 64, MaxPending: *maxPending,
-		StepDeadline: policy.stepDeadline, Replay: policy.replay, MaxRebuilds: policy.maxRebuilds,
-		RebuildWindow: policy.rebuildWindow, Faults: policy.debugFaults,
-	}
-	observer.hooks(&cfg)
-	eng, err := actors.Start(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("serve: starting the engine: %w", err)
-	}
-	defer eng.Close()
-
 	tracing, shutdownTracing, err := telemetry.Setup(ctx, os.Getenv)
 	if err != nil {
 		return fmt.Errorf("serve: tracing: %w", err)
@@ -121,6 +101,27 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 			logf("flushing traces: %v", err)
 		}
 	}()
+
+	threads := max(runtime.GOMAXPROCS(0) / *tp, 1)
+	var observer supervisionObserver
+	cfg := actors.Config{
+		Checkpoint: ck, Tokenizer: tok, TP: *tp,
+		NewBackend: func(_ model.Shard, comm nccl.Communicator) (kernels.Backend, error) {
+			return cpu.New(cpu.Options{Comm: comm, Threads: threads}), nil
+		},
+		Capacity: model.CapacityInput{Budget: int64(*kvBudget) << 20, ElemBytes: 4, PageSize: 16,
+			MaxSeqs: 64, MaxModelLen: *maxModelLen},
+		MaxPrefillTokens: *maxPrefill, MaxRows: 64, MaxPending: *maxPending,
+		StepDeadline: policy.stepDeadline, Replay: policy.replay, MaxRebuilds: policy.maxRebuilds,
+		RebuildWindow: policy.rebuildWindow, Faults: policy.debugFaults, TracerProvider: tracing,
+	}
+	observer.hooks(&cfg)
+	eng, err := actors.Start(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("serve: starting the engine: %w", err)
+	}
+	defer eng.Close()
+
 
 	opts := httpapi.Options{ModelName: *name, Tokenizer: tok, ChatTemplate: chat.Template,
 		BOS: chat.BOS, EOS: chat.EOS, TracerProvider: tracing, Logf: logf}
