@@ -122,7 +122,6 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer eng.Close()
 
-
 	opts := httpapi.Options{ModelName: *name, Tokenizer: tok, ChatTemplate: chat.Template,
 		BOS: chat.BOS, EOS: chat.EOS, TracerProvider: tracing, Logf: logf}
 	if policy.debugFaults {
