@@ -138,6 +138,9 @@ func (r *rankActor) run(ctx actor.Context, msg *RunStep) {
 			samples, err = executeStep(be, m, st, msg, sampleHere)
 			return err
 		})
+		if sr, ok := be.(kernels.ScratchResetter); ok {
+			sr.ResetScratch()
+		}
 		if err != nil {
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())

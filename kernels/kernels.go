@@ -143,3 +143,10 @@ type Backend interface {
 	// NewStatePool allocates zeroed GDN state for `layers` GDN layers.
 	NewStatePool(layers, slots int, cfg GDNConfig) StatePool
 }
+
+// ScratchResetter is implemented by backends that allocate op outputs from a
+// per-step scratch arena (the CUDA backend). The rank's executor calls
+// ResetScratch after every step, once the step's results are on the host.
+type ScratchResetter interface {
+	ResetScratch()
+}
