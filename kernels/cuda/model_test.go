@@ -3,23 +3,18 @@
 package cuda
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
-	"strconv"
 	"sync"
 	"testing"
 
 	"cohort/kernels"
 	"cohort/kernels/cpu"
 	"cohort/model"
+	"cohort/model/hffixture"
 	_ "cohort/model/qwen35" // registers the Qwen3.5 architectures
-	"cohort/model/safetensors"
 	"cohort/nccl"
 )
 
@@ -29,48 +24,23 @@ import (
 
 const fixtureRoot = "../../testdata/hf"
 
-type hfRef struct {
-	Prompts map[string][]int32 `json:"prompts"`
-	Greedy  map[string][]int32 `json:"greedy"`
-}
-
-func fixtures(t *testing.T) []string {
-	dirs, _ := filepath.Glob(filepath.Join(fixtureRoot, "*", "ref.json"))
-	if len(dirs) == 0 {
-		t.Fatalf("no HF fixtures under %s (run the test binary from kernels/cuda)", fixtureRoot)
-	}
-	for i := range dirs {
-		dirs[i] = filepath.Dir(dirs[i])
-	}
-	return dirs
-}
-
-func readRef(t *testing.T, dir string) (*hfRef, *safetensors.File) {
+// fixtures opens every committed HF fixture.
+func fixtures(t *testing.T) []*hffixture.Fixture {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(dir, "ref.json"))
-	if err != nil {
-		t.Fatal(err)
+	dirs, err := hffixture.Find(fixtureRoot)
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no HF fixtures under %s (run the test binary from kernels/cuda): %v", fixtureRoot, err)
 	}
-	var ref hfRef
-	if err := json.Unmarshal(raw, &ref); err != nil {
-		t.Fatal(err)
+	var out []*hffixture.Fixture
+	for _, d := range dirs {
+		f, err := hffixture.Open(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		out = append(out, f)
 	}
-	logits, err := safetensors.Open(filepath.Join(dir, "ref.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { logits.Close() })
-	return &ref, logits
-}
-
-func promptLengths(ref *hfRef) []int {
-	var lens []int
-	for k := range ref.Prompts {
-		n, _ := strconv.Atoi(k)
-		lens = append(lens, n)
-	}
-	sort.Ints(lens)
-	return lens
+	return out
 }
 
 // logitStats returns max |got−want| and the std of want.
@@ -131,11 +101,10 @@ func greedy(t *testing.T, be kernels.Backend, m model.Model, ids []int32, n int)
 // continuation (prefill, then decode token by token) equals transformers'.
 func TestModelMatchesCPUAndHF(t *testing.T) {
 	be := gpu(t)
-	for _, dir := range fixtures(t) {
-		t.Run(filepath.Base(dir), func(t *testing.T) {
+	for _, fx := range fixtures(t) {
+		t.Run(fx.Name, func(t *testing.T) {
 			be := gpu(t)
-			ref, refLogits := readRef(t, dir)
-			ck, err := model.Open(dir)
+			ck, err := model.Open(fx.Dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -150,10 +119,10 @@ func TestModelMatchesCPUAndHF(t *testing.T) {
 				t.Fatal(err)
 			}
 			vocab := ck.Config.VocabSize
-			for _, n := range promptLengths(ref) {
+			for _, n := range fx.Lengths() {
 				t.Run(fmt.Sprint(n), func(t *testing.T) {
 					be := gpu(t)
-					ids := ref.Prompts[strconv.Itoa(n)]
+					ids := fx.Prompts[n]
 					got := step(t, be, model.NewSession(be, mg, n), ids, true)
 					want := step(t, cb, model.NewSession(cb, mc, n), ids, true)
 					d, std := logitStats(got, want)
@@ -161,11 +130,9 @@ func TestModelMatchesCPUAndHF(t *testing.T) {
 					if d > 2e-3*std {
 						t.Errorf("vs CPU: max |Δlogit| = %.3g > 2e-3 × std %.3g", d, std)
 					}
-					if rt, ok := refLogits.Tensor(fmt.Sprintf("logits.%d", n)); ok {
-						hf, err := rt.Float32()
-						if err != nil {
-							t.Fatal(err)
-						}
+					if hf, err := fx.Logits(n); err != nil {
+						t.Fatal(err)
+					} else {
 						d, std := logitStats(got, hf)
 						t.Logf("vs HF:  max |Δlogit| = %.3g (%.2g × logit std %.3g)", d, d/std, std)
 						if d > 2e-3*std {
@@ -177,7 +144,7 @@ func TestModelMatchesCPUAndHF(t *testing.T) {
 							t.Errorf("position %d: top-1 %d, CPU %d", pos, a, b)
 						}
 					}
-					wantGreedy := ref.Greedy[strconv.Itoa(n)]
+					wantGreedy := fx.Greedy[n]
 					if len(wantGreedy) == 0 {
 						wantGreedy = greedy(t, cb, mc, ids, 32)
 					}
@@ -297,10 +264,9 @@ func TestCollectives(t *testing.T) {
 // the CPU oracle's TP=1 and its greedy continuation with transformers'.
 func TestModelTensorParallel(t *testing.T) {
 	gpu(t)
-	for _, dir := range fixtures(t) {
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			ref, _ := readRef(t, dir)
-			ck, err := model.Open(dir)
+	for _, fx := range fixtures(t) {
+		t.Run(fx.Name, func(t *testing.T) {
+			ck, err := model.Open(fx.Dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -369,7 +335,7 @@ func TestModelTensorParallel(t *testing.T) {
 				cached += n
 				return out
 			}
-			ids := ref.Prompts["130"]
+			ids := fx.Prompts[130]
 			got := run(ids, true)
 			want := step(t, cb, model.NewSession(cb, mc, len(ids)), ids, true)
 			for r := range got {
@@ -379,7 +345,7 @@ func TestModelTensorParallel(t *testing.T) {
 					t.Errorf("rank %d: max |Δlogit| = %.3g > 2e-3 × std %.3g", r, d, std)
 				}
 			}
-			wantGreedy := ref.Greedy["130"]
+			wantGreedy := fx.Greedy[130]
 			vocab := ck.Config.VocabSize
 			last := got[0][len(got[0])-vocab:]
 			var gen []int32

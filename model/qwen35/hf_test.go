@@ -1,70 +1,37 @@
 package qwen35_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
-	"sort"
-	"strconv"
 	"testing"
 
 	"cohort/kernels/cpu"
 	"cohort/model"
-	"cohort/model/safetensors"
+	"cohort/model/hffixture"
 	"cohort/model/sample"
 )
 
-// hfRef is ref.json of a fixture made by tools/hfref/make_fixtures.py.
-type hfRef struct {
-	Fixture      string             `json:"fixture"`
-	Prompts      map[string][]int32 `json:"prompts"`
-	Greedy       map[string][]int32 `json:"greedy"`
-	Transformers string             `json:"transformers"`
-	GDNPath      string             `json:"gdn_path"`
-}
-
 const fixtureRoot = "../../testdata/hf"
 
-func fixtureDirs(t *testing.T) []string {
-	dirs, _ := filepath.Glob(filepath.Join(fixtureRoot, "*", "ref.json"))
-	if len(dirs) < 2 {
-		t.Fatalf("want at least 2 HF fixtures under %s, found %d (regenerate with `make fixtures` on the GPU machine)", fixtureRoot, len(dirs))
-	}
-	for i := range dirs {
-		dirs[i] = filepath.Dir(dirs[i])
-	}
-	return dirs
-}
-
-func readRef(t *testing.T, dir string) (*hfRef, *safetensors.File) {
+// fixtures opens every committed fixture (at least the three
+// tools/hfref/make_fixtures.py makes).
+func fixtures(t *testing.T) []*hffixture.Fixture {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(dir, "ref.json"))
-	if err != nil {
-		t.Fatal(err)
+	dirs, err := hffixture.Find(fixtureRoot)
+	if err != nil || len(dirs) < 3 {
+		t.Fatalf("want at least 3 HF fixtures under %s, found %d (%v); regenerate with `make fixtures` on the GPU machine", fixtureRoot, len(dirs), err)
 	}
-	var ref hfRef
-	if err := json.Unmarshal(raw, &ref); err != nil {
-		t.Fatal(err)
+	var out []*hffixture.Fixture
+	for _, d := range dirs {
+		f, err := hffixture.Open(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		out = append(out, f)
 	}
-	logits, err := safetensors.Open(filepath.Join(dir, "ref.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { logits.Close() })
-	return &ref, logits
-}
-
-func promptLengths(ref *hfRef) []int {
-	var lens []int
-	for k := range ref.Prompts {
-		n, _ := strconv.Atoi(k)
-		lens = append(lens, n)
-	}
-	sort.Ints(lens)
-	return lens
+	return out
 }
 
 // TestMatchesHuggingFace compares the CPU forward pass (f32) with
@@ -72,10 +39,9 @@ func promptLengths(ref *hfRef) []int {
 // |Δlogit| ≤ 2e-3 × the logit std, the same top-1 everywhere, and the same
 // greedy continuation through prefill then token-by-token decode.
 func TestMatchesHuggingFace(t *testing.T) {
-	for _, dir := range fixtureDirs(t) {
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			ref, logits := readRef(t, dir)
-			ck, err := model.Open(dir)
+	for _, fx := range fixtures(t) {
+		t.Run(fx.Name, func(t *testing.T) {
+			ck, err := model.Open(fx.Dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,20 +51,19 @@ func TestMatchesHuggingFace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, n := range promptLengths(ref) {
+			for _, n := range fx.Lengths() {
 				t.Run(fmt.Sprint(n), func(t *testing.T) {
-					ids := ref.Prompts[strconv.Itoa(n)]
-					want, ok := logits.Tensor(fmt.Sprintf("logits.%d", n))
-					if !ok {
-						t.Fatalf("ref.safetensors lacks logits.%d", n)
+					ids := fx.Prompts[n]
+					wantF, err := fx.Logits(n)
+					if err != nil {
+						t.Fatal(err)
 					}
-					wantF, _ := want.Float32()
 					got, err := model.NewSession(be, m, n).Step(ids, true)
 					if err != nil {
 						t.Fatal(err)
 					}
 					compareLogits(t, got, wantF, ck.Config.VocabSize)
-					greedy := ref.Greedy[strconv.Itoa(n)]
+					greedy := fx.Greedy[n]
 					if g := greedyContinue(t, be, m, ids, len(greedy)); !slices.Equal(g, greedy) {
 						t.Errorf("greedy continuation\n got %v\nwant %v", g, greedy)
 					}

@@ -3,9 +3,7 @@ package qwen35_test
 import (
 	"fmt"
 	"math"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -92,19 +90,18 @@ func maxAbsDiff(a, b []float32) float64 {
 // give logits within 1e-4 of TP=1 on the HF fixtures, and the same greedy
 // continuation through prefill + decode.
 func TestTensorParallelMatchesSingle(t *testing.T) {
-	for _, dir := range fixtureDirs(t) {
-		ref, _ := readRef(t, dir)
-		ck, err := model.Open(dir)
+	for _, fx := range fixtures(t) {
+		ck, err := model.Open(fx.Dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer ck.Close()
-		ids := ref.Prompts[strconv.Itoa(130)]
+		ids := fx.Prompts[130]
 		single := loadTP(t, ck, 1)
 		want := single.step(t, ids)[0]
 		wantGreedy := greedyTP(t, single, want, 12)
 		for _, size := range []int{2, 4} {
-			t.Run(fmt.Sprintf("%s/tp=%d", filepath.Base(dir), size), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/tp=%d", fx.Name, size), func(t *testing.T) {
 				if err := qwen35.CheckShard(ck.Config, model.Shard{Size: size}); err != nil {
 					t.Skipf("degree does not fit this fixture: %v", err)
 				}
@@ -137,15 +134,15 @@ func greedyTP(t *testing.T, tg *tpGroup, logits []float32, n int) []int32 {
 }
 
 func TestTensorParallelDegreeErrors(t *testing.T) {
-	for _, dir := range fixtureDirs(t) {
-		ck, err := model.Open(dir)
+	for _, fx := range fixtures(t) {
+		ck, err := model.Open(fx.Dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer ck.Close()
 		_, err = ck.Load(cpu.New(cpu.Options{}), model.Shard{Rank: 0, Size: 3})
 		if err == nil || !strings.Contains(err.Error(), "tensor-parallel degree 3 does not divide num_attention_heads = 4") {
-			t.Errorf("%s: TP=3: %v", filepath.Base(dir), err)
+			t.Errorf("%s: TP=3: %v", fx.Name, err)
 		}
 	}
 }
