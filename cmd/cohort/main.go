@@ -22,6 +22,7 @@ var commands = map[string]command{
 	"generate":   {"generate text from a prompt (streams to stdout)", runGenerate},
 	"score":      {"print per-position top-k logprobs of a token sequence as JSON", runScore},
 	"serve":      {"serve the model over an OpenAI-compatible HTTP API", runServe},
+	"bench":      {"measure decode, prefill and TTFT through the engine", runBench},
 }
 
 func main() {

@@ -20,12 +20,9 @@ import (
 	"cohort/httpapi"
 	"cohort/httpapi/chattemplate"
 	"cohort/httpapi/telemetry"
-	"cohort/kernels"
-	"cohort/kernels/cpu"
 	"cohort/model"
 	_ "cohort/model/qwen35" // registers the Qwen3.5 architectures
 	"cohort/model/tokenizer"
-	"cohort/nccl"
 )
 
 // shutdownGrace bounds how long in-flight requests may finish after
@@ -35,7 +32,8 @@ const shutdownGrace = 30 * time.Second
 func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	dir := fs.String("model", "", "model directory (default: the built-in tiny model)")
-	tp := fs.Int("tp", 1, "tensor-parallel degree (CPU ranks)")
+	tp := fs.Int("tp", 1, "tensor-parallel degree (ranks)")
+	device := fs.String("device", "cpu", "backend: cpu, or cuda (a binary built with make build-cuda; rank r on GPU r)")
 	host := fs.String("host", "127.0.0.1", "address to listen on")
 	port := fs.Int("port", 8000, "port to listen on (0 picks a free one)")
 	name := fs.String("served-model-name", "", "model id clients send (default: the model directory's name)")
@@ -103,13 +101,15 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	}()
 
 	threads := max(runtime.GOMAXPROCS(0) / *tp, 1)
+	newBackend, lockThread, elemBytes, err := backendFactory(*device, threads)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	var observer supervisionObserver
 	cfg := actors.Config{
 		Checkpoint: ck, Tokenizer: tok, TP: *tp,
-		NewBackend: func(_ model.Shard, comm nccl.Communicator) (kernels.Backend, error) {
-			return cpu.New(cpu.Options{Comm: comm, Threads: threads}), nil
-		},
-		Capacity: model.CapacityInput{Budget: int64(*kvBudget) << 20, ElemBytes: 4, PageSize: 16,
+		NewBackend: newBackend, LockThread: lockThread,
+		Capacity: model.CapacityInput{Budget: int64(*kvBudget) << 20, ElemBytes: elemBytes, PageSize: 16,
 			MaxSeqs: 64, MaxModelLen: *maxModelLen},
 		MaxPrefillTokens: *maxPrefill, MaxRows: 64, MaxPending: *maxPending,
 		StepDeadline: policy.stepDeadline, Replay: policy.replay, MaxRebuilds: policy.maxRebuilds,

@@ -1,0 +1,456 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"cohort/actors"
+	"cohort/kernels"
+	"cohort/kernels/cpu"
+	"cohort/model"
+	"cohort/model/modelgen"
+	"cohort/model/tokenizer"
+	"cohort/nccl"
+)
+
+// cpuFactory makes each rank's CPU backend with threads workers.
+func cpuFactory(threads int) actors.BackendFactory {
+	return func(_ model.Shard, comm nccl.Communicator) (kernels.Backend, error) {
+		return cpu.New(cpu.Options{Comm: comm, Threads: threads}), nil
+	}
+}
+
+// Bandwidth floor of one decode step: every weight (bf16) plus one
+// request's GDN state read once at HBM speed. For Qwen3.5-4B's shape on one
+// H200 that is 1.96 ms/token.
+const (
+	hbmBytesPerSec = 4.3e12
+	floor4B        = 1.96 // ms/token, the 4b-shape preset
+)
+
+// benchReport is what `cohort bench --json` writes.
+type benchReport struct {
+	What             string         `json:"what"`
+	Date             string         `json:"date"`
+	Model            string         `json:"model"`
+	Preset           string         `json:"preset,omitempty"`
+	Device           string         `json:"device"`
+	TP               int            `json:"tp"`
+	ElemBytes        int            `json:"elem_bytes"`
+	GOMAXPROCS       int            `json:"gomaxprocs"`
+	PromptLen        int            `json:"prompt_len"`
+	DecodeTokens     int            `json:"decode_tokens"`
+	MaxPrefillTokens int            `json:"max_prefill_tokens"`
+	KVBudgetMiB      int64          `json:"kv_budget_mib"`
+	Slots            int            `json:"slots"`
+	KVPages          int            `json:"kv_pages"`
+	LoadSeconds      float64        `json:"load_s"`
+	WeightBytesBF16  int64          `json:"weight_bytes_bf16"`
+	StateBytesBF16   int64          `json:"state_bytes_bf16"`
+	FloorMsPerToken  float64        `json:"floor_ms_per_token"`
+	FloorSource      string         `json:"floor_source"`
+	Decode           []decodeResult `json:"decode"`
+	Prefill          []prefillRes   `json:"prefill"`
+	TTFT             *ttftResult    `json:"ttft,omitempty"`
+}
+
+type decodeResult struct {
+	Batch         int     `json:"batch"`
+	MsPerToken    float64 `json:"ms_per_token"`   // decode wall time / steps
+	TokPerSec     float64 `json:"tok_per_s"`      // aggregate decode tokens / decode wall time
+	Steps         int     `json:"steps"`          // decode steps measured
+	DecodeSeconds float64 `json:"decode_s"`       // from all first tokens to the last token
+	FloorFraction float64 `json:"floor_fraction"` // floor / ms_per_token
+}
+
+type prefillRes struct {
+	Tokens    int     `json:"tokens"`
+	TTFTMs    float64 `json:"ttft_ms"`
+	TokPerSec float64 `json:"tok_per_s"`
+}
+
+type ttftResult struct {
+	PromptTokens int       `json:"prompt_tokens"`
+	MedianMs     float64   `json:"median_ms"`
+	RunsMs       []float64 `json:"runs_ms"`
+}
+
+func runBench(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	dir := fs.String("model", "", "model directory (or use --preset)")
+	preset := fs.String("preset", "", "generate this preset into a temporary directory: "+strings.Join(modelgen.PresetNames(), ", "))
+	device := fs.String("device", "cpu", "backend: cpu or cuda")
+	tp := fs.Int("tp", 1, "tensor-parallel degree (ranks)")
+	batchList := fs.String("batch", "1,8,32", "decode batch sizes (concurrent requests), comma-separated")
+	promptLen := fs.Int("prompt-len", 128, "prompt tokens of each decode request")
+	decodeTokens := fs.Int("decode-tokens", 64, "tokens each decode request generates (ignore_eos)")
+	prefillList := fs.String("prefill", "1024,8192", "prefill lengths to time (one request, max_tokens 1), comma-separated")
+	ttftLen := fs.Int("ttft-len", 1024, "prompt tokens of the TTFT measurement (0: skip)")
+	ttftRuns := fs.Int("ttft-runs", 3, "TTFT repetitions (the median is reported)")
+	maxPrefill := fs.Int("max-prefill-tokens", 2048, "prefill tokens per engine step (as serve)")
+	kvBudget := fs.Int("kv-budget-mib", 0, "memory per rank for KV pages and request state, in MiB (0: just enough for the runs)")
+	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	batches, err := parseInts(*batchList)
+	if err != nil {
+		return fmt.Errorf("bench: --batch: %w", err)
+	}
+	prefills, err := parseInts(*prefillList)
+	if err != nil {
+		return fmt.Errorf("bench: --prefill: %w", err)
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("bench: unexpected arguments %q", fs.Args())
+	case (*dir == "") == (*preset == ""):
+		return errors.New("bench: give exactly one of --model and --preset")
+	case *tp < 1 || *promptLen < 1 || *maxPrefill < 1 || *ttftRuns < 1 || *ttftLen < 0 || *kvBudget < 0:
+		return errors.New("bench: --tp, --prompt-len, --max-prefill-tokens and --ttft-runs must be positive; --ttft-len and --kv-budget-mib not negative")
+	case *decodeTokens < 2:
+		return errors.New("bench: --decode-tokens must be at least 2 (the first token comes from the prefill)")
+	case len(batches) == 0:
+		return errors.New("bench: --batch is empty")
+	}
+
+	threads := max(runtime.GOMAXPROCS(0) / *tp, 1)
+	newBackend, lockThread, elemBytes, err := backendFactory(*device, threads)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+
+	modelDir := *dir
+	if *preset != "" {
+		p, ok := modelgen.Presets[*preset]
+		if !ok {
+			return fmt.Errorf("bench: unknown preset %q (have %s)", *preset, strings.Join(modelgen.PresetNames(), ", "))
+		}
+		tmp, err := os.MkdirTemp("", "cohort-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		fmt.Fprintf(stdout, "generating the %s preset into %s\n", p.Name, tmp)
+		if err := modelgen.Write(tmp, p); err != nil {
+			return err
+		}
+		modelDir = tmp
+	}
+	ck, err := model.Open(modelDir)
+	if err != nil {
+		return err
+	}
+	defer ck.Close()
+	tok, err := tokenizer.Load(filepath.Join(modelDir, "tokenizer.json"))
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	cfg := ck.Config
+	shard := model.Shard{Rank: 0, Size: *tp}
+	const pageSize = 16
+	maxBatch := slices.Max(batches)
+	longest := max(*promptLen+*decodeTokens, *ttftLen+1)
+	for _, l := range prefills {
+		longest = max(longest, l+1)
+	}
+	maxModelLen := (longest + pageSize - 1) / pageSize * pageSize
+	if cfg.MaxPositions > 0 && maxModelLen > cfg.MaxPositions {
+		return fmt.Errorf("bench: the runs need %d positions; the model has %d", maxModelLen, cfg.MaxPositions)
+	}
+	budget := int64(*kvBudget) << 20
+	if budget == 0 {
+		// Slots take at most half the budget (PlanCapacity), the KV pages the rest.
+		state := cfg.StateBytes(shard, elemBytes)
+		perReq := int64((*promptLen+*decodeTokens)/pageSize+2) * pageSize
+		kv := cfg.KVBytesPerToken(shard, elemBytes) * max(int64(maxBatch)*perReq, int64(maxModelLen+2*pageSize))
+		budget = int64(maxBatch)*state + max(int64(maxBatch)*state, kv) + 16<<20
+	}
+
+	report := &benchReport{
+		What: "measured through the engine: actors.Start (scheduler, planner, rank actors, device executor) + the backend; requests submitted through the Go API, times from the request actors' events",
+		Date: time.Now().UTC().Format(time.RFC3339), Model: modelDir, Preset: *preset, Device: *device, TP: *tp,
+		ElemBytes: elemBytes, GOMAXPROCS: runtime.GOMAXPROCS(0), PromptLen: *promptLen, DecodeTokens: *decodeTokens,
+		MaxPrefillTokens: *maxPrefill, KVBudgetMiB: budget >> 20,
+	}
+	if report.Preset == "" {
+		report.Preset = checkpointPreset(modelDir)
+	}
+	report.WeightBytesBF16, err = weightBytesBF16(ck)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	report.StateBytesBF16 = cfg.StateBytes(model.Single, 2)
+	if report.Preset == "4b-shape" {
+		report.FloorMsPerToken = floor4B
+		report.FloorSource = "Qwen3.5-4B shape on one H200: bf16 weights + one request's state at 4.3 TB/s"
+	} else {
+		report.FloorMsPerToken = float64(report.WeightBytesBF16+report.StateBytesBF16) / hbmBytesPerSec * 1e3
+		report.FloorSource = "computed for this model: (weight bytes in bf16 + one request's state bytes) / 4.3e12 B/s (H200 HBM)"
+	}
+
+	fmt.Fprintf(stdout, "starting the engine: %s, device %s, tp %d, budget %d MiB per rank\n", modelDir, *device, *tp, budget>>20)
+	start := time.Now()
+	eng, err := actors.Start(ctx, actors.Config{
+		Checkpoint: ck, Tokenizer: tok, TP: *tp, NewBackend: newBackend, LockThread: lockThread,
+		Capacity: model.CapacityInput{Budget: budget, ElemBytes: elemBytes, PageSize: pageSize,
+			MaxSeqs: max(64, maxBatch), MaxModelLen: maxModelLen},
+		MaxPrefillTokens: *maxPrefill, MaxRows: max(64, maxBatch),
+	})
+	if err != nil {
+		return fmt.Errorf("bench: starting the engine: %w", err)
+	}
+	defer eng.Close()
+	report.LoadSeconds = time.Since(start).Seconds()
+	info := eng.Info()
+	report.Slots, report.KVPages = info.Slots, info.KVPages
+	if info.Slots < maxBatch {
+		return fmt.Errorf("bench: the engine holds %d concurrent requests, batch %d needs more: raise --kv-budget-mib", info.Slots, maxBatch)
+	}
+	fmt.Fprintf(stdout, "engine ready in %.1fs (slots %d, kv pages %d)\n", report.LoadSeconds, info.Slots, info.KVPages)
+
+	b := &bencher{eng: eng, vocab: min(info.VocabSize, 256)}
+	// Warm-up: one request of the decode shape, then the largest batch with
+	// short prompts (kernels compiled, GEMM heuristics and caches settled).
+	if _, err := b.run(ctx, 1, *promptLen, 4); err != nil {
+		return fmt.Errorf("bench: warm-up: %w", err)
+	}
+	if _, err := b.run(ctx, maxBatch, 16, 3); err != nil {
+		return fmt.Errorf("bench: warm-up: %w", err)
+	}
+	fmt.Fprintf(stdout, "warm-up done (%.1fs)\n", time.Since(start).Seconds()-report.LoadSeconds)
+
+	for _, n := range batches {
+		runs, err := b.run(ctx, n, *promptLen, *decodeTokens)
+		if err != nil {
+			return fmt.Errorf("bench: decode batch %d: %w", n, err)
+		}
+		d := decodeStats(runs)
+		d.Batch = n
+		d.FloorFraction = report.FloorMsPerToken / d.MsPerToken
+		report.Decode = append(report.Decode, d)
+		fmt.Fprintf(stdout, "decode batch %d: %.3f ms/token, %.1f tok/s\n", n, d.MsPerToken, d.TokPerSec)
+	}
+	for _, l := range prefills {
+		runs, err := b.run(ctx, 1, l, 1)
+		if err != nil {
+			return fmt.Errorf("bench: prefill %d: %w", l, err)
+		}
+		ttft := runs[0].first.Sub(runs[0].submit)
+		report.Prefill = append(report.Prefill, prefillRes{Tokens: l, TTFTMs: ms(ttft), TokPerSec: float64(l) / ttft.Seconds()})
+		fmt.Fprintf(stdout, "prefill %d: TTFT %.1f ms, %.1f tok/s\n", l, ms(ttft), float64(l)/ttft.Seconds())
+	}
+	if *ttftLen > 0 {
+		t := &ttftResult{PromptTokens: *ttftLen}
+		for range *ttftRuns {
+			runs, err := b.run(ctx, 1, *ttftLen, 1)
+			if err != nil {
+				return fmt.Errorf("bench: ttft: %w", err)
+			}
+			t.RunsMs = append(t.RunsMs, ms(runs[0].first.Sub(runs[0].submit)))
+		}
+		sorted := slices.Clone(t.RunsMs)
+		slices.Sort(sorted)
+		t.MedianMs = sorted[len(sorted)/2]
+		report.TTFT = t
+	}
+
+	printReport(stdout, report)
+	if *jsonOut != "" {
+		data, err := json.MarshalIndent(report, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*jsonOut, append(data, '\n'), 0o644); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+	}
+	return nil
+}
+
+// bencher submits synthetic requests to a running engine.
+type bencher struct {
+	eng   *actors.Engine
+	vocab int // prompt ids are drawn from [0, vocab)
+	seq   uint64
+}
+
+// reqTimes is one request's timeline: submit, first token, and every token.
+type reqTimes struct {
+	submit time.Time
+	first  time.Time
+	tokens []time.Time
+}
+
+// run submits n concurrent requests of promptLen tokens, each generating
+// maxTokens tokens (EOS ignored), and waits for all of them.
+func (b *bencher) run(ctx context.Context, n, promptLen, maxTokens int) ([]reqTimes, error) {
+	out := make([]reqTimes, n)
+	streams := make([]*actors.Stream, n)
+	for i := range n {
+		b.seq++
+		r := rand.New(rand.NewPCG(b.seq, 0xbe9c4))
+		prompt := make([]int32, promptLen)
+		for j := range prompt {
+			prompt[j] = int32(r.IntN(b.vocab))
+		}
+		out[i].submit = time.Now()
+		s, err := b.eng.Submit(actors.Request{Prompt: prompt, MaxTokens: maxTokens, IgnoreEOS: true})
+		if err != nil {
+			for _, s := range streams[:i] {
+				s.Cancel()
+			}
+			return nil, err
+		}
+		streams[i] = s
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, s := range streams {
+		wg.Go(func() {
+			for {
+				ev, err := s.Recv(ctx)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					s.Cancel()
+					errs[i] = err
+					return
+				}
+				if ev.Finish == "error" || ev.Finish == "cancelled" {
+					errs[i] = fmt.Errorf("request ended with %q: %v", ev.Finish, ev.Err)
+					return
+				}
+				if ev.HasToken {
+					out[i].tokens = append(out[i].tokens, ev.Time)
+				}
+			}
+			if len(out[i].tokens) != maxTokens {
+				errs[i] = fmt.Errorf("request got %d tokens, want %d", len(out[i].tokens), maxTokens)
+				return
+			}
+			out[i].first = out[i].tokens[0]
+		})
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
+
+// decodeStats measures the decode phase of a batch: from the moment every
+// request had its first token until the last token. Steps are the tokens
+// the last request produced in that window (one per engine step).
+func decodeStats(runs []reqTimes) decodeResult {
+	var t0, t1 time.Time
+	for _, r := range runs {
+		if r.first.After(t0) {
+			t0 = r.first
+		}
+		if last := r.tokens[len(r.tokens)-1]; last.After(t1) {
+			t1 = last
+		}
+	}
+	steps, tokens := 0, 0
+	for _, r := range runs {
+		n := 0
+		for _, t := range r.tokens {
+			if t.After(t0) {
+				n++
+			}
+		}
+		steps, tokens = max(steps, n), tokens+n
+	}
+	d := t1.Sub(t0)
+	res := decodeResult{Steps: steps, DecodeSeconds: d.Seconds()}
+	if steps > 0 && d > 0 {
+		res.MsPerToken = ms(d) / float64(steps)
+		res.TokPerSec = float64(tokens) / d.Seconds()
+	}
+	return res
+}
+
+func printReport(w io.Writer, r *benchReport) {
+	fmt.Fprintf(w, "\ncohort bench: %s, device %s (%d-byte elements), tp %d — measured through the engine (actors + planner + backend)\n",
+		r.Model, r.Device, r.ElemBytes, r.TP)
+	fmt.Fprintf(w, "floor %.4g ms/token: %s\n\n", r.FloorMsPerToken, r.FloorSource)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "decode (prompt %d, %d tokens)\tbatch\tms/token\ttok/s\tsteps\tfloor ms\tfloor/measured\t\n", r.PromptLen, r.DecodeTokens)
+	for _, d := range r.Decode {
+		fmt.Fprintf(tw, "\t%d\t%.3f\t%.1f\t%d\t%.4g\t%.3g\t\n", d.Batch, d.MsPerToken, d.TokPerSec, d.Steps, r.FloorMsPerToken, d.FloorFraction)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "prefill (one request, max_tokens 1)\ttokens\tTTFT ms\ttok/s\t\n")
+	for _, p := range r.Prefill {
+		fmt.Fprintf(tw, "\t%d\t%.1f\t%.1f\t\n", p.Tokens, p.TTFTMs, p.TokPerSec)
+	}
+	tw.Flush()
+	if r.TTFT != nil {
+		fmt.Fprintf(w, "\nTTFT, %d-token prompt: median %.1f ms over %d runs\n", r.TTFT.PromptTokens, r.TTFT.MedianMs, len(r.TTFT.RunsMs))
+	}
+}
+
+// weightBytesBF16 is the size of the model's weights (one rank, TP=1) at 2
+// bytes per element; a tied embedding counts once.
+func weightBytesBF16(ck *model.Checkpoint) (int64, error) {
+	decls, err := ck.Arch.Declare(ck.Config, model.Single)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, d := range decls {
+		e := int64(1)
+		for _, s := range d.Shape {
+			e *= int64(s)
+		}
+		n += 2 * e
+	}
+	return n, nil
+}
+
+// checkpointPreset returns the cohort_preset that modelgen records in
+// config.json ("" for other checkpoints).
+func checkpointPreset(dir string) string {
+	data, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return ""
+	}
+	var c struct {
+		Preset string `json:"cohort_preset"`
+	}
+	_ = json.Unmarshal(data, &c)
+	return c.Preset
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		v, err := strconv.Atoi(f)
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,321 @@
+#!/usr/bin/env python3
+"""Hugging Face transformers baseline for `cohort bench`, on one GPU.
+
+    python3 tools/bench/hf_generate.py --model DIR [--out hf.json] [--dtypes bf16,f32]
+        [--batch 1,8] [--prompt-len 128] [--new-tokens 64] [--prefill 1024]
+
+DIR is a checkpoint written by `cohort make-model` (nested Qwen3.5 config, tensors under
+model.language_model.*). As tools/hfref/make_fixtures.py does, the script builds
+Qwen3_5ForCausalLM from the config's text_config and loads the weights with the
+`model.language_model.` prefix mapped to `model.` (strict: every parameter must be loaded).
+
+For each dtype it measures, with greedy decoding and EOS disabled:
+  * decode ms/token at each batch size: model.generate(max_new_tokens=N) on B random prompts of
+    prompt-len tokens; a streamer timestamps every generated token (after a device sync), and
+    ms/token = (time of the last token - time of the first) / (N - 1): the first token comes from
+    the prefill, so this is the decode phase only. tok/s = B * (N - 1) / that time.
+  * prefill tok/s: one forward of a single prompt (use_cache=True, logits_to_keep=1), median of 3
+    after a warm-up.
+
+Only torch, transformers and safetensors are used. No network (HF_HUB_OFFLINE=1).
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+NESTED_PREFIX = "model.language_model."
+
+
+def say(msg):
+    print(msg, flush=True)
+
+
+def die(msg):
+    print(f"FATAL: {msg}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def ints(s):
+    return [int(x) for x in s.split(",") if x.strip()]
+
+
+def load_config(model_dir):
+    """The text config: through Qwen3_5Config (nested) or Qwen3_5TextConfig (flat)."""
+    import transformers
+
+    with open(os.path.join(model_dir, "config.json")) as f:
+        raw = json.load(f)
+    if "text_config" in raw:
+        try:
+            return transformers.Qwen3_5Config.from_pretrained(model_dir).text_config, raw, "Qwen3_5Config.text_config"
+        except Exception as e:  # noqa: BLE001
+            say(f"WARN: Qwen3_5Config.from_pretrained failed ({type(e).__name__}: {e}); using text_config directly")
+            return transformers.Qwen3_5TextConfig.from_dict(dict(raw["text_config"])), raw, "Qwen3_5TextConfig.from_dict"
+    return transformers.Qwen3_5TextConfig.from_pretrained(model_dir), raw, "Qwen3_5TextConfig (flat)"
+
+
+def hf_name(fname):
+    """Checkpoint tensor name -> Qwen3_5ForCausalLM parameter name (None: not a text weight)."""
+    if fname.startswith("model.visual.") or fname.startswith("mtp."):
+        return None
+    if fname.startswith(NESTED_PREFIX):
+        return "model." + fname[len(NESTED_PREFIX):]
+    return fname  # flat checkpoints: model.* and lm_head.weight
+
+
+def read_state(model_dir, device):
+    from safetensors.torch import load_file
+
+    files = sorted(f for f in os.listdir(model_dir) if f.endswith(".safetensors"))
+    if not files:
+        die(f"no .safetensors files in {model_dir}")
+    sd = {}
+    for f in files:
+        for k, v in load_file(os.path.join(model_dir, f), device=str(device)).items():
+            n = hf_name(k)
+            if n is not None:
+                sd[n] = v
+    return sd
+
+
+def build_model(cfg, sd, device, torch):
+    from transformers import Qwen3_5ForCausalLM
+
+    for attr, val in (("eos_token_id", None), ("_attn_implementation", "sdpa")):
+        try:
+            setattr(cfg, attr, val)
+        except Exception as e:  # noqa: BLE001
+            say(f"WARN: could not set config.{attr}={val!r}: {e}")
+    with torch.device(device):
+        model = Qwen3_5ForCausalLM(cfg)
+    model.to(device=device, dtype=torch.float32)
+    model.eval()
+    res = model.load_state_dict(sd, strict=False)
+    params = dict(model.named_parameters(remove_duplicate=False))
+    missing = [k for k in res.missing_keys if k in params]
+    tied = False
+    if "lm_head.weight" in missing and "lm_head.weight" not in sd:
+        if model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr():
+            model.lm_head.weight = model.model.embed_tokens.weight
+        missing.remove("lm_head.weight")
+        tied = True
+    if missing or res.unexpected_keys:
+        die(f"load_state_dict: missing {missing[:8]}, unexpected {list(res.unexpected_keys)[:8]}")
+    try:
+        model.generation_config.eos_token_id = None
+        model.generation_config.pad_token_id = 0
+    except Exception as e:  # noqa: BLE001
+        say(f"WARN: could not edit generation_config: {e}")
+    return model, tied
+
+
+class Stamps:
+    """A generate() streamer that timestamps each generated step (the first put is the prompt)."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.times = []
+        self.seen_prompt = False
+
+    def put(self, value):
+        if not self.seen_prompt:
+            self.seen_prompt = True
+            return
+        self.torch.cuda.synchronize()
+        self.times.append(time.perf_counter())
+
+    def end(self):
+        pass
+
+
+def generate(model, ids, new_tokens, torch, streamer=None):
+    kw = dict(
+        attention_mask=torch.ones_like(ids),
+        max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens,
+        do_sample=False,
+        eos_token_id=None,
+        pad_token_id=0,
+        use_cache=True,
+    )
+    if streamer is not None:
+        kw["streamer"] = streamer
+    with torch.no_grad():
+        out = model.generate(ids, **kw)
+    seqs = out if torch.is_tensor(out) else out.sequences
+    if seqs.shape[1] != ids.shape[1] + new_tokens:
+        die(f"generate returned {seqs.shape[1] - ids.shape[1]} new tokens, want {new_tokens}")
+    return seqs
+
+
+def bench_decode(model, batch, prompt_len, new_tokens, vocab, device, torch):
+    g = torch.Generator().manual_seed(1000 + batch)
+    ids = torch.randint(0, vocab, (batch, prompt_len), generator=g).to(device)
+    generate(model, ids, 4, torch)  # warm-up at this batch size
+    torch.cuda.synchronize()
+    st = Stamps(torch)
+    t0 = time.perf_counter()
+    try:
+        generate(model, ids, new_tokens, torch, streamer=st)
+        torch.cuda.synchronize()
+        total = time.perf_counter() - t0
+        if len(st.times) != new_tokens:
+            raise RuntimeError(f"streamer saw {len(st.times)} steps, want {new_tokens}")
+        decode_s = st.times[-1] - st.times[0]
+        method = "streamer timestamps"
+    except Exception as e:  # noqa: BLE001
+        say(f"WARN: streamer timing failed ({type(e).__name__}: {e}); timing generate(N) - generate(1)")
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        generate(model, ids, new_tokens, torch)
+        torch.cuda.synchronize()
+        total = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        generate(model, ids, 1, torch)
+        torch.cuda.synchronize()
+        decode_s = total - (time.perf_counter() - t1)
+        method = "generate(N) - generate(1)"
+    steps = new_tokens - 1
+    return {
+        "batch": batch,
+        "ms_per_token": decode_s / steps * 1e3,
+        "tok_per_s": batch * steps / decode_s,
+        "steps": steps,
+        "decode_s": decode_s,
+        "generate_total_s": total,
+        "method": method,
+    }
+
+
+def bench_prefill(model, length, vocab, device, torch, runs=3):
+    g = torch.Generator().manual_seed(2000 + length)
+    ids = torch.randint(0, vocab, (1, length), generator=g).to(device)
+
+    def once():
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        with torch.no_grad():
+            try:
+                model(input_ids=ids, use_cache=True, logits_to_keep=1)
+            except TypeError:
+                model(input_ids=ids, use_cache=True)
+        torch.cuda.synchronize()
+        return time.perf_counter() - t
+
+    once()  # warm-up
+    times = [once() for _ in range(runs)]
+    med = statistics.median(times)
+    return {"tokens": length, "ms": med * 1e3, "tok_per_s": length / med, "runs_ms": [t * 1e3 for t in times]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, help="checkpoint directory (cohort make-model)")
+    ap.add_argument("--out", default="", help="write the results as JSON here")
+    ap.add_argument("--dtypes", default="bf16,f32")
+    ap.add_argument("--batch", default="1,8")
+    ap.add_argument("--prompt-len", type=int, default=128)
+    ap.add_argument("--new-tokens", type=int, default=64)
+    ap.add_argument("--prefill", default="1024")
+    ap.add_argument("--device", default="cuda:0")
+    args = ap.parse_args()
+    if args.new_tokens < 2:
+        die("--new-tokens must be at least 2")
+
+    import torch
+    import transformers
+
+    device = torch.device(args.device)
+    if device.type != "cuda" or not torch.cuda.is_available():
+        die("this baseline needs a CUDA device")
+    gdn = {}
+    for name in ("is_flash_linear_attention_available", "is_causal_conv1d_available"):
+        fn = getattr(transformers.utils, name, None)
+        try:
+            gdn[name] = bool(fn()) if fn else None
+        except Exception:  # noqa: BLE001
+            gdn[name] = None
+    report = {
+        "what": "Hugging Face transformers Qwen3_5ForCausalLM.generate (greedy, EOS off) and forward, one GPU",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "model": args.model,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "gpu": torch.cuda.get_device_name(device),
+        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+        "gdn_kernels": gdn,
+        "prompt_len": args.prompt_len,
+        "new_tokens": args.new_tokens,
+        "results": [],
+    }
+    say(f"torch {torch.__version__}, transformers {transformers.__version__}, {report['gpu']}, GDN kernels {gdn}")
+
+    t = time.perf_counter()
+    cfg, raw, how = load_config(args.model)
+    report["config_source"] = how
+    report["preset"] = raw.get("cohort_preset")
+    sd = read_state(args.model, device)
+    model, tied = build_model(cfg, sd, device, torch)
+    del sd
+    torch.cuda.empty_cache()
+    report["tied_lm_head"] = tied
+    report["attn_implementation"] = getattr(model.config, "_attn_implementation", None)
+    report["params"] = sum(p.numel() for p in model.parameters())
+    report["load_s"] = time.perf_counter() - t
+    vocab = min(cfg.vocab_size, 256)
+    say(f"loaded {report['params'] / 1e9:.2f}B parameters in {report['load_s']:.1f}s ({how}; attention {report['attn_implementation']})")
+
+    # f32 first (the weights were loaded in f32), then cast in place to bf16.
+    order = sorted(ints_or_names(args.dtypes), key=lambda d: d != "f32")
+    for dt in order:
+        model.to(dtype={"f32": torch.float32, "bf16": torch.bfloat16}[dt])
+        torch.cuda.empty_cache()
+        res = {"dtype": dt, "decode": [], "prefill": []}
+        for b in ints(args.batch):
+            d = bench_decode(model, b, args.prompt_len, args.new_tokens, vocab, device, torch)
+            say(f"  {dt} decode batch {b}: {d['ms_per_token']:.2f} ms/token, {d['tok_per_s']:.1f} tok/s ({d['method']})")
+            res["decode"].append(d)
+        for n in ints(args.prefill):
+            p = bench_prefill(model, n, vocab, device, torch)
+            say(f"  {dt} prefill {n}: {p['ms']:.1f} ms, {p['tok_per_s']:.0f} tok/s")
+            res["prefill"].append(p)
+        res["max_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+        report["results"].append(res)
+
+    say("")
+    say(f"HF transformers {transformers.__version__} on {report['gpu']} (prompt {args.prompt_len}, {args.new_tokens} new tokens, greedy)")
+    say(f"{'dtype':>6} {'batch':>6} {'ms/token':>10} {'tok/s':>10}")
+    for r in report["results"]:
+        for d in r["decode"]:
+            say(f"{r['dtype']:>6} {d['batch']:>6} {d['ms_per_token']:>10.2f} {d['tok_per_s']:>10.1f}")
+    say(f"{'dtype':>6} {'prefill':>7} {'ms':>9} {'tok/s':>10}")
+    for r in report["results"]:
+        for p in r["prefill"]:
+            say(f"{r['dtype']:>6} {p['tokens']:>7} {p['ms']:>9.1f} {p['tok_per_s']:>10.0f}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(report, f, indent=2)
+            f.write("\n")
+        say(f"wrote {args.out}")
+
+
+def ints_or_names(s):
+    out = [x.strip() for x in s.split(",") if x.strip()]
+    bad = [x for x in out if x not in ("f32", "bf16")]
+    if bad:
+        die(f"--dtypes: unknown {bad} (want f32, bf16)")
+    return out
+
+
+if __name__ == "__main__":
+    main()
