@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/attribute"
@@ -170,8 +171,22 @@ func executeStep(be kernels.Backend, m model.Model, st *model.State, msg *RunSte
 	host := be.Download(logits)
 	vocab := len(host) / len(rows)
 	out := make([]Sampled, len(rows))
-	for i, o := range msg.Outputs {
+	pick := func(i int) {
+		o := msg.Outputs[i]
 		out[i] = Sampled{ID: o.ID, Result: sample.PickWithHistory(host[i*vocab:(i+1)*vocab], o.Params, o.Index, o.TopN, o.Prompt, o.Generated)}
 	}
+	// Rows are independent (a draw depends only on its seed and index), so
+	// large vocabularies are sampled in parallel.
+	if len(rows) == 1 || vocab < 1<<14 {
+		for i := range rows {
+			pick(i)
+		}
+		return out, nil
+	}
+	var wg sync.WaitGroup
+	for i := range rows {
+		wg.Go(func() { pick(i) })
+	}
+	wg.Wait()
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 )
 
@@ -76,28 +77,44 @@ func Pick(logits []float32, p Params, step int, topN int) Result {
 // PickWithHistory is Pick with the penalties applied over the prompt and the
 // tokens generated so far.
 func PickWithHistory(logits []float32, p Params, step, topN int, prompt, generated []int32) Result {
-	logprobs := LogSoftmax(logits)
+	lse := logSumExp(logits)
+	work := logits
 	if p.Penalized() {
-		logits = Penalize(logits, p, prompt, generated)
+		work = Penalize(logits, p, prompt, generated)
 	}
-	id := Argmax(logits)
+	id := Argmax(work)
 	if p.Temperature > 0 {
-		id = draw(logits, p, step)
+		id = draw(work, p, step)
 	}
-	return Result{Token: TokenLogprob{ID: int32(id), Logprob: logprobs[id]}, Top: Top(logprobs, topN)}
+	res := Result{Token: TokenLogprob{ID: int32(id), Logprob: float64(logits[id]) - lse}}
+	if topN > 0 {
+		res.Top = topLogits(logits, topN, lse)
+	}
+	return res
 }
 
-// LogSoftmax returns log-probabilities in float64.
-func LogSoftmax(logits []float32) []float64 {
-	mx := math.Inf(-1)
-	for _, v := range logits {
-		mx = math.Max(mx, float64(v))
-	}
+// logSumExp returns log Σ exp(logits) in float64.
+func logSumExp(logits []float32) float64 {
+	mx := float64(logits[Argmax(logits)])
 	sum := 0.0
 	for _, v := range logits {
 		sum += math.Exp(float64(v) - mx)
 	}
-	lse := mx + math.Log(sum)
+	return mx + math.Log(sum)
+}
+
+// topLogits is Top over raw logits, converted to logprobs with lse.
+func topLogits(logits []float32, n int, lse float64) []TokenLogprob {
+	out := make([]TokenLogprob, 0, min(n, len(logits))+1)
+	for i, v := range logits {
+		out = insertBounded(out, n, TokenLogprob{ID: int32(i), Logprob: float64(v) - lse}, higherLogprob)
+	}
+	return out
+}
+
+// LogSoftmax returns log-probabilities in float64.
+func LogSoftmax(logits []float32) []float64 {
+	lse := logSumExp(logits)
 	out := make([]float64, len(logits))
 	for i, v := range logits {
 		out[i] = float64(v) - lse
@@ -106,19 +123,34 @@ func LogSoftmax(logits []float32) []float64 {
 }
 
 // Top returns the n largest entries, highest first (ties: lower id first).
+// It keeps a bounded sorted list, so it costs O(V·n) at worst and about
+// O(V) in practice: the vocabulary is never sorted.
 func Top(logprobs []float64, n int) []TokenLogprob {
 	if n <= 0 {
 		return nil
 	}
-	idx := make([]int, len(logprobs))
-	for i := range idx {
-		idx[i] = i
+	out := make([]TokenLogprob, 0, min(n, len(logprobs))+1)
+	for i, lp := range logprobs {
+		out = insertBounded(out, n, TokenLogprob{ID: int32(i), Logprob: lp}, higherLogprob)
 	}
-	sort.SliceStable(idx, func(a, b int) bool { return logprobs[idx[a]] > logprobs[idx[b]] })
-	n = min(n, len(idx))
-	out := make([]TokenLogprob, n)
-	for i := range out {
-		out[i] = TokenLogprob{ID: int32(idx[i]), Logprob: logprobs[idx[i]]}
+	return out
+}
+
+func higherLogprob(a, b TokenLogprob) bool { return a.Logprob > b.Logprob }
+
+// insertBounded inserts x into out, kept sorted by better (stable: an equal
+// element already there stays first) and cut to at most n elements.
+func insertBounded[T any](out []T, n int, x T, better func(a, b T) bool) []T {
+	if len(out) == n && !better(x, out[n-1]) {
+		return out
+	}
+	j := len(out)
+	for j > 0 && better(x, out[j-1]) {
+		j--
+	}
+	out = slices.Insert(out, j, x)
+	if len(out) > n {
+		out = out[:n]
 	}
 	return out
 }
@@ -134,21 +166,94 @@ func Argmax(logits []float32) int {
 	return best
 }
 
-// draw applies temperature, top-k, min-p and top-p, then samples with a
-// generator seeded by (seed, step).
-func draw(logits []float32, p Params, step int) int {
-	type cand struct {
-		id int
-		p  float64
+// cand is a sampling candidate: a token and its unnormalized probability.
+type cand struct {
+	id int
+	p  float64
+}
+
+// sortCands orders by probability, highest first, ties by lower id.
+func sortCands(cs []cand) {
+	sort.Slice(cs, func(a, b int) bool {
+		if cs[a].p != cs[b].p {
+			return cs[a].p > cs[b].p
+		}
+		return cs[a].id < cs[b].id
+	})
+}
+
+// largest returns the k most likely candidates, sorted.
+func largest(cs []cand, k int) []cand {
+	if k > 64 {
+		sortCands(cs)
+		return cs[:k]
 	}
+	out := make([]cand, 0, k+1)
+	for _, c := range cs {
+		out = insertBounded(out, k, c, func(a, b cand) bool { return a.p > b.p })
+	}
+	return out
+}
+
+// topPCandidates returns, unsorted, a subset of cs that surely contains the
+// top-p prefix: whole power-of-two probability bands, largest first, until
+// their mass reaches topP·total. It avoids sorting the whole vocabulary.
+func topPCandidates(cs []cand, topP, total float64) []cand {
+	var mass [65]float64
+	band := func(p float64) int { // p ≤ 1 (the largest is exactly 1)
+		_, e := math.Frexp(p) // p = f·2^e, f in [0.5, 1)
+		return min(max(-e, 0), 64)
+	}
+	for _, c := range cs {
+		mass[band(c.p)] += c.p
+	}
+	last, acc := 64, 0.0
+	for b := range mass {
+		if acc += mass[b]; acc >= topP*total {
+			last = b
+			break
+		}
+	}
+	out := cs[:0:0]
+	for _, c := range cs {
+		if band(c.p) <= last {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// draw applies temperature, top-k, min-p and top-p, then samples with a
+// generator seeded by (seed, step). Candidates are ordered by probability
+// (ties: lower id), but the whole vocabulary is sorted only when top-k is
+// large.
+func draw(logits []float32, p Params, step int) int {
 	mx := float64(logits[Argmax(logits)])
 	cands := make([]cand, len(logits))
+	total := 0.0
 	for i, v := range logits {
 		cands[i] = cand{i, math.Exp((float64(v) - mx) / p.Temperature)}
+		total += cands[i].p
 	}
-	sort.SliceStable(cands, func(a, b int) bool { return cands[a].p > cands[b].p })
-	if p.TopK > 0 && p.TopK < len(cands) {
-		cands = cands[:p.TopK]
+	topP := p.TopP > 0 && p.TopP < 1
+	switch {
+	case p.TopK > 0 && p.TopK < len(cands):
+		cands = largest(cands, p.TopK)
+	case p.MinP > 0:
+		// The largest candidate has p = 1, so min-p keeps p ≥ MinP.
+		kept := cands[:0:0]
+		for _, c := range cands {
+			if c.p >= p.MinP {
+				kept = append(kept, c)
+			}
+		}
+		cands = kept
+		sortCands(cands)
+	case topP:
+		cands = topPCandidates(cands, p.TopP, total)
+		sortCands(cands)
+	default:
+		sortCands(cands)
 	}
 	if p.MinP > 0 {
 		floor := p.MinP * cands[0].p
@@ -158,11 +263,13 @@ func draw(logits []float32, p Params, step int) int {
 		}
 		cands = cands[:n]
 	}
-	total := 0.0
-	for _, c := range cands {
-		total += c.p
+	if p.TopK > 0 || p.MinP > 0 {
+		total = 0
+		for _, c := range cands {
+			total += c.p
+		}
 	}
-	if p.TopP > 0 && p.TopP < 1 {
+	if topP {
 		acc, n := 0.0, 0
 		for n < len(cands) && acc < p.TopP*total {
 			acc += cands[n].p
