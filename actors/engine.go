@@ -103,6 +103,7 @@ type Engine struct {
 	pending    atomic.Int64 // submitted requests whose stream has not ended
 	maxPending int64
 
+	executors *sync.WaitGroup // rank executors of every generation
 	closeOnce sync.Once
 	doneOnce  sync.Once
 	done      chan struct{}
@@ -130,8 +131,9 @@ func Start(ctx context.Context, cfg Config) (*Engine, error) {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}))
-	e := &Engine{sys: sys, tok: cfg.Tokenizer, health: supervision.NewHealth("loading"), done: make(chan struct{})}
-	root := &schedulerActor{cfg: cfg, health: e.health, stats: newSupervisionStats(), done: e.die,
+	e := &Engine{sys: sys, tok: cfg.Tokenizer, health: supervision.NewHealth("loading"), done: make(chan struct{}),
+		executors: &sync.WaitGroup{}}
+	root := &schedulerActor{cfg: cfg, health: e.health, stats: newSupervisionStats(), done: e.die, executors: e.executors,
 		inten: supervision.Intensity{Max: cfg.MaxRebuilds, Window: cfg.RebuildWindow},
 		live:  map[planner.RequestID]*liveRequest{}}
 	if cfg.Faults {
@@ -287,10 +289,14 @@ func (e *Engine) ask(ctx context.Context, msg any) (any, error) {
 	return res, nil
 }
 
-// Close stops every actor and the actor system. It is idempotent.
+// Close stops every actor and the actor system, and waits for the rank
+// executors to finish their last job (the group's communicators are aborted
+// on the way, so none stays blocked): after Close the checkpoint may be
+// closed. It is idempotent.
 func (e *Engine) Close() {
 	e.closeOnce.Do(func() {
 		e.sys.Root.StopFuture(e.sched).Wait()
 		e.sys.Shutdown()
+		e.executors.Wait()
 	})
 }

@@ -21,9 +21,16 @@ type executor struct {
 	once sync.Once
 }
 
-func newExecutor(lockThread bool) *executor {
+// newExecutor starts an executor; running counts it until its loop exits,
+// so the engine can wait for every job (a shard load reads the mmapped
+// checkpoint) before the checkpoint is closed.
+func newExecutor(lockThread bool, running *sync.WaitGroup) *executor {
 	e := &executor{jobs: make(chan func(), 16), done: make(chan struct{})}
-	go e.loop(lockThread)
+	running.Add(1)
+	go func() {
+		defer running.Done()
+		e.loop(lockThread)
+	}()
 	return e
 }
 

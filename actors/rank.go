@@ -28,6 +28,7 @@ type rankActor struct {
 	index      int
 	gen        uint64
 	tracer     trace.Tracer
+	executors  *sync.WaitGroup // the engine's running executors
 	newBackend BackendFactory
 	lockThread bool
 	exec       *executor
@@ -39,9 +40,9 @@ type rankActor struct {
 	faults *rankFaults
 }
 
-func newRankActor(index int, gen uint64, f BackendFactory, lockThread bool, tracer trace.Tracer) actor.Producer {
+func newRankActor(index int, gen uint64, f BackendFactory, lockThread bool, tracer trace.Tracer, executors *sync.WaitGroup) actor.Producer {
 	return func() actor.Actor {
-		return &rankActor{index: index, gen: gen, newBackend: f, lockThread: lockThread, tracer: tracer}
+		return &rankActor{index: index, gen: gen, newBackend: f, lockThread: lockThread, tracer: tracer, executors: executors}
 	}
 }
 
@@ -53,7 +54,7 @@ func (*injectPanic) rankMessage() {}
 func (r *rankActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
-		r.exec = newExecutor(r.lockThread)
+		r.exec = newExecutor(r.lockThread, r.executors)
 	case *actor.Stopped:
 		r.exec.close()
 		r.be, r.m, r.st = nil, nil, nil // the state is large; do not let a stale PID keep it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -25,6 +26,8 @@ type schedulerActor struct {
 	health *supervision.Health
 	stats  *supervisionStats
 	done   func(error) // called once when the engine dies
+	// executors counts the rank executors still running, of every generation.
+	executors *sync.WaitGroup
 
 	plan     *planner.Planner // created once the first group is loaded
 	info     Info

@@ -93,7 +93,7 @@ func (s *schedulerActor) rebuild(ctx actor.Context) {
 			c, faults = newFaultComm(c), s.faults[r]
 		}
 		g.comms = append(g.comms, c)
-		pid := ctx.Spawn(actor.PropsFromProducer(newRankActor(r, s.gen, s.cfg.NewBackend, s.cfg.LockThread, s.cfg.TracerProvider.Tracer(tracerName))))
+		pid := ctx.Spawn(actor.PropsFromProducer(newRankActor(r, s.gen, s.cfg.NewBackend, s.cfg.LockThread, s.cfg.TracerProvider.Tracer(tracerName), s.executors)))
 		g.ranks = append(g.ranks, pid)
 		ctx.Send(pid, &LoadShard{Checkpoint: s.cfg.Checkpoint, Shard: model.Shard{Rank: r, Size: s.cfg.TP},
 			Comm: c, Capacity: s.cfg.Capacity, Poison: g.poison, Faults: faults, ReplyTo: ctx.Self()})
