@@ -168,6 +168,9 @@ func (c *Config) fill(text, top *rawConfig) error {
 	if err != nil {
 		return err
 	}
+	if layers < 1 || layers > maxLayers {
+		return fmt.Errorf("num_hidden_layers %d must be in [1, %d]", layers, maxLayers)
+	}
 	c.HeadDim = orInt(text.HeadDim, 0)
 	if c.HeadDim == 0 && c.Heads > 0 {
 		c.HeadDim = c.HiddenSize / c.Heads
@@ -272,8 +275,29 @@ func parseEOS(raw json.RawMessage) ([]int32, error) {
 	return many, nil
 }
 
+// Bounds far above any real checkpoint; they keep a hostile config.json
+// from asking for absurd allocations.
+const (
+	maxLayers = 4096
+	maxDim    = 1 << 24
+)
+
 // Validate checks the shape constraints the forward pass relies on.
 func (c *Config) Validate() error {
+	for _, d := range []struct {
+		name string
+		v    int
+	}{
+		{"hidden_size", c.HiddenSize}, {"intermediate_size", c.Intermediate}, {"vocab_size", c.VocabSize},
+		{"num_attention_heads", c.Heads}, {"num_key_value_heads", c.KVHeads}, {"head_dim", c.HeadDim},
+		{"linear_num_key_heads", c.LinearKeyHeads}, {"linear_num_value_heads", c.LinearValueHeads},
+		{"linear_key_head_dim", c.LinearKeyDim}, {"linear_value_head_dim", c.LinearValueDim},
+		{"linear_conv_kernel_dim", c.ConvKernel}, {"max_position_embeddings", c.MaxPositions},
+	} {
+		if d.v > maxDim {
+			return fmt.Errorf("model: config: %s = %d is larger than %d", d.name, d.v, maxDim)
+		}
+	}
 	checks := []struct {
 		ok   bool
 		what string

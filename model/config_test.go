@@ -90,6 +90,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"eos type", `"eos_token_id": [1, 2]`, `"eos_token_id": "x"`, "eos_token_id"},
 		{"not json", `{`, `[`, "config.json"},
 		{"interval", `"full_attention_interval": 4`, `"full_attention_interval": 0`, "full_attention_interval"},
+		{"absurd layers", `"num_hidden_layers": 8`, `"num_hidden_layers": 2000000000`, "num_hidden_layers 2000000000"},
+		{"absurd vocab", `"vocab_size": 256`, `"vocab_size": 2000000000`, "vocab_size = 2000000000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
