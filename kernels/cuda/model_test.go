@@ -25,23 +25,7 @@ import (
 const fixtureRoot = "../../testdata/hf"
 
 // fixtures opens every committed HF fixture.
-func fixtures(t *testing.T) []*hffixture.Fixture {
-	t.Helper()
-	dirs, err := hffixture.Find(fixtureRoot)
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("no HF fixtures under %s (run the test binary from kernels/cuda): %v", fixtureRoot, err)
-	}
-	var out []*hffixture.Fixture
-	for _, d := range dirs {
-		f, err := hffixture.Open(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
-		out = append(out, f)
-	}
-	return out
-}
+func fixtures(t *testing.T) []*hffixture.Fixture { return hffixture.OpenAll(t, fixtureRoot, 1) }
 
 // logitStats returns max |got−want| and the std of want.
 func logitStats(got, want []float32) (maxDiff, std float64) {

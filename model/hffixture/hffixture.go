@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"testing"
 
 	"cohort/model/safetensors"
 )
@@ -105,3 +106,23 @@ func (f *Fixture) Logits(n int) ([]float32, error) {
 
 // Close releases the fixture's files.
 func (f *Fixture) Close() error { return f.logits.Close() }
+
+// OpenAll opens every fixture under root for a test, failing it when fewer
+// than min are found; the fixtures are closed when the test ends.
+func OpenAll(t testing.TB, root string, min int) []*Fixture {
+	t.Helper()
+	dirs, err := Find(root)
+	if err != nil || len(dirs) < min {
+		t.Fatalf("want at least %d HF fixtures under %s, found %d (%v); regenerate them with `make fixtures` on the GPU machine", min, root, len(dirs), err)
+	}
+	out := make([]*Fixture, 0, len(dirs))
+	for _, d := range dirs {
+		f, err := Open(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		out = append(out, f)
+	}
+	return out
+}

@@ -14,25 +14,8 @@ import (
 
 const fixtureRoot = "../../testdata/hf"
 
-// fixtures opens every committed fixture (at least the three
-// tools/hfref/make_fixtures.py makes).
-func fixtures(t *testing.T) []*hffixture.Fixture {
-	t.Helper()
-	dirs, err := hffixture.Find(fixtureRoot)
-	if err != nil || len(dirs) < 3 {
-		t.Fatalf("want at least 3 HF fixtures under %s, found %d (%v); regenerate with `make fixtures` on the GPU machine", fixtureRoot, len(dirs), err)
-	}
-	var out []*hffixture.Fixture
-	for _, d := range dirs {
-		f, err := hffixture.Open(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
-		out = append(out, f)
-	}
-	return out
-}
+// fixtures opens every committed HF fixture.
+func fixtures(t *testing.T) []*hffixture.Fixture { return hffixture.OpenAll(t, fixtureRoot, 3) }
 
 // TestMatchesHuggingFace compares the CPU forward pass (f32) with
 // transformers' Qwen3_5ForCausalLM in f32 on every committed fixture: max
