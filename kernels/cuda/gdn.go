@@ -196,9 +196,22 @@ func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, st
 	b.launch(op, "gdn_gates_f32", [3]int{b.grid1(n, 256), 1, 1}, [3]int{256, 1, 1}, 0,
 		g.ptr, bs.ptr, bt2.ptr, at.ptr, alt.ptr, dtt.ptr, n, nv)
 	start, length, slot := b.seqMeta(op, p, layer, bt)
+	if warps := min(max((dk+7)/8, 1), 32); (dk+warps-1)/warps <= gdnRowsMax {
+		// Column-split form: 32 state columns per block, dk rows over the
+		// block's warps (about 8 rows per thread, kept in registers).
+		b.launch(op, "gdn_recurrent_cols_f32", [3]int{len(bt.Seqs), nv, (dv + 31) / 32}, [3]int{32, warps, 1},
+			(2*dk+2*32*warps)*4,
+			out.ptr, qh.ptr, kh.ptr, mt.ptr, g.ptr, bs.ptr, p.rec, start, length, slot,
+			nk, nv, dk, dv, convDim, p.slots, layer)
+		return out
+	}
 	block := min(max((dv+31)/32*32, 32), 256)
 	b.launch(op, "gdn_recurrent_f32", [3]int{len(bt.Seqs), nv, 1}, [3]int{block, 1, 1}, 2*dk*4,
 		out.ptr, qh.ptr, kh.ptr, mt.ptr, g.ptr, bs.ptr, p.rec, start, length, slot,
 		nk, nv, dk, dv, convDim, p.slots, layer)
 	return out
 }
+
+// gdnRowsMax is GDN_ROWS_MAX of kernels/50_gdn.cu: the most state rows one
+// thread of gdn_recurrent_cols_f32 holds.
+const gdnRowsMax = 16

@@ -117,7 +117,13 @@ func (b *Backend) AddRMSNorm(residual, delta, w kernels.Tensor, eps float32) (su
 	checkGroups(op, rt, wt)
 	s, n := b.newTensor(op, rt.shape...), b.newTensor(op, rt.shape...)
 	g := wt.n
-	b.launch(op, "add_rmsnorm_f32", [3]int{rt.n / g, 1, 1}, [3]int{blockFor(g), 1, 1}, 0,
+	// One block per row; the kernel moves float4s when g%4 == 0, so size
+	// the block to about g/4 threads (up to 1024) for one wide row.
+	block := blockFor(g)
+	if g%4 == 0 {
+		block = min(max((g/4+31)/32*32, 32), 1024)
+	}
+	b.launch(op, "add_rmsnorm_f32", [3]int{rt.n / g, 1, 1}, [3]int{block, 1, 1}, 0,
 		s.ptr, n.ptr, rt.ptr, dt.ptr, wt.ptr, g, eps)
 	return s, n
 }

@@ -10,10 +10,59 @@ extern "C" __global__ void rmsnorm_f32(float *y, const float *x, const float *w,
 	for (int j = threadIdx.x; j < g; j += blockDim.x) ys[j] = xs[j] * inv * (1.0f + w[j]);
 }
 
+#define ARN_KEEP 4
+
 // add_rmsnorm_f32 writes sum = r + d and the zero-centered RMSNorm of sum.
-extern "C" __global__ void add_rmsnorm_f32(float *sum, float *y, const float *r, const float *d, const float *w, int g, float eps) {
+// When g is a multiple of 4 and every pointer is 16-byte aligned it moves
+// float4s and keeps up to ARN_KEEP of its sums in registers (the launch
+// sizes the block to about g/4 threads, up to 1024), so a single wide row
+// (batch-1 decode) is one round of loads, one block reduction and one round
+// of stores.
+extern "C" __global__ void __launch_bounds__(1024) add_rmsnorm_f32(float *sum, float *y, const float *r, const float *d, const float *w, int g, float eps) {
 	long long off = (long long)blockIdx.x * g;
 	double ss = 0;
+	unsigned long long align = (unsigned long long)sum | (unsigned long long)y | (unsigned long long)r |
+		(unsigned long long)d | (unsigned long long)w;
+	if ((g & 3) == 0 && (align & 15) == 0) {
+		int g4 = g >> 2;
+		const float4 *r4 = (const float4 *)(r + off), *d4 = (const float4 *)(d + off), *w4 = (const float4 *)w;
+		float4 *s4 = (float4 *)(sum + off), *y4 = (float4 *)(y + off);
+		float4 keep[ARN_KEEP];
+#pragma unroll
+		for (int k = 0; k < ARN_KEEP; k++) {
+			int j = threadIdx.x + k * blockDim.x;
+			if (j < g4) {
+				float4 a = r4[j], b = d4[j];
+				float4 s = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+				s4[j] = s;
+				keep[k] = s;
+				ss += (double)s.x * (double)s.x + (double)s.y * (double)s.y + (double)s.z * (double)s.z + (double)s.w * (double)s.w;
+			}
+		}
+		for (int j = threadIdx.x + ARN_KEEP * blockDim.x; j < g4; j += blockDim.x) {
+			float4 a = r4[j], b = d4[j];
+			float4 s = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+			s4[j] = s;
+			ss += (double)s.x * (double)s.x + (double)s.y * (double)s.y + (double)s.z * (double)s.z + (double)s.w * (double)s.w;
+		}
+		float inv = inv_rms(block_sum_d(ss), g, eps);
+#pragma unroll
+		for (int k = 0; k < ARN_KEEP; k++) {
+			int j = threadIdx.x + k * blockDim.x;
+			if (j < g4) {
+				float4 s = keep[k], wv = w4[j];
+				y4[j] = make_float4(s.x * inv * (1.0f + wv.x), s.y * inv * (1.0f + wv.y),
+					s.z * inv * (1.0f + wv.z), s.w * inv * (1.0f + wv.w));
+			}
+		}
+		// Each thread reads back only the sums it wrote itself.
+		for (int j = threadIdx.x + ARN_KEEP * blockDim.x; j < g4; j += blockDim.x) {
+			float4 s = s4[j], wv = w4[j];
+			y4[j] = make_float4(s.x * inv * (1.0f + wv.x), s.y * inv * (1.0f + wv.y),
+				s.z * inv * (1.0f + wv.z), s.w * inv * (1.0f + wv.w));
+		}
+		return;
+	}
 	for (int j = threadIdx.x; j < g; j += blockDim.x) {
 		float s = r[off + j] + d[off + j];
 		sum[off + j] = s;

@@ -102,3 +102,85 @@ extern "C" __global__ void gdn_recurrent_f32(float *out, const float *qh, const 
 		}
 	}
 }
+
+#define GDN_ROWS_MAX 16
+
+// gdn_recurrent_cols_f32 is gdn_recurrent_f32 with each head's dv columns
+// split over blocks: block (sequence s, v head h, column chunk z) owns the
+// 32 state columns z*32 .. z*32+31, and its blockDim.y warps split the dk
+// rows (warp w holds rows w, w + blockDim.y, ..., at most GDN_ROWS_MAX of
+// them, in registers for the whole sequence). Lane = column, so every state
+// load and store of a warp is one coalesced 128-byte line. The columns
+// evolve independently given q, k, beta and g; u = S^T k and o = S^T q are
+// summed per warp and then over the warps through shared memory.
+// Dynamic shared memory: (2*dk + 2*32*blockDim.y) floats. The launch bound
+// keeps the register count low enough for a block of up to 1024 threads.
+extern "C" __global__ void __launch_bounds__(1024) gdn_recurrent_cols_f32(float *out, const float *qh, const float *kh, const float *mixed,
+		const float *g, const float *beta, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
+		int nk, int nv, int dk, int dv, int convDim, int slots, int layer) {
+	extern __shared__ float sm[];
+	int nw = blockDim.y;
+	float *sq = sm, *sk = sm + dk, *redU = sm + 2 * dk, *redO = redU + 32 * nw;
+	int s = blockIdx.x, h = blockIdx.y;
+	int lane = threadIdx.x, w = threadIdx.y, tid = w * 32 + lane, nt = 32 * nw;
+	int c = blockIdx.z * 32 + lane;
+	bool col = c < dv;
+	int start = seqStart[s], len = seqLen[s];
+	if (len <= 0) return;
+	int kHead = h / (nv / nk);
+	int qk = nk * dk, vOff = 2 * qk;
+	float *S = rec + (((long long)layer * slots + seqSlot[s]) * nv + h) * (long long)dk * dv;
+	float st[GDN_ROWS_MAX];
+#pragma unroll
+	for (int i = 0; i < GDN_ROWS_MAX; i++) {
+		int d = w + i * nw;
+		st[i] = (col && d < dk) ? S[(long long)d * dv + c] : 0.0f;
+	}
+	for (int t = 0; t < len; t++) {
+		long long r = start + t;
+		__syncthreads(); // the previous token is done with sq, sk and redU
+		for (int i = tid; i < dk; i += nt) {
+			sq[i] = qh[r * qk + (long long)kHead * dk + i];
+			sk[i] = kh[r * qk + (long long)kHead * dk + i];
+		}
+		__syncthreads();
+		float decay = (float)exp((double)g[r * nv + h]);
+		float bt = beta[r * nv + h];
+		float u = 0.0f;
+#pragma unroll
+		for (int i = 0; i < GDN_ROWS_MAX; i++) {
+			int d = w + i * nw;
+			if (d < dk) {
+				st[i] = st[i] * decay;
+				u += sk[d] * st[i];
+			}
+		}
+		redU[w * 32 + lane] = u;
+		__syncthreads();
+		u = 0.0f;
+		for (int k = 0; k < nw; k++) u += redU[k * 32 + lane];
+		float vj = col ? mixed[r * convDim + vOff + (long long)h * dv + c] : 0.0f;
+		float delta = bt * (vj - u);
+		float o = 0.0f;
+#pragma unroll
+		for (int i = 0; i < GDN_ROWS_MAX; i++) {
+			int d = w + i * nw;
+			if (d < dk) {
+				st[i] = st[i] + sk[d] * delta;
+				o += sq[d] * st[i];
+			}
+		}
+		redO[w * 32 + lane] = o;
+		__syncthreads();
+		if (w == 0 && col) {
+			o = 0.0f;
+			for (int k = 0; k < nw; k++) o += redO[k * 32 + lane];
+			out[r * nv * dv + (long long)h * dv + c] = o;
+		}
+	}
+#pragma unroll
+	for (int i = 0; i < GDN_ROWS_MAX; i++) {
+		int d = w + i * nw;
+		if (col && d < dk) S[(long long)d * dv + c] = st[i];
+	}
+}
