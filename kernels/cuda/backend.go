@@ -85,6 +85,7 @@ type Backend struct {
 	wsSize   int64
 
 	scratch    arena
+	staging    staging          // pinned host ring for per-call metadata uploads
 	permanent  map[devptr]int64 // live permanent allocations and their sizes
 	invFreq    map[ropeKey]devptr
 	syncLaunch bool
@@ -247,6 +248,9 @@ func (b *Backend) MemInfo() (free, total int64, err error) { return memInfo() }
 // last reset. Weights, KV caches and state pools are not affected. Tensors
 // from before the reset must not be used again (ops panic if they are).
 func (b *Backend) ResetScratch() {
+	if err := b.staging.reset(); err != nil {
+		panic(fmt.Sprintf("cuda: ResetScratch: %v", err))
+	}
 	if err := b.scratch.reset(); err != nil {
 		panic(fmt.Sprintf("cuda: ResetScratch: %v", err))
 	}
@@ -283,6 +287,7 @@ func (b *Backend) Close() error {
 		errs = append(errs, memFree(p))
 	}
 	b.permanent = map[devptr]int64{}
+	errs = append(errs, b.staging.free())
 	errs = append(errs, b.scratch.free())
 	if b.lt != 0 {
 		cublasLtDestroy(b.lt)
@@ -525,11 +530,77 @@ func (b *Backend) uploadInts(op string, v []int32) devptr {
 	if len(v) == 0 {
 		return 0
 	}
-	p := b.allocScratch(op, int64(len(v))*4)
-	if err := memcpyHtoD(p, unsafe.Pointer(&v[0]), int64(len(v))*4); err != nil {
+	bytes := int64(len(v)) * 4
+	p := b.allocScratch(op, bytes)
+	src := unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), bytes)
+	if host := b.staging.take(src); host != nil {
+		if err := memcpyHtoDAsync(p, host, bytes); err != nil {
+			panic(fmt.Sprintf("cuda: %s: uploading metadata: %v", op, err))
+		}
+		return p
+	}
+	if err := memcpyHtoD(p, unsafe.Pointer(&v[0]), bytes); err != nil {
 		panic(fmt.Sprintf("cuda: %s: uploading metadata: %v", op, err))
 	}
 	return p
+}
+
+// stagingSize is the pinned host ring for per-call metadata uploads.
+const stagingSize = 8 << 20
+
+// staging is a page-locked host buffer from which the per-call metadata is
+// copied to the device asynchronously (cuMemcpyHtoDAsync on the default
+// stream, ordered before the kernels that read it), so the host does not
+// wait for the queued kernels. It is a bump allocator per step: a region
+// is written once and only reused after reset, which first synchronizes
+// the context so no copy that reads the ring is still pending. A step that
+// needs more than the ring falls back to synchronous copies.
+type staging struct {
+	buf    []byte // pinned memory (not Go heap), nil until first use
+	off    int
+	failed bool // cuMemHostAlloc failed: always use synchronous copies
+}
+
+// take copies src into the ring and returns its address there, or nil if
+// the ring cannot hold it (the caller then copies synchronously).
+func (s *staging) take(src []byte) unsafe.Pointer {
+	if s.buf == nil {
+		if s.failed {
+			return nil
+		}
+		p, err := memHostAlloc(stagingSize)
+		if err != nil || p == nil {
+			s.failed = true
+			return nil
+		}
+		s.buf = unsafe.Slice((*byte)(p), stagingSize)
+	}
+	off := (s.off + 15) &^ 15
+	if off+len(src) > len(s.buf) {
+		return nil
+	}
+	copy(s.buf[off:off+len(src)], src)
+	s.off = off + len(src)
+	return unsafe.Pointer(&s.buf[off])
+}
+
+// reset makes the whole ring available again once every pending copy from
+// it has executed.
+func (s *staging) reset() error {
+	if s.off == 0 {
+		return nil
+	}
+	s.off = 0
+	return ctxSynchronize()
+}
+
+func (s *staging) free() error {
+	if s.buf == nil {
+		return nil
+	}
+	err := errors.Join(ctxSynchronize(), memFreeHost(unsafe.Pointer(&s.buf[0])))
+	s.buf, s.off = nil, 0
+	return err
 }
 
 // uploadConstFloats copies float32 constants into a permanent allocation.

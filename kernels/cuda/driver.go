@@ -38,6 +38,9 @@ static CUresult (*p_cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
 static CUresult (*p_cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
 static CUresult (*p_cuMemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
 static CUresult (*p_cuMemsetD32)(CUdeviceptr, unsigned int, size_t);
+static CUresult (*p_cuMemHostAlloc)(void **, size_t, unsigned int);
+static CUresult (*p_cuMemFreeHost)(void *);
+static CUresult (*p_cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
 static CUresult (*p_cuModuleLoadData)(CUmodule *, const void *);
 static CUresult (*p_cuModuleUnload)(CUmodule);
 static CUresult (*p_cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
@@ -68,6 +71,9 @@ static const char *cw_load_cuda(void *h) {
 	COHORT_SYM(h, p_cuMemcpyDtoH, "cuMemcpyDtoH_v2");
 	COHORT_SYM(h, p_cuMemcpyDtoD, "cuMemcpyDtoD_v2");
 	COHORT_SYM(h, p_cuMemsetD32, "cuMemsetD32_v2");
+	COHORT_SYM(h, p_cuMemHostAlloc, "cuMemHostAlloc");
+	COHORT_SYM(h, p_cuMemFreeHost, "cuMemFreeHost");
+	COHORT_SYM(h, p_cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
 	COHORT_SYM(h, p_cuModuleLoadData, "cuModuleLoadData");
 	COHORT_SYM(h, p_cuModuleUnload, "cuModuleUnload");
 	COHORT_SYM(h, p_cuModuleGetFunction, "cuModuleGetFunction");
@@ -111,6 +117,13 @@ static int cw_cuMemcpyHtoD(uint64_t dst, const void *src, size_t n) { return p_c
 static int cw_cuMemcpyDtoH(void *dst, uint64_t src, size_t n) { return p_cuMemcpyDtoH(dst, (CUdeviceptr)src, n); }
 static int cw_cuMemcpyDtoD(uint64_t dst, uint64_t src, size_t n) { return p_cuMemcpyDtoD((CUdeviceptr)dst, (CUdeviceptr)src, n); }
 static int cw_cuMemsetD32(uint64_t dst, unsigned int v, size_t n) { return p_cuMemsetD32((CUdeviceptr)dst, v, n); }
+static int cw_cuMemHostAlloc(void **p, size_t n) { return p_cuMemHostAlloc(p, n, 0); }
+static int cw_cuMemFreeHost(void *p) { return p_cuMemFreeHost(p); }
+// cw_cuMemcpyHtoDAsync copies on the legacy default stream (like cw_launch),
+// so the copy is ordered with every kernel launch.
+static int cw_cuMemcpyHtoDAsync(uint64_t dst, const void *src, size_t n) {
+	return p_cuMemcpyHtoDAsync((CUdeviceptr)dst, src, n, (CUstream)0);
+}
 static int cw_cuModuleLoadData(uintptr_t *mod, const void *image) {
 	CUmodule m = NULL;
 	CUresult r = p_cuModuleLoadData(&m, image);
@@ -537,6 +550,26 @@ func memcpyDtoD(dst, src devptr, bytes int64) error {
 		return nil
 	}
 	return cuCheck("cuMemcpyDtoD", C.cw_cuMemcpyDtoD(C.uint64_t(dst), C.uint64_t(src), C.size_t(bytes)))
+}
+
+// memHostAlloc allocates bytes of page-locked host memory (outside the Go
+// heap).
+func memHostAlloc(bytes int64) (unsafe.Pointer, error) {
+	var p unsafe.Pointer
+	err := cuCheck(fmt.Sprintf("cuMemHostAlloc(%d bytes)", bytes), C.cw_cuMemHostAlloc(&p, C.size_t(bytes)))
+	return p, err
+}
+
+func memFreeHost(p unsafe.Pointer) error { return cuCheck("cuMemFreeHost", C.cw_cuMemFreeHost(p)) }
+
+// memcpyHtoDAsync enqueues a copy of bytes from page-locked host memory src
+// to dst on the legacy default stream and returns without waiting; src must
+// not change until the copy has executed.
+func memcpyHtoDAsync(dst devptr, src unsafe.Pointer, bytes int64) error {
+	if bytes == 0 {
+		return nil
+	}
+	return cuCheck("cuMemcpyHtoDAsync", C.cw_cuMemcpyHtoDAsync(C.uint64_t(dst), src, C.size_t(bytes)))
 }
 
 func memsetD32(dst devptr, v uint32, n int64) error {
