@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"cohort/kernels"
 )
@@ -102,7 +103,7 @@ func (b *Backend) Attention(q, k, v, gate kernels.Tensor, cache kernels.KVCache,
 	qRows, qCols := qt.dims()
 	kRows, kCols := kt.dims()
 	if qRows != T || qCols != H*hd || kRows != T || kCols != KV*hd || KV == 0 || H%KV != 0 ||
-		!sameShape(kt, vt) || !sameShape(qt, gt) || c.kvHeads != KV || c.headDim != hd ||
+		!slices.Equal(kt.shape, vt.shape) || !slices.Equal(qt.shape, gt.shape) || c.kvHeads != KV || c.headDim != hd ||
 		layer < 0 || layer >= c.layers {
 		panic(fmt.Sprintf("cpu: Attention: q %v k %v v %v gate %v, %d rows, cfg %+v, cache [%d layers, %d kv heads, %d head dim], layer %d",
 			qt.shape, kt.shape, vt.shape, gt.shape, T, cfg, c.layers, c.kvHeads, c.headDim, layer))
@@ -165,16 +166,4 @@ func (b *Backend) Attention(q, k, v, gate kernels.Tensor, cache kernels.KVCache,
 		}
 	})
 	return out
-}
-
-func sameShape(a, b *Tensor) bool {
-	if len(a.shape) != len(b.shape) {
-		return false
-	}
-	for i := range a.shape {
-		if a.shape[i] != b.shape[i] {
-			return false
-		}
-	}
-	return true
 }

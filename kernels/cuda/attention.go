@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"cohort/kernels"
 )
@@ -59,7 +60,7 @@ func (b *Backend) Attention(q, k, v, gate kernels.Tensor, cache kernels.KVCache,
 	qRows, qCols := qt.dims()
 	kRows, kCols := kt.dims()
 	if qRows != T || qCols != H*hd || kRows != T || kCols != KV*hd || KV == 0 || H%KV != 0 ||
-		!sameShape(kt, vt) || !sameShape(qt, gt) || c.kvHeads != KV || c.headDim != hd ||
+		!slices.Equal(kt.shape, vt.shape) || !slices.Equal(qt.shape, gt.shape) || c.kvHeads != KV || c.headDim != hd ||
 		layer < 0 || layer >= c.layers || hd > attnMaxHeadDim {
 		panic(fmt.Sprintf("cuda: Attention: q %v k %v v %v gate %v, %d rows, cfg %+v, cache [%d layers, %d kv heads, %d head dim], layer %d (head dim at most %d)",
 			qt.shape, kt.shape, vt.shape, gt.shape, T, cfg, c.layers, c.kvHeads, c.headDim, layer, attnMaxHeadDim))
@@ -101,18 +102,6 @@ func (b *Backend) Attention(q, k, v, gate kernels.Tensor, cache kernels.KVCache,
 	b.launch(op, "attention_f32", [3]int{T, H, 1}, [3]int{128, 1, 1}, 0,
 		out.ptr, qt.ptr, gt.ptr, c.k, c.v, dpos, dpageOff, dpages, H, KV, hd, c.pageSize, c.pages, layer, scale)
 	return out
-}
-
-func sameShape(a, b *Tensor) bool {
-	if len(a.shape) != len(b.shape) {
-		return false
-	}
-	for i := range a.shape {
-		if a.shape[i] != b.shape[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // checkBatch panics unless the batch's sequences tile rows [0, T) in order

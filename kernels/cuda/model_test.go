@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -26,18 +25,6 @@ const fixtureRoot = "../../testdata/hf"
 
 // fixtures opens every committed HF fixture.
 func fixtures(t *testing.T) []*hffixture.Fixture { return hffixture.OpenAll(t, fixtureRoot, 1) }
-
-// logitStats returns max |got−want| and the std of want.
-func logitStats(got, want []float32) (maxDiff, std float64) {
-	var sum, sq float64
-	for i := range want {
-		sum += float64(want[i])
-		sq += float64(want[i]) * float64(want[i])
-		maxDiff = math.Max(maxDiff, math.Abs(float64(got[i]-want[i])))
-	}
-	mean := sum / float64(len(want))
-	return maxDiff, math.Sqrt(sq/float64(len(want)) - mean*mean)
-}
 
 func argmax(xs []float32) int {
 	best := 0
@@ -109,7 +96,7 @@ func TestModelMatchesCPUAndHF(t *testing.T) {
 					ids := fx.Prompts[n]
 					got := step(t, be, model.NewSession(be, mg, n), ids, true)
 					want := step(t, cb, model.NewSession(cb, mc, n), ids, true)
-					d, std := logitStats(got, want)
+					d, std := hffixture.LogitError(got, want)
 					t.Logf("vs CPU: max |Δlogit| = %.3g (%.2g × logit std %.3g)", d, d/std, std)
 					if d > 2e-3*std {
 						t.Errorf("vs CPU: max |Δlogit| = %.3g > 2e-3 × std %.3g", d, std)
@@ -117,7 +104,7 @@ func TestModelMatchesCPUAndHF(t *testing.T) {
 					if hf, err := fx.Logits(n); err != nil {
 						t.Fatal(err)
 					} else {
-						d, std := logitStats(got, hf)
+						d, std := hffixture.LogitError(got, hf)
 						t.Logf("vs HF:  max |Δlogit| = %.3g (%.2g × logit std %.3g)", d, d/std, std)
 						if d > 2e-3*std {
 							t.Errorf("vs HF: max |Δlogit| = %.3g > 2e-3 × std %.3g", d, std)
@@ -323,7 +310,7 @@ func TestModelTensorParallel(t *testing.T) {
 			got := run(ids, true)
 			want := step(t, cb, model.NewSession(cb, mc, len(ids)), ids, true)
 			for r := range got {
-				d, std := logitStats(got[r], want)
+				d, std := hffixture.LogitError(got[r], want)
 				t.Logf("rank %d vs CPU TP=1: max |Δlogit| = %.3g (%.2g × logit std)", r, d, d/std)
 				if d > 2e-3*std {
 					t.Errorf("rank %d: max |Δlogit| = %.3g > 2e-3 × std %.3g", r, d, std)

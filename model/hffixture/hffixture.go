@@ -7,6 +7,7 @@ package hffixture
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -125,4 +126,17 @@ func OpenAll(t testing.TB, root string, min int) []*Fixture {
 		out = append(out, f)
 	}
 	return out
+}
+
+// LogitError returns max |got − want| and the standard deviation of want:
+// the fixtures' tolerance is stated relative to that spread.
+func LogitError(got, want []float32) (maxDiff, std float64) {
+	var sum, sq float64
+	for i := range want {
+		sum += float64(want[i])
+		sq += float64(want[i]) * float64(want[i])
+		maxDiff = math.Max(maxDiff, math.Abs(float64(got[i]-want[i])))
+	}
+	mean := sum / float64(len(want))
+	return maxDiff, math.Sqrt(sq/float64(len(want)) - mean*mean)
 }

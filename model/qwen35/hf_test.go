@@ -2,7 +2,6 @@ package qwen35_test
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"testing"
 
@@ -61,14 +60,7 @@ func compareLogits(t *testing.T, got, want []float32, vocab int) {
 	if len(got) != len(want) {
 		t.Fatalf("got %d logits, want %d", len(got), len(want))
 	}
-	var sum, sq, maxDiff float64
-	for i := range want {
-		sum += float64(want[i])
-		sq += float64(want[i]) * float64(want[i])
-		maxDiff = math.Max(maxDiff, math.Abs(float64(got[i]-want[i])))
-	}
-	mean := sum / float64(len(want))
-	std := math.Sqrt(sq/float64(len(want)) - mean*mean)
+	maxDiff, std := hffixture.LogitError(got, want)
 	t.Logf("max |Δlogit| = %.3g (%.2g × logit std %.3g)", maxDiff, maxDiff/std, std)
 	if maxDiff > 2e-3*std {
 		t.Errorf("max |Δlogit| = %.3g > 2e-3 × std %.3g", maxDiff, std)
