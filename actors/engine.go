@@ -17,6 +17,7 @@ import (
 	"cohort/actors/planner"
 	"cohort/model"
 	"cohort/model/tokenizer"
+	"cohort/nccl"
 	"cohort/supervision"
 )
 
@@ -26,6 +27,10 @@ type Config struct {
 	Tokenizer  *tokenizer.Tokenizer
 	TP         int            // tensor-parallel degree (ranks)
 	NewBackend BackendFactory // makes each rank's backend
+	// NewComms makes the communicators of one rank-group generation, one per
+	// rank in rank order; every rebuild calls it again. Nil means an
+	// in-process nccl.Group (CPU ranks in this process).
+	NewComms func(size int) ([]nccl.Communicator, error)
 	// LockThread pins each rank's device executor to its OS thread; GPU
 	// backends need it, the CPU backend is faster without it.
 	LockThread bool
@@ -71,6 +76,9 @@ func (c *Config) defaults() {
 	def(&c.RebuildWindow, time.Minute)
 	if c.MaxRebuilds <= 0 {
 		c.MaxRebuilds = 5
+	}
+	if c.NewComms == nil {
+		c.NewComms = inProcessComms
 	}
 	if c.TracerProvider == nil {
 		c.TracerProvider = noop.NewTracerProvider()
@@ -299,4 +307,17 @@ func (e *Engine) Close() {
 		e.sys.Shutdown()
 		e.executors.Wait()
 	})
+}
+
+// inProcessComms is the default Config.NewComms: one in-process group.
+func inProcessComms(size int) ([]nccl.Communicator, error) {
+	g, err := nccl.NewGroup(size)
+	if err != nil {
+		return nil, err
+	}
+	comms := make([]nccl.Communicator, size)
+	for r := range comms {
+		comms[r] = g.Comm(r)
+	}
+	return comms, nil
 }

@@ -83,13 +83,26 @@ func (f *rankFaults) beforeStep() error {
 
 // faultComm wraps a rank's communicator so a hang can be injected: the
 // armed rank blocks in its next all-reduce until the group is aborted, as a
-// rank stuck in a collective would.
+// rank stuck in a collective would. A dropped communicator reports an
+// asynchronous error, as a failed NCCL communicator would.
 type faultComm struct {
 	nccl.Communicator
 	hang     atomic.Bool
+	dropped  atomic.Pointer[error]
 	released chan struct{}
 	once     sync.Once
 }
+
+// AsyncError reports an injected drop before the wrapped communicator's own error.
+func (c *faultComm) AsyncError() error {
+	if err := c.dropped.Load(); err != nil {
+		return *err
+	}
+	return c.Communicator.AsyncError()
+}
+
+// drop makes the communicator report err asynchronously.
+func (c *faultComm) drop(err error) { c.dropped.Store(&err) }
 
 func newFaultComm(c nccl.Communicator) *faultComm {
 	return &faultComm{Communicator: c, released: make(chan struct{})}

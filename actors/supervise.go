@@ -31,7 +31,6 @@ type rankGroup struct {
 	gen      uint64
 	ranks    []*actor.PID
 	comms    []nccl.Communicator
-	comm     *nccl.Group
 	poison   *supervision.Poison
 	ready    int
 	caps     model.Capacity
@@ -80,14 +79,14 @@ func (*InjectFault) schedulerMessage()          {}
 func (s *schedulerActor) rebuild(ctx actor.Context) {
 	s.gen++
 	s.state = groupLoading
-	comm, err := nccl.NewGroup(s.cfg.TP)
+	comms, err := s.cfg.NewComms(s.cfg.TP)
 	if err != nil {
 		s.die(ctx, err)
 		return
 	}
-	g := &rankGroup{gen: s.gen, comm: comm, poison: &supervision.Poison{}, stopPoll: make(chan struct{})}
+	g := &rankGroup{gen: s.gen, poison: &supervision.Poison{}, stopPoll: make(chan struct{})}
 	for r := 0; r < s.cfg.TP; r++ {
-		var c nccl.Communicator = comm.Comm(r)
+		c := comms[r]
 		var faults *rankFaults
 		if s.faults != nil {
 			c, faults = newFaultComm(c), s.faults[r]
@@ -341,7 +340,7 @@ func (s *schedulerActor) inject(ctx actor.Context, f Fault) error {
 	case FaultSlow, FaultError:
 		s.faults[f.Rank].arm(f)
 	case FaultDropComm:
-		g.comm.InjectAsyncError(fmt.Errorf("injected: rank %d lost its communicator", f.Rank))
+		g.comms[f.Rank].(*faultComm).drop(fmt.Errorf("injected: rank %d lost its communicator", f.Rank))
 	default:
 		return fmt.Errorf("actors: unknown fault kind %q", f.Kind)
 	}

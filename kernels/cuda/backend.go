@@ -666,3 +666,14 @@ func (b *Backend) launch(op, name string, grid, block [3]int, shmem int, args ..
 func blockFor(n int) int {
 	return min(max((n+31)/32*32, 32), 256)
 }
+
+// Stream returns the CUstream on which every op of the backend is ordered,
+// for device-side collectives (NCCL) that must run in that order.
+func (b *Backend) Stream() uintptr { return uintptr(b.stream) }
+
+// DevicePointer returns t's device address and its number of float32
+// elements, for device-side collectives.
+func (b *Backend) DevicePointer(t kernels.Tensor) (ptr uintptr, n int) {
+	ct := b.tensor("DevicePointer", t)
+	return uintptr(ct.ptr), ct.n
+}
