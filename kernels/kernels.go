@@ -150,3 +150,31 @@ type Backend interface {
 type ScratchResetter interface {
 	ResetScratch()
 }
+
+// Stepper is implemented by backends that want to know where a forward
+// step begins and ends (the CUDA backend uploads metadata shared by the
+// step's ops once, and records decode steps as CUDA graphs). A non-empty
+// graphKey promises that the step's launches (kernels, shapes, metadata
+// sizes) are fully determined by the key, so a recording made for one step
+// with that key replays any other. A step that fails before EndStep is
+// discarded by the next BeginStep or ResetScratch.
+type Stepper interface {
+	BeginStep(graphKey string)
+	EndStep()
+}
+
+// WeightUploader is implemented by backends that store weights in their
+// own format (the CUDA backend keeps matrices in bf16). The loader uploads
+// every checkpoint tensor through UploadWeight when the backend has it;
+// such weights are read only as the weight of Linear and the table of
+// Embedding, or as norm, conv and gate parameters when they stay float32.
+type WeightUploader interface {
+	UploadWeight(data []float32, shape ...int) Tensor
+}
+
+// MemoryReporter is implemented by backends with a device memory of their
+// own (the CUDA backend: cuMemGetInfo). A rank whose capacity budget is
+// unset (0) takes the device's free memory after the weights load.
+type MemoryReporter interface {
+	MemInfo() (free, total int64, err error)
+}

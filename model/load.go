@@ -103,6 +103,10 @@ func (c *Checkpoint) Load(be kernels.Backend, shard Shard) (Model, error) {
 		return nil, err
 	}
 	weights := make(map[string]kernels.Tensor, len(decls))
+	upload := be.Upload
+	if wu, ok := be.(kernels.WeightUploader); ok {
+		upload = wu.UploadWeight
+	}
 	for _, d := range decls {
 		t, _ := c.files.Tensor(c.names[d.Name])
 		full, err := t.Float32()
@@ -113,7 +117,7 @@ func (c *Checkpoint) Load(be kernels.Backend, shard Shard) (Model, error) {
 		if err != nil {
 			return nil, err
 		}
-		weights[d.Name] = be.Upload(part, shape...)
+		weights[d.Name] = upload(part, shape...)
 	}
 	return c.Arch.Build(c.Config, shard, weights)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"unsafe"
 
 	"cohort/kernels"
 )
@@ -71,30 +72,7 @@ func (b *Backend) Attention(q, k, v, gate kernels.Tensor, cache kernels.KVCache,
 		return out
 	}
 
-	// Per-row metadata: position and where its sequence's pages start in
-	// the flattened page lists.
-	pageOff := make([]int32, T)
-	var pages []int32
-	for _, s := range bt.Seqs {
-		off := int32(len(pages))
-		for _, p := range s.Pages {
-			if p < 0 || int(p) >= c.pages {
-				panic(fmt.Sprintf("cuda: Attention: page %d out of range [0, %d)", p, c.pages))
-			}
-		}
-		pages = append(pages, s.Pages...)
-		for r := s.Start; r < s.End(); r++ {
-			p := int(bt.Positions[r])
-			if p < 0 || p >= len(s.Pages)*c.pageSize {
-				panic(fmt.Sprintf("cuda: Attention: position %d of row %d beyond %d pages", p, r, len(s.Pages)))
-			}
-			pageOff[r] = off
-		}
-	}
-	dpos := b.uploadInts(op, bt.Positions)
-	dpageOff := b.uploadInts(op, pageOff)
-	dpages := b.uploadInts(op, pages)
-
+	dpos, dpageOff, dpages := b.attentionMeta(op, bt, c)
 	kvw := KV * hd
 	b.launch(op, "kv_write_f32", [3]int{T, 1, 1}, [3]int{min(256, (kvw+31)/32*32), 1, 1}, 0,
 		c.k, c.v, kt.ptr, vt.ptr, dpos, dpageOff, dpages, kvw, c.pageSize, c.pages, layer)
@@ -120,4 +98,34 @@ func checkBatch(op string, bt *kernels.Batch, T int, distinctSlots bool) {
 	if next != T || len(bt.Positions) != T {
 		panic(fmt.Sprintf("cuda: %s: sequences cover %d rows, %d positions, tensor has %d rows", op, next, len(bt.Positions), T))
 	}
+}
+
+// attentionMeta uploads, once per step, the rows' positions, where each
+// row's sequence starts in the flattened page lists, and the page lists
+// (in a buffer of the cache's page count, so a graph step's pages may grow).
+func (b *Backend) attentionMeta(op string, bt *kernels.Batch, c *KVCache) (pos, pageOff, pages devptr) {
+	T := bt.Rows()
+	off := make([]int32, T)
+	var all []int32
+	for _, s := range bt.Seqs {
+		first := int32(len(all))
+		for _, p := range s.Pages {
+			if p < 0 || int(p) >= c.pages {
+				panic(fmt.Sprintf("cuda: Attention: page %d out of range [0, %d)", p, c.pages))
+			}
+		}
+		all = append(all, s.Pages...)
+		for r := s.Start; r < s.End(); r++ {
+			p := int(bt.Positions[r])
+			if p < 0 || p >= len(s.Pages)*c.pageSize {
+				panic(fmt.Sprintf("cuda: Attention: position %d of row %d beyond %d pages", p, r, len(s.Pages)))
+			}
+			off[r] = first
+		}
+	}
+	key := func(kind string) metaKey { return metaKey{kind: kind, src: unsafe.Pointer(bt), n: c.pages} }
+	pos = b.positionsMeta(op, bt.Positions)
+	pageOff = b.sharedMeta(key("pageOff"), func() devptr { return b.uploadInts(op, off) })
+	pages = b.sharedMeta(key("pages"), func() devptr { return b.uploadIntsCap(op, all, c.pages) })
+	return pos, pageOff, pages
 }

@@ -62,6 +62,10 @@ type Options struct {
 	Device int
 	// Comm is the rank's communicator; nil means a single rank.
 	Comm nccl.Communicator
+	// Weights is how UploadWeight stores matrix weights: "bf16" (the
+	// default: bfloat16, float32 activations and accumulation) or "f32".
+	// Empty means $COHORT_CUDA_WEIGHTS, else "bf16".
+	Weights string
 }
 
 // Backend is the CUDA implementation of kernels.Backend.
@@ -69,6 +73,7 @@ type Backend struct {
 	comm   nccl.Communicator
 	device int
 	ctx    cuContext
+	stream cuStream // every op is ordered on it (see setThreadStream)
 	name   string
 	ccMaj  int
 	ccMin  int
@@ -90,6 +95,21 @@ type Backend struct {
 	invFreq    map[ropeKey]devptr
 	syncLaunch bool
 	closed     bool
+
+	weights string             // "bf16" or "f32" (Options.Weights)
+	plans   map[ltKey]ltPlan   // prepared cuBLASLt matmuls by shape
+	graph   graphs             // CUDA graphs of decode steps (graph.go)
+	meta    map[metaKey]devptr // shared metadata of the step in progress
+	inStep  bool               // between BeginStep and EndStep
+}
+
+// metaKey names per-step metadata that several ops of a step share (the
+// batch's positions, its page lists, its sequences), so it is uploaded
+// once per step rather than once per layer.
+type metaKey struct {
+	kind string
+	src  unsafe.Pointer // the batch, or the slice's first element
+	n    int
 }
 
 var _ kernels.Backend = (*Backend)(nil)
@@ -123,8 +143,11 @@ func New(o Options) (*Backend, error) {
 		return nil, fmt.Errorf("cuda: device %d: %w", o.Device, err)
 	}
 	b := &Backend{comm: o.Comm, device: dev, name: deviceName(dev),
-		permanent: map[devptr]int64{}, invFreq: map[ropeKey]devptr{},
+		permanent: map[devptr]int64{}, invFreq: map[ropeKey]devptr{}, plans: map[ltKey]ltPlan{},
 		syncLaunch: os.Getenv("COHORT_CUDA_SYNC") == "1"}
+	if b.weights, err = weightType(o.Weights); err != nil {
+		return nil, err
+	}
 	if b.ccMaj, err = deviceAttribute(dev, attrComputeCapabilityMajor); err != nil {
 		return nil, fmt.Errorf("cuda: device %d: %w", o.Device, err)
 	}
@@ -141,10 +164,17 @@ func New(o Options) (*Backend, error) {
 		primaryCtxRelease(dev)
 		return nil, fmt.Errorf("cuda: device %d: %w", o.Device, err)
 	}
+	if b.stream, err = streamCreate(); err != nil {
+		primaryCtxRelease(dev)
+		return nil, fmt.Errorf("cuda: device %d: %w", o.Device, err)
+	}
+	setThreadStream(b.stream)
 	if err := b.init(); err != nil {
 		b.Close()
 		return nil, err
 	}
+	b.graph.init(b)
+	b.meta = map[metaKey]devptr{}
 	return b, nil
 }
 
@@ -213,8 +243,8 @@ func (b *Backend) Name() string { return "cuda" }
 
 // Info describes the device, the kernel image and the GEMM path, for logs.
 func (b *Backend) Info() string {
-	s := fmt.Sprintf("cuda: device %d %q sm_%d%d, %d SMs, driver %d, kernels %s, gemm %s",
-		b.device, b.name, b.ccMaj, b.ccMin, b.sms, driverVersion(), b.image, b.gemm)
+	s := fmt.Sprintf("cuda: device %d %q sm_%d%d, %d SMs, driver %d, kernels %s, %s weights, gemm %s",
+		b.device, b.name, b.ccMaj, b.ccMin, b.sms, driverVersion(), b.image, b.weights, b.gemm)
 	if b.gemm == "cublaslt" {
 		s += fmt.Sprintf(" (cuBLASLt %d from %s)", cublasLtVersion(), libLt.path)
 	} else if b.gemmNote != "" {
@@ -229,6 +259,7 @@ func (b *Backend) Bind() error {
 	if err := ctxSetCurrent(b.ctx); err != nil {
 		return fmt.Errorf("cuda: Bind: %w", err)
 	}
+	setThreadStream(b.stream)
 	return nil
 }
 
@@ -248,11 +279,18 @@ func (b *Backend) MemInfo() (free, total int64, err error) { return memInfo() }
 // last reset. Weights, KV caches and state pools are not affected. Tensors
 // from before the reset must not be used again (ops panic if they are).
 func (b *Backend) ResetScratch() {
+	b.abandonGraph()
+	b.inStep = false
+	clear(b.meta)
 	if err := b.staging.reset(); err != nil {
 		panic(fmt.Sprintf("cuda: ResetScratch: %v", err))
 	}
+	gen := b.scratch.gen
 	if err := b.scratch.reset(); err != nil {
 		panic(fmt.Sprintf("cuda: ResetScratch: %v", err))
+	}
+	if b.scratch.gen != gen {
+		b.dropGraphs()
 	}
 }
 
@@ -282,6 +320,8 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.closed = true
+	b.abandonGraph()
+	b.dropGraphs()
 	var errs []error
 	for p := range b.permanent {
 		errs = append(errs, memFree(p))
@@ -289,6 +329,10 @@ func (b *Backend) Close() error {
 	b.permanent = map[devptr]int64{}
 	errs = append(errs, b.staging.free())
 	errs = append(errs, b.scratch.free())
+	for _, p := range b.plans {
+		p.free()
+	}
+	b.plans = nil
 	if b.lt != 0 {
 		cublasLtDestroy(b.lt)
 		b.lt = 0
@@ -300,6 +344,11 @@ func (b *Backend) Close() error {
 	if b.mod != 0 {
 		errs = append(errs, moduleUnload(b.mod))
 		b.mod = 0
+	}
+	if b.stream != 0 {
+		errs = append(errs, streamDestroy(b.stream))
+		setThreadStream(0)
+		b.stream = 0
 	}
 	errs = append(errs, primaryCtxRelease(b.device))
 	if err := errors.Join(errs...); err != nil {
@@ -335,7 +384,8 @@ func (b *Backend) freePermanent(p devptr) {
 type arena struct {
 	chunks []chunk
 	cur    int
-	epoch  uint64
+	epoch  uint64 // bumped by every reset
+	gen    uint64 // bumped whenever the chunks change (addresses move)
 }
 
 type chunk struct {
@@ -371,6 +421,7 @@ func (a *arena) alloc(bytes int64) (devptr, error) {
 	}
 	a.chunks = append(a.chunks, chunk{base: p, size: size, off: bytes})
 	a.cur = len(a.chunks) - 1
+	a.gen++
 	return p, nil
 }
 
@@ -389,6 +440,7 @@ func (a *arena) reset() error {
 			return err
 		}
 		a.chunks = []chunk{{base: p, size: total}}
+		a.gen++
 	}
 	for i := range a.chunks {
 		a.chunks[i].off = 0
@@ -403,6 +455,7 @@ func (a *arena) free() error {
 		errs = append(errs, memFree(c.base))
 	}
 	a.chunks, a.cur = nil, 0
+	a.gen++
 	return errors.Join(errs...)
 }
 
@@ -428,11 +481,13 @@ func (b *Backend) allocScratch(op string, bytes int64) devptr {
 
 // ---- tensors ----
 
-// Tensor is a float32 device tensor.
+// Tensor is a device tensor: float32, or bfloat16 for matrix weights
+// stored by UploadWeight.
 type Tensor struct {
 	shape   []int
 	n       int
 	ptr     devptr
+	bf16    bool   // elements are bfloat16 (only weights, read by Linear and Embedding)
 	scratch bool   // lives in the scratch arena
 	epoch   uint64 // the arena epoch it was allocated in
 	freed   bool
@@ -485,8 +540,18 @@ func asTensor(op string, t kernels.Tensor) *Tensor {
 	return ct
 }
 
-// tensor unwraps t and checks that its memory is still live.
+// tensor unwraps a float32 tensor and checks that its memory is still live.
 func (b *Backend) tensor(op string, t kernels.Tensor) *Tensor {
+	ct := b.weight(op, t)
+	if ct.bf16 {
+		panic(fmt.Sprintf("cuda: %s: tensor %v is bf16; only Linear and Embedding read bf16 weights", op, ct.shape))
+	}
+	return ct
+}
+
+// weight unwraps a float32 or bf16 tensor and checks that its memory is
+// still live.
+func (b *Backend) weight(op string, t kernels.Tensor) *Tensor {
 	ct := asTensor(op, t)
 	if ct.freed {
 		panic(fmt.Sprintf("cuda: %s: tensor %v was freed", op, ct.shape))
@@ -515,7 +580,10 @@ func (b *Backend) Upload(data []float32, shape ...int) kernels.Tensor {
 
 // Download copies a tensor to the host (waiting for the work that makes it).
 func (b *Backend) Download(t kernels.Tensor) []float32 {
-	ct := b.tensor("Download", t)
+	ct := b.weight("Download", t)
+	if ct.bf16 {
+		return b.downloadBF16(ct)
+	}
 	out := make([]float32, ct.n)
 	if ct.n > 0 {
 		if err := memcpyDtoH(unsafe.Pointer(&out[0]), ct.ptr, int64(ct.n)*4); err != nil {
@@ -526,7 +594,14 @@ func (b *Backend) Download(t kernels.Tensor) []float32 {
 }
 
 // uploadInts copies int32 metadata into the scratch arena.
-func (b *Backend) uploadInts(op string, v []int32) devptr {
+func (b *Backend) uploadInts(op string, v []int32) devptr { return b.uploadIntsCap(op, v, len(v)) }
+
+// uploadIntsCap is uploadInts for metadata whose length varies between
+// steps of one graph key, up to capElems values.
+func (b *Backend) uploadIntsCap(op string, v []int32, capElems int) devptr {
+	if p, ok := b.graphUpload(op, v, capElems); ok {
+		return p
+	}
 	if len(v) == 0 {
 		return 0
 	}
@@ -651,10 +726,16 @@ func (b *Backend) launch(op, name string, grid, block [3]int, shmem int, args ..
 			panic(fmt.Sprintf("cuda: %s: %s argument %d has unsupported type %T", op, name, i, a))
 		}
 	}
+	if b.graph.mode != graphOff {
+		shape := []uint64{uint64(grid[0]), uint64(grid[1]), uint64(grid[2]), uint64(block[0]), uint64(block[1]), uint64(block[2]), uint64(shmem)}
+		if b.graph.skip(op, name, append(shape, packed...)...) {
+			return
+		}
+	}
 	if err := launchKernel(f, grid, block, shmem, packed); err != nil {
 		panic(fmt.Sprintf("cuda: %s: %s grid %v block %v: %v", op, name, grid, block, err))
 	}
-	if b.syncLaunch {
+	if b.syncLaunch && b.graph.mode == graphOff {
 		if err := ctxSynchronize(); err != nil {
 			panic(fmt.Sprintf("cuda: %s: %s: %v", op, name, err))
 		}
@@ -676,4 +757,27 @@ func (b *Backend) Stream() uintptr { return uintptr(b.stream) }
 func (b *Backend) DevicePointer(t kernels.Tensor) (ptr uintptr, n int) {
 	ct := b.tensor("DevicePointer", t)
 	return uintptr(ct.ptr), ct.n
+}
+
+// sharedMeta uploads per-step metadata once per key and step (see metaKey);
+// outside BeginStep/EndStep it uploads on every call.
+func (b *Backend) sharedMeta(key metaKey, upload func() devptr) devptr {
+	if !b.inStep {
+		return upload()
+	}
+	if p, ok := b.meta[key]; ok {
+		return p
+	}
+	p := upload()
+	b.meta[key] = p
+	return p
+}
+
+// positionsMeta uploads a batch's positions once per step.
+func (b *Backend) positionsMeta(op string, positions []int32) devptr {
+	if len(positions) == 0 {
+		return 0
+	}
+	return b.sharedMeta(metaKey{kind: "positions", src: unsafe.Pointer(&positions[0]), n: len(positions)},
+		func() devptr { return b.uploadInts(op, positions) })
 }

@@ -41,6 +41,25 @@ static CUresult (*p_cuMemsetD32)(CUdeviceptr, unsigned int, size_t);
 static CUresult (*p_cuMemHostAlloc)(void **, size_t, unsigned int);
 static CUresult (*p_cuMemFreeHost)(void *);
 static CUresult (*p_cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
+static CUresult (*p_cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
+static CUresult (*p_cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+static CUresult (*p_cuMemsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
+static CUresult (*p_cuStreamCreate)(CUstream *, unsigned int);
+static CUresult (*p_cuStreamDestroy)(CUstream);
+static CUresult (*p_cuStreamSynchronize)(CUstream);
+static CUresult (*p_cuStreamBeginCapture)(CUstream, CUstreamCaptureMode);
+static CUresult (*p_cuStreamEndCapture)(CUstream, CUgraph *);
+static CUresult (*p_cuGraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
+static CUresult (*p_cuGraphLaunch)(CUgraphExec, CUstream);
+static CUresult (*p_cuGraphExecDestroy)(CUgraphExec);
+static CUresult (*p_cuGraphDestroy)(CUgraph);
+static CUresult (*p_cuGraphGetNodes)(CUgraph, CUgraphNode *, size_t *);
+
+// cw_stream is the calling thread's stream: every copy, memset, launch and
+// GEMM below is ordered on it. Each rank's backend runs on one OS thread
+// and sets it when it binds its context (cw_set_stream).
+static __thread CUstream cw_stream = NULL;
+static void cw_set_stream(uintptr_t s) { cw_stream = (CUstream)s; }
 static CUresult (*p_cuModuleLoadData)(CUmodule *, const void *);
 static CUresult (*p_cuModuleUnload)(CUmodule);
 static CUresult (*p_cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
@@ -74,6 +93,19 @@ static const char *cw_load_cuda(void *h) {
 	COHORT_SYM(h, p_cuMemHostAlloc, "cuMemHostAlloc");
 	COHORT_SYM(h, p_cuMemFreeHost, "cuMemFreeHost");
 	COHORT_SYM(h, p_cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+	COHORT_SYM(h, p_cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+	COHORT_SYM(h, p_cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
+	COHORT_SYM(h, p_cuMemsetD32Async, "cuMemsetD32Async");
+	COHORT_SYM(h, p_cuStreamCreate, "cuStreamCreate");
+	COHORT_SYM(h, p_cuStreamDestroy, "cuStreamDestroy_v2");
+	COHORT_SYM(h, p_cuStreamSynchronize, "cuStreamSynchronize");
+	COHORT_SYM(h, p_cuStreamBeginCapture, "cuStreamBeginCapture_v2");
+	COHORT_SYM(h, p_cuStreamEndCapture, "cuStreamEndCapture");
+	COHORT_SYM(h, p_cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
+	COHORT_SYM(h, p_cuGraphLaunch, "cuGraphLaunch");
+	COHORT_SYM(h, p_cuGraphExecDestroy, "cuGraphExecDestroy");
+	COHORT_SYM(h, p_cuGraphDestroy, "cuGraphDestroy");
+	COHORT_SYM(h, p_cuGraphGetNodes, "cuGraphGetNodes");
 	COHORT_SYM(h, p_cuModuleLoadData, "cuModuleLoadData");
 	COHORT_SYM(h, p_cuModuleUnload, "cuModuleUnload");
 	COHORT_SYM(h, p_cuModuleGetFunction, "cuModuleGetFunction");
@@ -113,16 +145,48 @@ static int cw_cuMemAlloc(uint64_t *ptr, size_t n) {
 }
 static int cw_cuMemFree(uint64_t ptr) { return p_cuMemFree((CUdeviceptr)ptr); }
 static int cw_cuMemGetInfo(size_t *free, size_t *total) { return p_cuMemGetInfo(free, total); }
-static int cw_cuMemcpyHtoD(uint64_t dst, const void *src, size_t n) { return p_cuMemcpyHtoD((CUdeviceptr)dst, src, n); }
-static int cw_cuMemcpyDtoH(void *dst, uint64_t src, size_t n) { return p_cuMemcpyDtoH(dst, (CUdeviceptr)src, n); }
-static int cw_cuMemcpyDtoD(uint64_t dst, uint64_t src, size_t n) { return p_cuMemcpyDtoD((CUdeviceptr)dst, (CUdeviceptr)src, n); }
-static int cw_cuMemsetD32(uint64_t dst, unsigned int v, size_t n) { return p_cuMemsetD32((CUdeviceptr)dst, v, n); }
+// The blocking copies are ordered on the thread's stream and wait for it.
+static int cw_cuMemcpyHtoD(uint64_t dst, const void *src, size_t n) {
+	CUresult r = p_cuMemcpyHtoDAsync((CUdeviceptr)dst, src, n, cw_stream);
+	return r != CUDA_SUCCESS ? r : p_cuStreamSynchronize(cw_stream);
+}
+static int cw_cuMemcpyDtoH(void *dst, uint64_t src, size_t n) {
+	CUresult r = p_cuMemcpyDtoHAsync(dst, (CUdeviceptr)src, n, cw_stream);
+	return r != CUDA_SUCCESS ? r : p_cuStreamSynchronize(cw_stream);
+}
+static int cw_cuMemcpyDtoD(uint64_t dst, uint64_t src, size_t n) { return p_cuMemcpyDtoDAsync((CUdeviceptr)dst, (CUdeviceptr)src, n, cw_stream); }
+static int cw_cuMemsetD32(uint64_t dst, unsigned int v, size_t n) { return p_cuMemsetD32Async((CUdeviceptr)dst, v, n, cw_stream); }
+static int cw_cuStreamCreate(uintptr_t *s) {
+	CUstream st = NULL;
+	CUresult r = p_cuStreamCreate(&st, CU_STREAM_NON_BLOCKING);
+	*s = (uintptr_t)st;
+	return r;
+}
+static int cw_cuStreamDestroy(uintptr_t s) { return p_cuStreamDestroy((CUstream)s); }
+static int cw_cuStreamSynchronize(void) { return p_cuStreamSynchronize(cw_stream); }
+// Capture is relaxed: other threads (other ranks) may call unsafe APIs such
+// as cuMemAlloc while this one captures.
+static int cw_begin_capture(void) { return p_cuStreamBeginCapture(cw_stream, CU_STREAM_CAPTURE_MODE_RELAXED); }
+static int cw_end_capture(uintptr_t *exec, size_t *nodes) {
+	CUgraph g = NULL;
+	CUgraphExec e = NULL;
+	*exec = 0; *nodes = 0;
+	CUresult r = p_cuStreamEndCapture(cw_stream, &g);
+	if (r != CUDA_SUCCESS) return r;
+	p_cuGraphGetNodes(g, NULL, nodes);
+	r = p_cuGraphInstantiateWithFlags(&e, g, 0);
+	p_cuGraphDestroy(g);
+	*exec = (uintptr_t)e;
+	return r;
+}
+static int cw_graph_launch(uintptr_t exec) { return p_cuGraphLaunch((CUgraphExec)exec, cw_stream); }
+static int cw_graph_destroy(uintptr_t exec) { return p_cuGraphExecDestroy((CUgraphExec)exec); }
 static int cw_cuMemHostAlloc(void **p, size_t n) { return p_cuMemHostAlloc(p, n, 0); }
 static int cw_cuMemFreeHost(void *p) { return p_cuMemFreeHost(p); }
-// cw_cuMemcpyHtoDAsync copies on the legacy default stream (like cw_launch),
-// so the copy is ordered with every kernel launch.
+// cw_cuMemcpyHtoDAsync copies on the thread's stream (like cw_launch), so
+// the copy is ordered with every kernel launch.
 static int cw_cuMemcpyHtoDAsync(uint64_t dst, const void *src, size_t n) {
-	return p_cuMemcpyHtoDAsync((CUdeviceptr)dst, src, n, (CUstream)0);
+	return p_cuMemcpyHtoDAsync((CUdeviceptr)dst, src, n, cw_stream);
 }
 static int cw_cuModuleLoadData(uintptr_t *mod, const void *image) {
 	CUmodule m = NULL;
@@ -138,7 +202,7 @@ static int cw_cuModuleGetFunction(uintptr_t *fn, uintptr_t mod, const char *name
 	return r;
 }
 
-// cw_launch launches fn on the legacy default stream. Every parameter is
+// cw_launch launches fn on the thread's stream. Every parameter is
 // passed in an 8-byte slot of args; the driver reads as many bytes as the
 // kernel's parameter has, so 4-byte ints and floats sit in the low half of
 // their slot (x86-64 and arm64 are little-endian).
@@ -147,7 +211,7 @@ static int cw_launch(uintptr_t fn, unsigned gx, unsigned gy, unsigned gz,
 	void *ptrs[32];
 	if (nargs > 32) return CUDA_ERROR_INVALID_VALUE;
 	for (int i = 0; i < nargs; i++) ptrs[i] = &args[i];
-	return p_cuLaunchKernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shmem, NULL, ptrs, NULL);
+	return p_cuLaunchKernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shmem, cw_stream, ptrs, NULL);
 }
 
 static const char *cw_cuErrorName(int r) {
@@ -283,54 +347,78 @@ static int cw_cublasLtCreate(uintptr_t *h) {
 static int cw_cublasLtDestroy(uintptr_t h) { return p_cublasLtDestroy((cublasLtHandle_t)h); }
 static size_t cw_cublasLtGetVersion(void) { return p_cublasLtGetVersion(); }
 
-// cw_lt_sgemm computes, in column-major terms, D[m, n] = op(A) · op(B) with
-// fp32 data and CUBLAS_COMPUTE_32F (no TF32), alpha 1 and beta 0. A is
-// stored [arows, acols] with leading dimension lda, likewise B; D is [m, n]
-// with leading dimension ldd. *stage names the failing call; a heuristic
-// that finds no algorithm returns CUBLAS_STATUS_NOT_SUPPORTED.
-static int cw_lt_sgemm(uintptr_t handle, int transa, int transb, uint64_t m, uint64_t n, uint64_t k,
-		uint64_t A, int64_t lda, uint64_t B, int64_t ldb, uint64_t D, int64_t ldd,
-		uint64_t ws, size_t wsSize, const char **stage) {
+// cw_lt_plan is a prepared cuBLASLt matmul: descriptors and the chosen
+// algorithm, reused for every GEMM of one shape.
+typedef struct {
+	cublasLtMatmulDesc_t op;
+	cublasLtMatrixLayout_t la, lb, ld;
+	cublasLtMatmulAlgo_t algo;
+	size_t wsSize;
+} cw_lt_plan;
+
+static void cw_lt_plan_free(cw_lt_plan *p) {
+	if (!p) return;
+	if (p->ld) p_cublasLtMatrixLayoutDestroy(p->ld);
+	if (p->lb) p_cublasLtMatrixLayoutDestroy(p->lb);
+	if (p->la) p_cublasLtMatrixLayoutDestroy(p->la);
+	if (p->op) p_cublasLtMatmulDescDestroy(p->op);
+	free(p);
+}
+
+// cw_lt_plan_new prepares D[m, n] (fp32, column-major, ld ldd) = op(A)·op(B)
+// with A and B of type ab (CUDA_R_32F or CUDA_R_16BF) and fp32
+// accumulation (CUBLAS_COMPUTE_32F: no TF32).
+static int cw_lt_plan_new(uintptr_t handle, int ab, int transa, int transb, uint64_t m, uint64_t n, uint64_t k,
+		int64_t lda, int64_t ldb, int64_t ldd, size_t wsSize, cw_lt_plan **out, const char **stage) {
 	cublasLtHandle_t lt = (cublasLtHandle_t)handle;
-	cublasLtMatmulDesc_t op = NULL;
-	cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
+	cw_lt_plan *p = (cw_lt_plan *)calloc(1, sizeof(cw_lt_plan));
 	cublasLtMatmulPreference_t pref = NULL;
 	cublasLtMatmulHeuristicResult_t heur;
 	int found = 0;
 	cublasOperation_t ta = transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transb ? CUBLAS_OP_T : CUBLAS_OP_N;
-	float alpha = 1.0f, beta = 0.0f;
+	cudaDataType_t abType = (cudaDataType_t)ab;
 	cublasStatus_t r;
+	*out = NULL;
+	*stage = "calloc";
+	if (!p) return CUBLAS_STATUS_ALLOC_FAILED;
+	p->wsSize = wsSize;
 	*stage = "cublasLtMatmulDescCreate";
-	if ((r = p_cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS) goto done;
+	if ((r = p_cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS) goto fail;
 	*stage = "cublasLtMatmulDescSetAttribute(TRANSA)";
-	if ((r = p_cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta)) != CUBLAS_STATUS_SUCCESS) goto done;
+	if ((r = p_cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta)) != CUBLAS_STATUS_SUCCESS) goto fail;
 	*stage = "cublasLtMatmulDescSetAttribute(TRANSB)";
-	if ((r = p_cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb)) != CUBLAS_STATUS_SUCCESS) goto done;
+	if ((r = p_cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb)) != CUBLAS_STATUS_SUCCESS) goto fail;
 	*stage = "cublasLtMatrixLayoutCreate(A)";
-	if ((r = p_cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, transa ? k : m, transa ? m : k, lda)) != CUBLAS_STATUS_SUCCESS) goto done;
+	if ((r = p_cublasLtMatrixLayoutCreate(&p->la, abType, transa ? k : m, transa ? m : k, lda)) != CUBLAS_STATUS_SUCCESS) goto fail;
 	*stage = "cublasLtMatrixLayoutCreate(B)";
-	if ((r = p_cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, transb ? n : k, transb ? k : n, ldb)) != CUBLAS_STATUS_SUCCESS) goto done;
+	if ((r = p_cublasLtMatrixLayoutCreate(&p->lb, abType, transb ? n : k, transb ? k : n, ldb)) != CUBLAS_STATUS_SUCCESS) goto fail;
 	*stage = "cublasLtMatrixLayoutCreate(D)";
-	if ((r = p_cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, ldd)) != CUBLAS_STATUS_SUCCESS) goto done;
+	if ((r = p_cublasLtMatrixLayoutCreate(&p->ld, CUDA_R_32F, m, n, ldd)) != CUBLAS_STATUS_SUCCESS) goto fail;
 	*stage = "cublasLtMatmulPreferenceCreate";
-	if ((r = p_cublasLtMatmulPreferenceCreate(&pref)) != CUBLAS_STATUS_SUCCESS) goto done;
+	if ((r = p_cublasLtMatmulPreferenceCreate(&pref)) != CUBLAS_STATUS_SUCCESS) goto fail;
 	*stage = "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)";
 	uint64_t wsBytes = wsSize;
-	if ((r = p_cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsBytes, sizeof wsBytes)) != CUBLAS_STATUS_SUCCESS) goto done;
+	if ((r = p_cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsBytes, sizeof wsBytes)) != CUBLAS_STATUS_SUCCESS) goto fail;
 	*stage = "cublasLtMatmulAlgoGetHeuristic";
 	memset(&heur, 0, sizeof heur);
-	if ((r = p_cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &heur, &found)) != CUBLAS_STATUS_SUCCESS) goto done;
-	if (found < 1) { r = CUBLAS_STATUS_NOT_SUPPORTED; goto done; }
-	*stage = "cublasLtMatmul";
-	r = p_cublasLtMatmul(lt, op, &alpha, (const void *)A, la, (const void *)B, lb, &beta,
-		(const void *)D, ld, (void *)D, ld, &heur.algo, (void *)ws, wsSize, (cudaStream_t)0);
-done:
+	if ((r = p_cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->la, p->lb, p->ld, p->ld, pref, 1, &heur, &found)) != CUBLAS_STATUS_SUCCESS) goto fail;
+	if (found < 1) { r = CUBLAS_STATUS_NOT_SUPPORTED; goto fail; }
+	p->algo = heur.algo;
+	p_cublasLtMatmulPreferenceDestroy(pref);
+	*out = p;
+	return CUBLAS_STATUS_SUCCESS;
+fail:
 	if (pref) p_cublasLtMatmulPreferenceDestroy(pref);
-	if (ld) p_cublasLtMatrixLayoutDestroy(ld);
-	if (lb) p_cublasLtMatrixLayoutDestroy(lb);
-	if (la) p_cublasLtMatrixLayoutDestroy(la);
-	if (op) p_cublasLtMatmulDescDestroy(op);
+	cw_lt_plan_free(p);
 	return r;
+}
+
+// cw_lt_plan_run runs a prepared matmul on the thread's stream (alpha 1,
+// beta 0).
+static int cw_lt_plan_run(uintptr_t handle, cw_lt_plan *p, uint64_t A, uint64_t B, uint64_t D, uint64_t ws) {
+	float alpha = 1.0f, beta = 0.0f;
+	return p_cublasLtMatmul((cublasLtHandle_t)handle, p->op, &alpha, (const void *)A, p->la, (const void *)B, p->lb,
+		&beta, (const void *)D, p->ld, (void *)D, p->ld, &p->algo, (void *)ws, p->wsSize, (cudaStream_t)cw_stream);
 }
 
 // ---- dlopen ----
@@ -563,7 +651,7 @@ func memHostAlloc(bytes int64) (unsafe.Pointer, error) {
 func memFreeHost(p unsafe.Pointer) error { return cuCheck("cuMemFreeHost", C.cw_cuMemFreeHost(p)) }
 
 // memcpyHtoDAsync enqueues a copy of bytes from page-locked host memory src
-// to dst on the legacy default stream and returns without waiting; src must
+// to dst on the thread's stream and returns without waiting; src must
 // not change until the copy has executed.
 func memcpyHtoDAsync(dst devptr, src unsafe.Pointer, bytes int64) error {
 	if bytes == 0 {
@@ -709,21 +797,95 @@ func cublasLtDestroy(h ltHandle) { C.cw_cublasLtDestroy(C.uintptr_t(h)) }
 
 func cublasLtVersion() int { return int(C.cw_cublasLtGetVersion()) }
 
-// ltSgemm runs cw_lt_sgemm (column-major D[m,n] = op(A)·op(B), fp32).
-func ltSgemm(h ltHandle, transA, transB bool, m, n, k int, a devptr, lda int, b devptr, ldb int, d devptr, ldd int, ws devptr, wsSize int64) error {
-	ta, tb := C.int(0), C.int(0)
-	if transA {
-		ta = 1
+// ---- streams and graphs ----
+
+// cuStream is a CUstream.
+type cuStream uintptr
+
+// streamCreate makes a non-blocking stream (not ordered with the legacy
+// default stream).
+func streamCreate() (cuStream, error) {
+	var st C.uintptr_t
+	err := cuCheck("cuStreamCreate", C.cw_cuStreamCreate(&st))
+	return cuStream(st), err
+}
+
+func streamDestroy(s cuStream) error {
+	return cuCheck("cuStreamDestroy", C.cw_cuStreamDestroy(C.uintptr_t(s)))
+}
+
+// setThreadStream makes s the calling OS thread's stream for every later
+// copy, memset, launch and GEMM of this package on that thread.
+func setThreadStream(s cuStream) { C.cw_set_stream(C.uintptr_t(s)) }
+
+// streamSynchronize waits for the thread's stream.
+func streamSynchronize() error {
+	return cuCheck("cuStreamSynchronize", C.cw_cuStreamSynchronize())
+}
+
+// graphExec is an instantiated CUDA graph (CUgraphExec).
+type graphExec uintptr
+
+func beginCapture() error { return cuCheck("cuStreamBeginCapture", C.cw_begin_capture()) }
+
+// endCapture ends the thread stream's capture and instantiates the graph;
+// it also returns the graph's node count.
+func endCapture() (graphExec, int, error) {
+	var e C.uintptr_t
+	var n C.size_t
+	err := cuCheck("cuStreamEndCapture/cuGraphInstantiate", C.cw_end_capture(&e, &n))
+	return graphExec(e), int(n), err
+}
+
+func graphLaunch(g graphExec) error {
+	return cuCheck("cuGraphLaunch", C.cw_graph_launch(C.uintptr_t(g)))
+}
+
+func graphDestroy(g graphExec) error {
+	return cuCheck("cuGraphExecDestroy", C.cw_graph_destroy(C.uintptr_t(g)))
+}
+
+// ltPlan is a prepared cuBLASLt matmul of one shape (see cw_lt_plan_new).
+type ltPlan struct{ p *C.cw_lt_plan }
+
+// ltKey identifies a GEMM shape for the plan cache.
+type ltKey struct {
+	bf16           bool
+	transA, transB bool
+	m, n, k        int
+	lda, ldb, ldd  int
+}
+
+func cbool(v bool) C.int {
+	if v {
+		return 1
 	}
-	if transB {
-		tb = 1
+	return 0
+}
+
+// newLtPlan prepares D[m,n] = op(A)·op(B) (column-major, fp32 output, fp32
+// accumulation; A and B fp32 or, if key.bf16, bf16).
+func newLtPlan(h ltHandle, key ltKey, wsSize int64) (ltPlan, error) {
+	ab := C.int(C.CUDA_R_32F)
+	if key.bf16 {
+		ab = C.int(C.CUDA_R_16BF)
 	}
+	var p *C.cw_lt_plan
 	var stage *C.char
-	r := C.cw_lt_sgemm(C.uintptr_t(h), ta, tb, C.uint64_t(m), C.uint64_t(n), C.uint64_t(k),
-		C.uint64_t(a), C.int64_t(lda), C.uint64_t(b), C.int64_t(ldb), C.uint64_t(d), C.int64_t(ldd),
-		C.uint64_t(ws), C.size_t(wsSize), &stage)
+	r := C.cw_lt_plan_new(C.uintptr_t(h), ab, cbool(key.transA), cbool(key.transB),
+		C.uint64_t(key.m), C.uint64_t(key.n), C.uint64_t(key.k),
+		C.int64_t(key.lda), C.int64_t(key.ldb), C.int64_t(key.ldd), C.size_t(wsSize), &p, &stage)
 	if r != 0 {
-		return &cublasError{call: C.GoString(stage), code: int(r)}
+		return ltPlan{}, &cublasError{call: C.GoString(stage), code: int(r)}
+	}
+	return ltPlan{p: p}, nil
+}
+
+func (p ltPlan) run(h ltHandle, a, b, d, ws devptr) error {
+	if r := C.cw_lt_plan_run(C.uintptr_t(h), p.p, C.uint64_t(a), C.uint64_t(b), C.uint64_t(d), C.uint64_t(ws)); r != 0 {
+		return &cublasError{call: "cublasLtMatmul", code: int(r)}
 	}
 	return nil
 }
+
+func (p ltPlan) free() { C.cw_lt_plan_free(p.p) }

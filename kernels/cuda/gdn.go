@@ -136,7 +136,11 @@ func (b *Backend) seqMeta(op string, p *StatePool, layer int, bt *kernels.Batch)
 		p.check(layer, s.Slot)
 		st[i], ln[i], sl[i] = int32(s.Start), int32(s.Len), int32(s.Slot)
 	}
-	return b.uploadInts(op, st), b.uploadInts(op, ln), b.uploadInts(op, sl)
+	key := func(kind string) metaKey { return metaKey{kind: kind, src: unsafe.Pointer(bt)} }
+	start = b.sharedMeta(key("seqStart"), func() devptr { return b.uploadInts(op, st) })
+	length = b.sharedMeta(key("seqLen"), func() devptr { return b.uploadInts(op, ln) })
+	slot = b.sharedMeta(key("seqSlot"), func() devptr { return b.uploadInts(op, sl) })
+	return start, length, slot
 }
 
 // CausalConv1d applies the depthwise causal conv (weight [convDim, (1,) K])

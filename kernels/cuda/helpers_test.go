@@ -39,7 +39,7 @@ func gpu(t testing.TB) *Backend {
 			}
 			return
 		}
-		sharedBe, sharedErr = New(Options{})
+		sharedBe, sharedErr = New(Options{Weights: "f32"})
 		if sharedErr == nil {
 			sharedBe.syncLaunch = true // attribute asynchronous faults to their op
 			t.Logf("%s", sharedBe.Info())

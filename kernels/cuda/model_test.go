@@ -145,7 +145,7 @@ func startRank(t *testing.T, comm nccl.Communicator) *rankWorker {
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		be, err := New(Options{Comm: comm})
+		be, err := New(Options{Comm: comm, Weights: "f32"})
 		w.be = be
 		ready <- err
 		if err != nil {

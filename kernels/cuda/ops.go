@@ -14,7 +14,7 @@ import (
 // [vocabStart, vocabStart+rows), and ids outside that range give zero rows.
 func (b *Backend) Embedding(table kernels.Tensor, ids []int32, vocabStart int) kernels.Tensor {
 	const op = "Embedding"
-	tt := b.tensor(op, table)
+	tt := b.weight(op, table)
 	if len(tt.shape) != 2 {
 		panic(fmt.Sprintf("cuda: Embedding: table %v is not 2-D", tt.shape))
 	}
@@ -24,7 +24,11 @@ func (b *Backend) Embedding(table kernels.Tensor, ids []int32, vocabStart int) k
 		return y
 	}
 	dids := b.uploadInts(op, ids)
-	b.launch(op, "embedding_f32", [3]int{len(ids), 1, 1}, [3]int{min(256, (h+31)/32*32), 1, 1}, 0,
+	kernel := "embedding_f32"
+	if tt.bf16 {
+		kernel = "embedding_bf16"
+	}
+	b.launch(op, kernel, [3]int{len(ids), 1, 1}, [3]int{min(256, (h+31)/32*32), 1, 1}, 0,
 		y.ptr, tt.ptr, dids, h, rows, vocabStart)
 	return y
 }
@@ -38,7 +42,7 @@ func (b *Backend) Embedding(table kernels.Tensor, ids []int32, vocabStart int) k
 // B = x (not transposed, stored [in, T]) and k = in.
 func (b *Backend) Linear(x, w kernels.Tensor) kernels.Tensor {
 	const op = "Linear"
-	xt, wt := b.tensor(op, x), b.tensor(op, w)
+	xt, wt := b.tensor(op, x), b.weight(op, w)
 	T, in := xt.dims()
 	if len(xt.shape) == 0 || len(wt.shape) != 2 || wt.shape[1] != xt.shape[len(xt.shape)-1] {
 		panic(fmt.Sprintf("cuda: Linear: x %v and w %v (want w [out, %d])", xt.shape, wt.shape, in))
@@ -54,6 +58,10 @@ func (b *Backend) Linear(x, w kernels.Tensor) kernels.Tensor {
 		b.zero(op, y)
 		return y
 	}
+	if wt.bf16 {
+		b.linearBF16(op, y, xt, wt, T, in, out)
+		return y
+	}
 	b.gemmNT(op, y.ptr, xt.ptr, wt.ptr, T, in, out)
 	return y
 }
@@ -61,14 +69,7 @@ func (b *Backend) Linear(x, w kernels.Tensor) kernels.Tensor {
 // gemmNT computes y[T, N] = x[T, K]·w[N, K]ᵀ (all row-major, fp32).
 func (b *Backend) gemmNT(op string, y, x, w devptr, T, K, N int) {
 	if b.gemm == "cublaslt" {
-		if err := ltSgemm(b.lt, true, false, N, T, K, w, K, x, K, y, N, b.ws, b.wsSize); err != nil {
-			panic(fmt.Sprintf("cuda: %s: GEMM [%d, %d]·[%d, %d]ᵀ: %v", op, T, K, N, K, err))
-		}
-		if b.syncLaunch {
-			if err := ctxSynchronize(); err != nil {
-				panic(fmt.Sprintf("cuda: %s: GEMM: %v", op, err))
-			}
-		}
+		b.ltGemm(op, ltKey{transA: true, m: N, n: T, k: K, lda: K, ldb: K, ldd: N}, w, x, y)
 		return
 	}
 	const tile = 16
@@ -78,6 +79,9 @@ func (b *Backend) gemmNT(op string, y, x, w devptr, T, K, N int) {
 
 // zero fills t with zeros.
 func (b *Backend) zero(op string, t *Tensor) {
+	if b.graph.skip(op, "memset", uint64(t.ptr), uint64(t.n)) {
+		return
+	}
 	if err := memsetD32(t.ptr, 0, int64(t.n)); err != nil {
 		panic(fmt.Sprintf("cuda: %s: %v", op, err))
 	}
@@ -208,7 +212,7 @@ func (b *Backend) RoPE(x kernels.Tensor, positions []int32, headDim, rotaryDim i
 		inv = b.uploadConstFloats(op, ropeInvFreq(rotaryDim, theta))
 		b.invFreq[key] = inv
 	}
-	pos := b.uploadInts(op, positions)
+	pos := b.positionsMeta(op, positions)
 	pairs := cols / headDim * rotaryDim / 2
 	b.launch(op, "rope_f32", [3]int{T, 1, 1}, [3]int{min(256, (pairs+31)/32*32), 1, 1}, 0,
 		xt.ptr, pos, inv, cols, headDim, rotaryDim)

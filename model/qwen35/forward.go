@@ -2,6 +2,7 @@ package qwen35
 
 import (
 	"fmt"
+	"strconv"
 
 	"cohort/kernels"
 	"cohort/model"
@@ -107,6 +108,15 @@ func (m *Model) Forward(be kernels.Backend, st *model.State, tokens []int32, b *
 	if len(tokens) != b.Rows() {
 		return nil, fmt.Errorf("qwen35: %d tokens for a batch of %d rows", len(tokens), b.Rows())
 	}
+	stepper, _ := be.(kernels.Stepper)
+	if stepper != nil {
+		key := graphKey(b, outputRows)
+		if key != "" {
+			// The recording also holds the weights' and the state's addresses.
+			key = fmt.Sprintf("%s/model-%p/state-%p", key, m, st)
+		}
+		stepper.BeginStep(key)
+	}
 	x := be.Embedding(m.embed, tokens, m.vocabStart)
 	if err := m.allReduce(be, x); err != nil {
 		return nil, err
@@ -136,10 +146,31 @@ func (m *Model) Forward(be kernels.Backend, st *model.State, tokens []int32, b *
 		residual, h = be.AddRMSNorm(residual, mlp, next, m.cfg.Eps)
 	}
 	logits := be.Linear(be.SelectRows(h, outputRows), m.lmHead)
-	if m.shard.Size == 1 {
-		return logits, nil
+	if m.shard.Size > 1 {
+		var err error
+		if logits, err = be.AllGatherCols(logits); err != nil {
+			return nil, err
+		}
 	}
-	return be.AllGatherCols(logits)
+	if stepper != nil {
+		stepper.EndStep()
+	}
+	return logits, nil
+}
+
+// graphKey names a decode step (one new token per sequence, every row an
+// output, in order) by its row count: all such steps run the same launches,
+// so a backend may record one and replay it. Other steps get no key.
+func graphKey(b *kernels.Batch, outputRows []int) string {
+	if b.Rows() == 0 || len(b.Seqs) != b.Rows() || len(outputRows) != b.Rows() {
+		return ""
+	}
+	for i, s := range b.Seqs {
+		if s.Len != 1 || s.Start != i || outputRows[i] != i {
+			return ""
+		}
+	}
+	return "qwen35/decode/" + strconv.Itoa(b.Rows())
 }
 
 func (m *Model) allReduce(be kernels.Backend, x kernels.Tensor) error {

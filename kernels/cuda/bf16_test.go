@@ -1,0 +1,282 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+
+	"cohort/kernels"
+	"cohort/kernels/cpu"
+	"cohort/model"
+	"cohort/model/sample"
+)
+
+// roundBF16 rounds every value to bfloat16 (nearest even), as float32.
+func roundBF16(v []float32) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = math.Float32frombits(uint32(bf16Bits(x)) << 16)
+	}
+	return out
+}
+
+// TestBF16Bits checks the rounding against hand-worked cases.
+func TestBF16Bits(t *testing.T) {
+	for _, tc := range []struct {
+		in   uint32
+		want uint16
+	}{
+		{0x3f800000, 0x3f80}, // 1
+		{0x3f808000, 0x3f80}, // halfway, even stays
+		{0x3f818000, 0x3f82}, // halfway, odd rounds up
+		{0x3f808001, 0x3f81}, // above halfway
+		{0x7f7fffff, 0x7f80}, // max float rounds to +Inf
+		{0x7fc00001, 0x7fc0}, // NaN stays NaN
+		{0x80000000, 0x8000}, // -0
+	} {
+		if got := bf16Bits(math.Float32frombits(tc.in)); got != tc.want {
+			t.Errorf("bf16Bits(%#08x) = %#04x, want %#04x", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestLinearBF16 compares Linear with bf16 weights (the GEMV up to 8 rows,
+// cuBLASLt beyond) with the CPU oracle on the same bf16-rounded weights;
+// beyond 8 rows the activations are rounded to bf16 too, on both sides.
+func TestLinearBF16(t *testing.T) {
+	g := bf16Backend(t)
+	c := cpu.New(cpu.Options{})
+	for _, tc := range []struct{ T, K, N int }{
+		{1, 64, 40}, {3, 2560, 300}, {8, 1024, 17}, {1, 9216, 64}, {9, 512, 300}, {64, 2560, 96}, {5, 40, 33},
+	} {
+		t.Run(fmt.Sprintf("T%d_K%d_N%d", tc.T, tc.K, tc.N), func(t *testing.T) {
+			r := newRand(uint64(tc.T*1000 + tc.K + tc.N))
+			w := roundBF16(randSlice(r, tc.N*tc.K, 0.1))
+			x := randSlice(r, tc.T*tc.K, 1)
+			xc := x
+			if tc.T > gemvMaxRows || tc.K%8 != 0 {
+				xc = roundBF16(x)
+			}
+			gw := g.UploadWeight(w, tc.N, tc.K)
+			if !asTensor("test", gw).bf16 {
+				t.Fatal("UploadWeight did not store a bf16 matrix")
+			}
+			got := g.Download(g.Linear(g.Upload(x, tc.T, tc.K), gw))
+			want := c.Download(c.Linear(c.Upload(xc, tc.T, tc.K), c.Upload(w, tc.N, tc.K)))
+			checkClose(t, "Linear", got, want, 2e-5)
+			g.ResetScratch()
+		})
+	}
+}
+
+// TestEmbeddingBF16 gathers rows of a bf16 table exactly.
+func TestEmbeddingBF16(t *testing.T) {
+	g := bf16Backend(t)
+	const rows, H = 50, 64
+	table := roundBF16(randSlice(newRand(3), rows*H, 1))
+	ids := []int32{0, 7, 49, 60, 12, 3} // 60 is outside [10, 60): zeros
+	got := g.Download(g.Embedding(g.UploadWeight(table, rows, H), ids, 10))
+	for i, id := range ids {
+		for c := range H {
+			want := float32(0)
+			if r := int(id) - 10; r >= 0 && r < rows {
+				want = table[r*H+c]
+			}
+			if v := got[i*H+c]; v != want {
+				t.Fatalf("row %d col %d = %v, want %v", i, c, v, want)
+			}
+		}
+	}
+	if small := g.UploadWeight([]float32{1, 2, 3, 4, 5, 6, 7, 8}, 2, 4); asTensor("test", small).bf16 {
+		t.Error("a [2, 4] weight (a conv kernel's shape) was stored as bf16")
+	}
+	g.ResetScratch()
+}
+
+var bf16Shared *Backend
+
+// bf16Backend returns a second shared backend with bf16 weights and CUDA
+// graphs on (the default configuration), on the test's locked thread.
+func bf16Backend(t *testing.T) *Backend {
+	t.Helper()
+	gpu(t) // skips without a GPU, locks the thread
+	if bf16Shared == nil {
+		be, err := New(Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bf16Shared = be
+	}
+	if err := bf16Shared.Bind(); err != nil {
+		t.Fatal(err)
+	}
+	return bf16Shared
+}
+
+// decodeRun prefills three prompts of different lengths, then decodes
+// greedily in one batch for steps steps (one sequence finishes early, so the
+// batch shrinks), and returns every step's logits.
+func decodeRun(t *testing.T, be *Backend, m model.Model, vocab int, prompts [][]int32, steps int) [][]float32 {
+	t.Helper()
+	const pageSize = 16
+	st := m.NewState(be, len(prompts), 64, pageSize)
+	cached := make([]int, len(prompts))
+	pages := func(s, n int) []int32 {
+		p := make([]int32, (n+pageSize-1)/pageSize)
+		for i := range p {
+			p[i] = int32(s*16 + i)
+		}
+		return p
+	}
+	var out [][]float32
+	next := make([]int32, len(prompts))
+	for s, ids := range prompts {
+		b := &kernels.Batch{Positions: make([]int32, len(ids))}
+		for i := range ids {
+			b.Positions[i] = int32(i)
+		}
+		b.Seqs = []kernels.Seq{{Slot: s, Len: len(ids), Pages: pages(s, len(ids))}}
+		logits, err := m.Forward(be, st, ids, b, []int{len(ids) - 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		host := be.Download(logits)
+		be.ResetScratch()
+		next[s] = int32(sample.Argmax(host))
+		cached[s] = len(ids)
+		out = append(out, host)
+	}
+	live := []int{0, 1, 2}
+	for step := range steps {
+		if step == steps/2 {
+			live = live[:2] // sequence 2 finishes
+		}
+		b := &kernels.Batch{}
+		var tokens []int32
+		rows := make([]int, len(live))
+		for i, s := range live {
+			b.Positions = append(b.Positions, int32(cached[s]))
+			b.Seqs = append(b.Seqs, kernels.Seq{Slot: s, Start: i, Len: 1, Cached: cached[s], Pages: pages(s, cached[s]+1)})
+			tokens = append(tokens, next[s])
+			rows[i] = i
+		}
+		logits, err := m.Forward(be, st, tokens, b, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		host := be.Download(logits)
+		be.ResetScratch()
+		for i, s := range live {
+			next[s] = int32(sample.Argmax(host[i*vocab : (i+1)*vocab]))
+			cached[s]++
+		}
+		out = append(out, host)
+	}
+	return out
+}
+
+// TestGraphReplayMatchesEager: decode steps replayed from CUDA graphs give
+// bit-identical logits to the same steps run eagerly, as the batch size
+// changes and the sequences' page lists grow.
+func TestGraphReplayMatchesEager(t *testing.T) {
+	be := bf16Backend(t)
+	fx := fixtures(t)[0]
+	ck, err := model.Open(fx.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	m, err := ck.Load(be, model.Single)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompts := [][]int32{fx.Prompts[63], fx.Prompts[1], fx.Prompts[130]}
+	const steps = 24
+	be.graph.enabled = false
+	eager := decodeRun(t, be, m, ck.Config.VocabSize, prompts, steps)
+	be.graph.enabled = true
+	c0, r0 := be.GraphStats()
+	graphed := decodeRun(t, be, m, ck.Config.VocabSize, prompts, steps)
+	c1, r1 := be.GraphStats()
+	t.Logf("graphs captured %d, steps replayed %d", c1-c0, r1-r0)
+	if c1-c0 != 2 || r1-r0 < steps-6 {
+		t.Errorf("captured %d graphs and replayed %d steps; want 2 captures (batch 3 and 2) and at least %d replays", c1-c0, r1-r0, steps-6)
+	}
+	for i := range eager {
+		if !slices.Equal(eager[i], graphed[i]) {
+			t.Errorf("step %d: graph logits differ from eager (relative %.3g)", i, relDiff(graphed[i], eager[i]))
+		}
+	}
+}
+
+// TestModelBF16MatchesHF: with bf16 weights (float32 activations in decode,
+// bf16 activations in prefill GEMMs) the top-8 logprobs of every position
+// stay within the bars of transformers' (fp32 on the same bf16
+// weights), and the 32-token greedy continuations equal transformers'.
+func TestModelBF16MatchesHF(t *testing.T) {
+	be := bf16Backend(t)
+	for _, fx := range fixtures(t) {
+		t.Run(fx.Name, func(t *testing.T) {
+			be := bf16Backend(t)
+			ck, err := model.Open(fx.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ck.Close()
+			m, err := ck.Load(be, model.Single)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vocab := ck.Config.VocabSize
+			var deltas []float64
+			for _, n := range fx.Lengths() {
+				ids := fx.Prompts[n]
+				got := step(t, be, model.NewSession(be, m, n), ids, true)
+				hf, err := fx.Logits(n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for pos := 0; pos < n; pos++ {
+					deltas = append(deltas, top8Deltas(got[pos*vocab:(pos+1)*vocab], hf[pos*vocab:(pos+1)*vocab])...)
+				}
+				if want := fx.Greedy[n]; len(want) > 0 {
+					if g := greedy(t, be, m, ids, len(want)); !slices.Equal(g, want) {
+						t.Errorf("prompt %d: greedy\n got %v\nwant %v", n, g, want)
+					}
+				}
+			}
+			mean, p99 := meanP99(deltas)
+			t.Logf("top-8 logprob |Δ| vs HF over %d values: mean %.3g, p99 %.3g", len(deltas), mean, p99)
+			if mean > 0.02 || p99 > 0.08 {
+				t.Errorf("top-8 logprob |Δ|: mean %.3g (bar 0.02), p99 %.3g (bar 0.08)", mean, p99)
+			}
+		})
+	}
+	be.ResetScratch()
+}
+
+// top8Deltas returns |got − want| of the log-softmax at want's 8 best tokens.
+func top8Deltas(got, want []float32) []float64 {
+	lg, lw := sample.LogSoftmax(got), sample.LogSoftmax(want)
+	var out []float64
+	for _, tk := range sample.Top(lw, 8) {
+		out = append(out, math.Abs(float64(lg[tk.ID])-float64(tk.Logprob)))
+	}
+	return out
+}
+
+func meanP99(v []float64) (mean, p99 float64) {
+	if len(v) == 0 {
+		return 0, 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	var sum float64
+	for _, x := range s {
+		sum += x
+	}
+	return sum / float64(len(s)), s[min(len(s)-1, int(math.Ceil(0.99*float64(len(s))))-1)]
+}

@@ -1,0 +1,281 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"hash/fnv"
+	"os"
+	"unsafe"
+)
+
+// CUDA graphs for decode steps.
+//
+// A model brackets a step whose launches are fully determined by a key
+// (for Qwen3.5: a decode step of n rows) with BeginStep(key) and
+// EndStep(). The first step with a key runs eagerly (it sizes the scratch
+// arena). The second is captured: its launches are recorded on the stream
+// instead of run, and EndStep instantiates and launches the graph. Every
+// later step with that key is replayed: the model's Go code runs as usual,
+// so scratch tensors get the same addresses and the per-step metadata is
+// computed, but launches and GEMMs are skipped (only fingerprinted), the
+// metadata is copied into the graph's fixed input buffers, and EndStep
+// launches the graph: one launch per step instead of hundreds.
+//
+// The fingerprint of the skipped launches (kernel, grid, arguments) must
+// equal the captured one; a replay that diverges panics and drops the
+// graph. Metadata whose length varies between steps of one key (a
+// sequence's KV pages) gets an input buffer of its maximum size. A capture
+// during which the scratch arena grows is dropped (addresses would move),
+// and so is every graph when the arena is reallocated. A step that fails
+// before EndStep leaves its capture or replay unfinished; ResetScratch
+// discards it, so nothing half-recorded is ever launched.
+//
+// COHORT_CUDA_GRAPHS=0 turns graphs off. They are also off with
+// COHORT_CUDA_SYNC=1 and for ranks whose collectives go through the host.
+
+// maxGraphs bounds the graphs a backend keeps; reaching it drops them all.
+const maxGraphs = 512
+
+type graphMode uint8
+
+const (
+	graphOff     graphMode = iota // eager
+	graphCapture                  // launches are recorded into a new graph
+	graphReplay                   // launches are skipped; EndStep launches the graph
+)
+
+// stepGraph is one instantiated graph and what it expects of a replay.
+type stepGraph struct {
+	exec      graphExec
+	nodes     int
+	print     uint64       // fingerprint of the captured launches
+	inputs    []graphInput // metadata buffers, in upload order
+	arenaGen  uint64       // the scratch arena layout it was captured on
+	scratchAt int64        // scratch bytes in use when the step began
+}
+
+// graphInput is a fixed device buffer the graph reads metadata from.
+type graphInput struct {
+	ptr   devptr
+	bytes int64 // capacity
+}
+
+// pendingCopy is a metadata copy held back until a capture ends.
+type pendingCopy struct {
+	dst   devptr
+	src   unsafe.Pointer // pinned staging memory
+	bytes int64
+}
+
+// graphs is a Backend's graph state.
+type graphs struct {
+	enabled  bool
+	mode     graphMode
+	key      string
+	byKey    map[string]*stepGraph
+	warm     map[string]bool // keys that ran eagerly once
+	cur      *stepGraph      // the graph being captured or replayed
+	fp       fpHash
+	input    int // replay: next input
+	pending  []pendingCopy
+	captures int // graphs captured (for tests and logs)
+	replays  int // steps replayed
+}
+
+// fpHash is an incremental FNV-1a fingerprint of launches.
+type fpHash struct{ h uint64 }
+
+func (f *fpHash) reset() { f.h = 14695981039346656037 }
+
+func (f *fpHash) add(v uint64) {
+	for i := 0; i < 8; i++ {
+		f.h ^= v & 0xff
+		f.h *= 1099511628211
+		v >>= 8
+	}
+}
+
+func (f *fpHash) addString(s string) {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	f.add(h.Sum64())
+}
+
+func (g *graphs) init(b *Backend) {
+	g.enabled = os.Getenv("COHORT_CUDA_GRAPHS") != "0" && !b.syncLaunch && b.comm == nil
+	g.byKey, g.warm = map[string]*stepGraph{}, map[string]bool{}
+}
+
+// skip fingerprints a stream operation of op and reports whether it must
+// not be issued (during a replay).
+func (g *graphs) skip(op, what string, args ...uint64) bool {
+	if g.mode == graphOff {
+		return false
+	}
+	g.fp.addString(what)
+	for _, a := range args {
+		g.fp.add(a)
+	}
+	return g.mode == graphReplay
+}
+
+// GraphStats reports how many graphs were captured and steps replayed.
+func (b *Backend) GraphStats() (captured, replayed int) { return b.graph.captures, b.graph.replays }
+
+// BeginStep starts a forward step. Metadata shared by the step's ops is
+// uploaded once until EndStep. A non-empty key says that the step's
+// launches are fully determined by it, so the step may be captured into a
+// CUDA graph or replayed from one (see the comment at the top of graph.go).
+func (b *Backend) BeginStep(key string) {
+	g := &b.graph
+	b.abandonGraph()
+	b.inStep = true
+	clear(b.meta)
+	if !g.enabled || key == "" {
+		return
+	}
+	used, _ := b.scratch.usage()
+	if sg := g.byKey[key]; sg != nil {
+		if sg.arenaGen == b.scratch.gen && sg.scratchAt == used {
+			g.mode, g.key, g.cur, g.input = graphReplay, key, sg, 0
+			g.fp.reset()
+			return
+		}
+		b.dropGraph(key)
+	}
+	if len(g.byKey) >= maxGraphs {
+		b.dropGraphs() // keys of models or states that are gone pile up
+		clear(g.warm)
+	}
+	if !g.warm[key] {
+		g.warm[key] = true // run eagerly once: the arena reaches its size
+		return
+	}
+	if err := beginCapture(); err != nil {
+		panic(fmt.Sprintf("cuda: BeginStep(%s): %v", key, err))
+	}
+	g.mode, g.key, g.input, g.pending = graphCapture, key, 0, g.pending[:0]
+	g.cur = &stepGraph{arenaGen: b.scratch.gen, scratchAt: used}
+	g.fp.reset()
+}
+
+// EndStep ends the step begun by BeginStep: a capture is instantiated and
+// launched, a replay launched.
+func (b *Backend) EndStep() {
+	g := &b.graph
+	b.inStep = false
+	clear(b.meta)
+	switch g.mode {
+	case graphCapture:
+		b.endCaptureAndLaunch()
+	case graphReplay:
+		sg := g.cur
+		g.mode, g.cur = graphOff, nil
+		if g.fp.h != sg.print || g.input != len(sg.inputs) {
+			b.dropGraph(g.key)
+			panic(fmt.Sprintf("cuda: graph %s: replay diverged from the capture (%d of %d inputs)", g.key, g.input, len(sg.inputs)))
+		}
+		if err := graphLaunch(sg.exec); err != nil {
+			panic(fmt.Sprintf("cuda: graph %s: %v", g.key, err))
+		}
+		g.replays++
+	}
+}
+
+func (b *Backend) endCaptureAndLaunch() {
+	g := &b.graph
+	sg := g.cur
+	g.mode, g.cur = graphOff, nil
+	exec, nodes, err := endCapture()
+	if err != nil {
+		panic(fmt.Sprintf("cuda: graph %s: %v", g.key, err))
+	}
+	sg.exec, sg.nodes, sg.print = exec, nodes, g.fp.h
+	for _, c := range g.pending {
+		if err := memcpyHtoDAsync(c.dst, c.src, c.bytes); err != nil {
+			panic(fmt.Sprintf("cuda: graph %s: metadata: %v", g.key, err))
+		}
+	}
+	g.pending = g.pending[:0]
+	if err := graphLaunch(exec); err != nil {
+		graphDestroy(exec)
+		panic(fmt.Sprintf("cuda: graph %s: %v", g.key, err))
+	}
+	if sg.arenaGen == b.scratch.gen {
+		g.byKey[g.key] = sg
+		g.captures++
+	} else {
+		// The arena grew during the capture: the next reset moves it.
+		defer graphDestroy(exec) // after the launch has been queued
+	}
+}
+
+// abandonGraph discards a step left unfinished (it failed before EndStep):
+// an open capture is ended and thrown away, a replay forgotten.
+func (b *Backend) abandonGraph() {
+	g := &b.graph
+	switch g.mode {
+	case graphCapture:
+		if exec, _, err := endCapture(); err == nil && exec != 0 {
+			graphDestroy(exec)
+		}
+	case graphReplay:
+	default:
+		return
+	}
+	g.mode, g.cur, g.pending = graphOff, nil, g.pending[:0]
+}
+
+func (b *Backend) dropGraph(key string) {
+	if sg := b.graph.byKey[key]; sg != nil {
+		graphDestroy(sg.exec)
+		delete(b.graph.byKey, key)
+	}
+}
+
+// dropGraphs forgets every graph (the arena they point into is gone).
+func (b *Backend) dropGraphs() {
+	for k := range b.graph.byKey {
+		b.dropGraph(k)
+	}
+}
+
+// graphUpload places int32 metadata for the step being captured or
+// replayed into its fixed input buffer of capacity capElems (≥ len(v)),
+// and reports false when no graph step is in progress.
+func (b *Backend) graphUpload(op string, v []int32, capElems int) (devptr, bool) {
+	g := &b.graph
+	if g.mode == graphOff {
+		return 0, false
+	}
+	bytes, capBytes := int64(len(v))*4, int64(max(capElems, len(v), 1))*4
+	var src unsafe.Pointer
+	if len(v) > 0 {
+		if src = b.staging.take(unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), bytes)); src == nil {
+			panic(fmt.Sprintf("cuda: %s: graph step metadata does not fit the staging ring", op))
+		}
+	}
+	switch g.mode {
+	case graphCapture:
+		p := b.allocScratch(op, capBytes)
+		g.cur.inputs = append(g.cur.inputs, graphInput{ptr: p, bytes: capBytes})
+		if bytes > 0 {
+			g.pending = append(g.pending, pendingCopy{dst: p, src: src, bytes: bytes})
+		}
+		return p, true
+	default: // replay
+		if g.input >= len(g.cur.inputs) {
+			panic(fmt.Sprintf("cuda: %s: graph %s: more metadata than captured", op, g.key))
+		}
+		in := g.cur.inputs[g.input]
+		g.input++
+		if p := b.allocScratch(op, capBytes); p != in.ptr || capBytes != in.bytes {
+			panic(fmt.Sprintf("cuda: %s: graph %s: metadata buffer moved or resized", op, g.key))
+		}
+		if err := memcpyHtoDAsync(in.ptr, src, bytes); err != nil {
+			panic(fmt.Sprintf("cuda: %s: graph metadata: %v", op, err))
+		}
+		return in.ptr, true
+	}
+}
