@@ -7,7 +7,7 @@ PKGS     := ./...
 FUZZTIME ?= 10000x
 RACE_PKGS := ./kernels/... ./model/... ./nccl/... ./actors/... ./supervision/... ./httpapi/...
 
-.PHONY: help run test check vet fmt-check tidy-check unit race fuzz bench build fixtures
+.PHONY: help run test check vet fmt-check tidy-check unit race fuzz bench build fixtures proto
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -18,7 +18,7 @@ run: ## serve the built-in tiny model on http://127.0.0.1:8000 (OpenAI API, CPU,
 build: ## build bin/cohort (CPU)
 	$(GO) build -o bin/cohort ./cmd/cohort
 
-test: check unit race fuzz bench ## everything CI runs
+test: check vet-cuda unit race fuzz bench ## everything CI runs
 
 check: vet fmt-check tidy-check ## static checks
 
@@ -53,9 +53,24 @@ bench: ## benchmarks, once each (side-by-side baselines print ratios)
 fixtures: ## regenerate HF reference fixtures (run on the GPU machine; see tools/hfref)
 	python3 tools/hfref/make_fixtures.py --out testdata/hf
 
-.PHONY: build-cuda
-build-cuda: ## build bin/cohort and bin/cuda.test with the CUDA backend (-tags cuda; installs the CUDA headers if missing)
-	./tools/cuda/install-cuda-dev.sh
-	CGO_ENABLED=1 $(GO) vet -tags cuda ./kernels/cuda/
-	CGO_ENABLED=1 $(GO) build -tags cuda -o bin/cohort ./cmd/cohort
-	CGO_ENABLED=1 $(GO) test -c -tags cuda -o bin/cuda.test ./kernels/cuda/
+.PHONY: build-cuda vet-cuda
+# The cuda build needs only the CUDA headers (every CUDA library is opened
+# with dlopen at run time); tools/cuda/cuda-headers.sh finds or fetches them.
+CUDA_ENV = CGO_ENABLED=1 CGO_CFLAGS="-I$$(./tools/cuda/cuda-headers.sh)"
+
+build-cuda: ## build bin/cohort and bin/cuda.test with the CUDA backend (-tags cuda; fetches the CUDA headers if missing)
+	$(CUDA_ENV) $(GO) vet -tags cuda ./kernels/cuda/ ./nccl/
+	$(CUDA_ENV) $(GO) build -tags cuda -o bin/cohort ./cmd/cohort
+	$(CUDA_ENV) $(GO) test -c -tags cuda -o bin/cuda.test ./kernels/cuda/
+
+vet-cuda: ## compile and vet the cuda build, tests included (no GPU needed)
+	$(CUDA_ENV) $(GO) vet -tags cuda ./...
+
+# The generated code is committed: CI and `make test` never need protoc.
+PROTOC_GEN_GO_VERSION := $(shell $(GO) list -m -f '{{.Version}}' google.golang.org/protobuf)
+GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
+
+proto: ## regenerate actors/rankpb from rank.proto (installs protoc from Debian, protoc-gen-go from the Go proxy if missing)
+	@command -v protoc >/dev/null || { apt-get update -qq && apt-get install -y -qq protobuf-compiler; }
+	@test -x $(GOBIN_DIR)/protoc-gen-go || $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	PATH="$(GOBIN_DIR):$$PATH" protoc --go_out=. --go_opt=module=cohort -I actors/rankpb actors/rankpb/rank.proto

@@ -285,6 +285,7 @@ func (b *Backend) ResetScratch() {
 	if err := b.staging.reset(); err != nil {
 		panic(fmt.Sprintf("cuda: ResetScratch: %v", err))
 	}
+	b.destroyRetired()
 	gen := b.scratch.gen
 	if err := b.scratch.reset(); err != nil {
 		panic(fmt.Sprintf("cuda: ResetScratch: %v", err))
@@ -322,6 +323,7 @@ func (b *Backend) Close() error {
 	b.closed = true
 	b.abandonGraph()
 	b.dropGraphs()
+	b.destroyRetired()
 	var errs []error
 	for p := range b.permanent {
 		errs = append(errs, memFree(p))

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"slices"
+	"sync"
 	"unsafe"
 
 	"cohort/kernels"
@@ -43,15 +45,32 @@ func (b *Backend) UploadWeight(data []float32, shape ...int) kernels.Tensor {
 	if n != len(data) {
 		panic(fmt.Sprintf("cuda: UploadWeight: %d values for shape %v", len(data), shape))
 	}
-	host := make([]uint16, n)
-	for i, v := range data {
-		host[i] = bf16Bits(v)
-	}
+	host := toBF16(data)
 	t := &Tensor{shape: slices.Clone(shape), n: n, bf16: true, ptr: b.allocPermanent("UploadWeight", int64(n)*2)}
 	if err := memcpyHtoD(t.ptr, unsafe.Pointer(&host[0]), int64(n)*2); err != nil {
 		panic(fmt.Sprintf("cuda: UploadWeight %v: %v", shape, err))
 	}
 	return t
+}
+
+// toBF16 rounds data to bfloat16, in parallel for large weights.
+func toBF16(data []float32) []uint16 {
+	out := make([]uint16, len(data))
+	const part = 1 << 20
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for lo := 0; lo < len(data); lo += part {
+		hi := min(lo+part, len(data))
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			for i, v := range data[lo:hi] {
+				out[lo+i] = bf16Bits(v)
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // bf16Bits rounds v to bfloat16, nearest even (as torch's .to(bfloat16)).

@@ -47,12 +47,13 @@ func TestBF16Bits(t *testing.T) {
 // cuBLASLt beyond) with the CPU oracle on the same bf16-rounded weights;
 // beyond 8 rows the activations are rounded to bf16 too, on both sides.
 func TestLinearBF16(t *testing.T) {
-	g := bf16Backend(t)
+	bf16Backend(t)
 	c := cpu.New(cpu.Options{})
 	for _, tc := range []struct{ T, K, N int }{
 		{1, 64, 40}, {3, 2560, 300}, {8, 1024, 17}, {1, 9216, 64}, {9, 512, 300}, {64, 2560, 96}, {5, 40, 33},
 	} {
 		t.Run(fmt.Sprintf("T%d_K%d_N%d", tc.T, tc.K, tc.N), func(t *testing.T) {
+			g := bf16Backend(t) // subtests run on their own goroutines
 			r := newRand(uint64(tc.T*1000 + tc.K + tc.N))
 			w := roundBF16(randSlice(r, tc.N*tc.K, 0.1))
 			x := randSlice(r, tc.T*tc.K, 1)

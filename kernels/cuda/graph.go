@@ -79,7 +79,8 @@ type graphs struct {
 	fp       fpHash
 	input    int // replay: next input
 	pending  []pendingCopy
-	captures int // graphs captured (for tests and logs)
+	retired  []graphExec // launched once, destroyed at the next reset
+	captures int         // graphs captured (for tests and logs)
 	replays  int // steps replayed
 }
 
@@ -103,7 +104,8 @@ func (f *fpHash) addString(s string) {
 }
 
 func (g *graphs) init(b *Backend) {
-	g.enabled = os.Getenv("COHORT_CUDA_GRAPHS") != "0" && !b.syncLaunch && b.comm == nil
+	single := b.comm == nil || b.comm.Size() == 1
+	g.enabled = os.Getenv("COHORT_CUDA_GRAPHS") != "0" && !b.syncLaunch && single
 	g.byKey, g.warm = map[string]*stepGraph{}, map[string]bool{}
 }
 
@@ -206,8 +208,9 @@ func (b *Backend) endCaptureAndLaunch() {
 		g.byKey[g.key] = sg
 		g.captures++
 	} else {
-		// The arena grew during the capture: the next reset moves it.
-		defer graphDestroy(exec) // after the launch has been queued
+		// The arena grew during the capture, so the next reset moves it:
+		// the graph runs this once and is destroyed after the step.
+		g.retired = append(g.retired, exec)
 	}
 }
 
@@ -232,6 +235,21 @@ func (b *Backend) dropGraph(key string) {
 		graphDestroy(sg.exec)
 		delete(b.graph.byKey, key)
 	}
+}
+
+// destroyRetired destroys graphs that were launched once, after the
+// stream has been synchronized.
+func (b *Backend) destroyRetired() {
+	if len(b.graph.retired) == 0 {
+		return
+	}
+	if err := streamSynchronize(); err != nil {
+		return // keep them: the stream has failed, Close frees the rest
+	}
+	for _, e := range b.graph.retired {
+		graphDestroy(e)
+	}
+	b.graph.retired = b.graph.retired[:0]
 }
 
 // dropGraphs forgets every graph (the arena they point into is gone).
