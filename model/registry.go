@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"cohort/kernels"
 )
@@ -35,7 +36,16 @@ type Model interface {
 type State struct {
 	KV  kernels.KVCache   // paged KV cache of the full-attention layers
 	GDN kernels.StatePool // conv + recurrent state of the GDN layers
+	// ID is unique in the process (NewID) and never reused, unlike an
+	// address; 0 means none was given. Backends key recorded steps on it.
+	ID uint64
 }
+
+var lastID atomic.Uint64
+
+// NewID returns a process-unique, never reused, non-zero identity for a
+// model instance or a State.
+func NewID() uint64 { return lastID.Add(1) }
 
 var registry = struct {
 	sync.Mutex

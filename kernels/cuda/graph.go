@@ -81,7 +81,7 @@ type graphs struct {
 	pending  []pendingCopy
 	retired  []graphExec // launched once, destroyed at the next reset
 	captures int         // graphs captured (for tests and logs)
-	replays  int // steps replayed
+	replays  int         // steps replayed
 }
 
 // fpHash is an incremental FNV-1a fingerprint of launches.

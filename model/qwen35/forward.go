@@ -10,6 +10,7 @@ import (
 
 // Model is a Qwen3.5 model bound to one rank's weights.
 type Model struct {
+	id    uint64 // model.NewID: keys recorded steps
 	cfg   *model.Config
 	shard model.Shard
 	attn  kernels.AttnConfig // per-rank shapes
@@ -44,7 +45,7 @@ func (Arch) Build(c *model.Config, s model.Shard, w map[string]kernels.Tensor) (
 	if err := CheckShard(c, s); err != nil {
 		return nil, err
 	}
-	m := &Model{cfg: c, shard: s, attn: attnConfig(c, s), gdn: gdnConfig(c, s)}
+	m := &Model{id: model.NewID(), cfg: c, shard: s, attn: attnConfig(c, s), gdn: gdnConfig(c, s)}
 	get := func(name string) kernels.Tensor {
 		t, ok := w[name]
 		if !ok {
@@ -99,6 +100,7 @@ func (m *Model) NewState(be kernels.Backend, slots, pages, pageSize int) *model.
 	return &model.State{
 		KV:  be.NewKVCache(m.cfg.CountLayers(model.FullAttention), pages, pageSize, m.attn.KVHeads, m.attn.HeadDim),
 		GDN: be.NewStatePool(m.cfg.CountLayers(model.LinearAttention), slots, m.gdn),
+		ID:  model.NewID(),
 	}
 }
 
@@ -111,9 +113,13 @@ func (m *Model) Forward(be kernels.Backend, st *model.State, tokens []int32, b *
 	stepper, _ := be.(kernels.Stepper)
 	if stepper != nil {
 		key := graphKey(b, outputRows)
-		if key != "" {
-			// The recording also holds the weights' and the state's addresses.
-			key = fmt.Sprintf("%s/model-%p/state-%p", key, m, st)
+		if key != "" && st.ID != 0 {
+			// A recording holds the weights' and the state's device
+			// addresses: key it on identities that are never reused (a Go
+			// address is, once its object is collected).
+			key = fmt.Sprintf("%s/model-%d/state-%d", key, m.id, st.ID)
+		} else {
+			key = ""
 		}
 		stepper.BeginStep(key)
 	}
