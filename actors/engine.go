@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +59,9 @@ type Config struct {
 	// TracerProvider traces engine steps and, linked to them, each rank's
 	// execution of the step. Nil means no tracing (no cost).
 	TracerProvider trace.TracerProvider
+	// Remote, if set, places the ranks on worker processes (docs/remote.md);
+	// NewBackend, NewComms and LockThread then belong to the workers.
+	Remote *Remote
 }
 
 func (c *Config) defaults() {
@@ -112,6 +113,7 @@ type Engine struct {
 	maxPending int64
 
 	executors *sync.WaitGroup // rank executors of every generation
+	pool      *workerPool     // workers hosting the ranks (nil: ranks in this process)
 	closeOnce sync.Once
 	doneOnce  sync.Once
 	done      chan struct{}
@@ -136,14 +138,21 @@ func Start(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	cfg.defaults()
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}))
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(quietLogger))
 	e := &Engine{sys: sys, tok: cfg.Tokenizer, health: supervision.NewHealth("loading"), done: make(chan struct{}),
 		executors: &sync.WaitGroup{}}
+	if cfg.Remote != nil {
+		rc := *cfg.Remote
+		rc.defaults(&cfg)
+		var err error
+		if e.pool, err = newWorkerPool(sys, rc); err != nil {
+			sys.Shutdown()
+			return nil, err
+		}
+	}
 	root := &schedulerActor{cfg: cfg, health: e.health, stats: newSupervisionStats(), done: e.die, executors: e.executors,
 		inten: supervision.Intensity{Max: cfg.MaxRebuilds, Window: cfg.RebuildWindow},
-		live:  map[planner.RequestID]*liveRequest{}}
+		live:  map[planner.RequestID]*liveRequest{}, pool: e.pool}
 	if cfg.Faults {
 		for range cfg.TP {
 			root.faults = append(root.faults, &rankFaults{})
@@ -304,6 +313,9 @@ func (e *Engine) ask(ctx context.Context, msg any) (any, error) {
 func (e *Engine) Close() {
 	e.closeOnce.Do(func() {
 		e.sys.Root.StopFuture(e.sched).Wait()
+		if e.pool != nil {
+			e.pool.close()
+		}
 		e.sys.Shutdown()
 		e.executors.Wait()
 	})

@@ -38,6 +38,9 @@ type rankActor struct {
 	st     *model.State
 	poison *supervision.Poison
 	faults *rankFaults
+	// reply, if set, replaces ctx.Send for the rank's replies (ShardReady,
+	// StepCompleted): a remote rank turns them into protobuf.
+	reply func(ctx actor.Context, to *actor.PID, msg schedulerMessage)
 }
 
 func newRankActor(index int, gen uint64, f BackendFactory, lockThread bool, tracer trace.Tracer, executors *sync.WaitGroup) actor.Producer {
@@ -62,15 +65,24 @@ func (r *rankActor) Receive(ctx actor.Context) {
 		r.load(ctx, msg)
 	case *rankBound:
 		r.be, r.m, r.st = msg.be, msg.m, msg.st
-		ctx.Send(msg.replyTo, &ShardReady{Generation: r.gen, Rank: r.index, Capacity: msg.capacity, Err: msg.err})
+		r.send(ctx, msg.replyTo, &ShardReady{Generation: r.gen, Rank: r.index, Capacity: msg.capacity, Err: msg.err})
 	case *RunStep:
 		r.run(ctx, msg)
 	case *stepExecuted:
-		ctx.Send(msg.step.ReplyTo, &StepCompleted{Generation: msg.step.Generation, Step: msg.step.Step,
+		r.send(ctx, msg.step.ReplyTo, &StepCompleted{Generation: msg.step.Generation, Step: msg.step.Step,
 			Rank: r.index, Samples: msg.samples, Err: msg.err})
 	case *injectPanic:
 		panic(fmt.Sprintf("injected panic in rank %d", r.index))
 	}
+}
+
+// send delivers a reply of the rank.
+func (r *rankActor) send(ctx actor.Context, to *actor.PID, msg schedulerMessage) {
+	if r.reply != nil {
+		r.reply(ctx, to, msg)
+		return
+	}
+	ctx.Send(to, msg)
 }
 
 // rankBound hands the loaded shard from the executor back to the actor.
@@ -98,7 +110,11 @@ func (r *rankActor) load(ctx actor.Context, msg *LoadShard) {
 			if out.m, err = msg.Checkpoint.Load(out.be, msg.Shard); err != nil {
 				return err
 			}
-			if out.capacity, err = msg.Checkpoint.Config.PlanCapacity(msg.Shard, msg.Capacity); err != nil {
+			in, err := budgetFromDevice(out.be, msg.Capacity)
+			if err != nil {
+				return err
+			}
+			if out.capacity, err = msg.Checkpoint.Config.PlanCapacity(msg.Shard, in); err != nil {
 				return err
 			}
 			out.st = out.m.NewState(out.be, out.capacity.Slots, out.capacity.Pages, out.capacity.PageSize)
@@ -110,7 +126,7 @@ func (r *rankActor) load(ctx actor.Context, msg *LoadShard) {
 
 func (r *rankActor) run(ctx actor.Context, msg *RunStep) {
 	fail := func(err error) {
-		ctx.Send(msg.ReplyTo, &StepCompleted{Generation: msg.Generation, Step: msg.Step, Rank: r.index, Err: err})
+		r.send(ctx, msg.ReplyTo, &StepCompleted{Generation: msg.Generation, Step: msg.Step, Rank: r.index, Err: err})
 	}
 	switch {
 	case msg.Generation != r.gen:
@@ -190,4 +206,24 @@ func executeStep(be kernels.Backend, m model.Model, st *model.State, msg *RunSte
 	}
 	wg.Wait()
 	return out, nil
+}
+
+// budgetFromDevice fills an unset (0) capacity budget with the device's free
+// memory once the weights are loaded; PlanCapacity then subtracts the
+// reserve and the prefill scratch. A backend without device memory of its
+// own needs an explicit budget.
+func budgetFromDevice(be kernels.Backend, in model.CapacityInput) (model.CapacityInput, error) {
+	if in.Budget > 0 {
+		return in, nil
+	}
+	mr, ok := be.(kernels.MemoryReporter)
+	if !ok {
+		return in, fmt.Errorf("actors: no capacity budget given and the %s backend reports no device memory", be.Name())
+	}
+	free, _, err := mr.MemInfo()
+	if err != nil {
+		return in, fmt.Errorf("actors: capacity from device memory: %w", err)
+	}
+	in.Budget = free
+	return in, nil
 }

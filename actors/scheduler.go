@@ -28,6 +28,7 @@ type schedulerActor struct {
 	done   func(error) // called once when the engine dies
 	// executors counts the rank executors still running, of every generation.
 	executors *sync.WaitGroup
+	pool      *workerPool // places ranks on workers (nil: ranks in this process)
 
 	plan     *planner.Planner // created once the first group is loaded
 	info     Info
@@ -79,6 +80,8 @@ func (s *schedulerActor) Receive(ctx actor.Context) {
 		s.deadlineExceeded(ctx, msg)
 	case *commFailed:
 		s.fail(ctx, &supervision.RankFailure{Rank: msg.rank, Generation: msg.gen, Cause: supervision.CauseComm, Err: msg.err})
+	case *rankLost:
+		s.fail(ctx, &supervision.RankFailure{Rank: msg.rank, Generation: msg.gen, Cause: supervision.CauseTerminated, Err: msg.err})
 	case *rankPanicked:
 		s.fail(ctx, &supervision.RankFailure{Rank: msg.rank, Generation: msg.gen, Cause: supervision.CausePanic, Err: msg.reason})
 	case *InjectFault:

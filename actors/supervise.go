@@ -79,20 +79,20 @@ func (*InjectFault) schedulerMessage()          {}
 func (s *schedulerActor) rebuild(ctx actor.Context) {
 	s.gen++
 	s.state = groupLoading
-	comms, err := s.cfg.NewComms(s.cfg.TP)
+	placed, err := s.place()
 	if err != nil {
 		s.die(ctx, err)
 		return
 	}
 	g := &rankGroup{gen: s.gen, poison: &supervision.Poison{}, stopPoll: make(chan struct{})}
 	for r := 0; r < s.cfg.TP; r++ {
-		c := comms[r]
+		c := placed[r].comm
 		var faults *rankFaults
 		if s.faults != nil {
 			c, faults = newFaultComm(c), s.faults[r]
 		}
 		g.comms = append(g.comms, c)
-		pid := ctx.Spawn(actor.PropsFromProducer(newRankActor(r, s.gen, s.cfg.NewBackend, s.cfg.LockThread, s.cfg.TracerProvider.Tracer(tracerName), s.executors)))
+		pid := ctx.Spawn(placed[r].props)
 		g.ranks = append(g.ranks, pid)
 		ctx.Send(pid, &LoadShard{Checkpoint: s.cfg.Checkpoint, Shard: model.Shard{Rank: r, Size: s.cfg.TP},
 			Comm: c, Capacity: s.cfg.Capacity, Poison: g.poison, Faults: faults, ReplyTo: ctx.Self()})
@@ -101,6 +101,26 @@ func (s *schedulerActor) rebuild(ctx actor.Context) {
 	g.timeout = time.AfterFunc(s.cfg.RecoveryTimeout, func() { root.Send(self, &rebuildTimedOut{gen: gen}) })
 	go pollAsyncErrors(g, root, self, s.cfg.CommPoll)
 	s.group = g
+}
+
+// place decides where the new generation's ranks run: in this process (the
+// rank actors themselves, over NewComms) or on workers (proxies, see
+// remote_group.go).
+func (s *schedulerActor) place() ([]placedRank, error) {
+	if s.pool != nil {
+		return s.pool.place(s.gen, s.cfg.TP, func(why string) { s.health.SetReady(false, why) }), nil
+	}
+	comms, err := s.cfg.NewComms(s.cfg.TP)
+	if err != nil {
+		return nil, err
+	}
+	tracer := s.cfg.TracerProvider.Tracer(tracerName)
+	out := make([]placedRank, s.cfg.TP)
+	for r := range out {
+		out[r] = placedRank{comm: comms[r],
+			props: actor.PropsFromProducer(newRankActor(r, s.gen, s.cfg.NewBackend, s.cfg.LockThread, tracer, s.executors))}
+	}
+	return out, nil
 }
 
 // pollAsyncErrors watches the group's communicators for asynchronous errors
@@ -177,8 +197,11 @@ func (s *schedulerActor) createPlanner(caps model.Capacity) error {
 
 func (s *schedulerActor) rebuildTimedOut(ctx actor.Context, msg *rebuildTimedOut) {
 	if s.group != nil && msg.gen == s.group.gen && s.state == groupLoading {
-		s.fail(ctx, &supervision.RankFailure{Rank: -1, Generation: msg.gen, Cause: supervision.CauseLoad,
-			Err: fmt.Errorf("group did not load within %v", s.cfg.RecoveryTimeout)})
+		err := fmt.Errorf("group did not load within %v", s.cfg.RecoveryTimeout)
+		if s.pool != nil && s.pool.status() != "" {
+			err = fmt.Errorf("%w: %s", err, s.pool.status())
+		}
+		s.fail(ctx, &supervision.RankFailure{Rank: -1, Generation: msg.gen, Cause: supervision.CauseLoad, Err: err})
 	}
 }
 

@@ -17,7 +17,21 @@ func backendFactory(device string, threads int) (actors.BackendFactory, bool, in
 	case "cpu":
 		return cpuFactory(threads), false, 4, nil
 	case "cuda":
-		return nil, false, 0, errors.New("--device cuda: this binary was built without -tags cuda; run make build-cuda")
+		return nil, false, 0, errNoCUDA
 	}
 	return nil, false, 0, fmt.Errorf("unknown --device %q (want cpu or cuda)", device)
+}
+
+var errNoCUDA = errors.New("--device cuda: this binary was built without -tags cuda; run make build-cuda")
+
+// configureDevices places the engine's ranks for --device and --devices;
+// without CUDA only CPU ranks exist, which keep the in-process group.
+func configureDevices(cfg *actors.Config, device, list string) error {
+	switch {
+	case device == "cuda":
+		return errNoCUDA
+	case list != "":
+		return errors.New("--devices applies only to --device cuda")
+	}
+	return nil
 }

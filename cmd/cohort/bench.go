@@ -34,14 +34,6 @@ func cpuFactory(threads int) actors.BackendFactory {
 	}
 }
 
-// Bandwidth floor of one decode step: every weight (bf16) plus one
-// request's GDN state read once at HBM speed. For Qwen3.5-4B's shape on one
-// H200 that is 1.96 ms/token.
-const (
-	hbmBytesPerSec = 4.3e12
-	floor4B        = 1.96 // ms/token, the 4b-shape preset
-)
-
 // benchReport is what `cohort bench --json` writes.
 type benchReport struct {
 	What             string         `json:"what"`
@@ -63,6 +55,8 @@ type benchReport struct {
 	StateBytesBF16   int64          `json:"state_bytes_bf16"`
 	FloorMsPerToken  float64        `json:"floor_ms_per_token"`
 	FloorSource      string         `json:"floor_source"`
+	Roofline         modelRoofline  `json:"roofline"`
+	HF               *hfBaseline    `json:"hf,omitempty"`
 	Decode           []decodeResult `json:"decode"`
 	Prefill          []prefillRes   `json:"prefill"`
 	TTFT             *ttftResult    `json:"ttft,omitempty"`
@@ -75,18 +69,33 @@ type decodeResult struct {
 	Steps         int     `json:"steps"`          // decode steps measured
 	DecodeSeconds float64 `json:"decode_s"`       // from all first tokens to the last token
 	FloorFraction float64 `json:"floor_fraction"` // floor / ms_per_token
+	XFloor        float64 `json:"x_floor"`        // ms_per_token / floor
+
+	BatchFloorMs       float64 `json:"batch_floor_ms"`       // weights + this batch's state and KV traffic
+	BatchFloorFraction float64 `json:"batch_floor_fraction"` // batch_floor_ms / ms_per_token
+	HFMsPerToken       float64 `json:"hf_ms_per_token,omitempty"`
+	HFTokPerSec        float64 `json:"hf_tok_per_s,omitempty"`
+	SpeedupVsHF        float64 `json:"speedup_vs_hf,omitempty"` // hf_ms_per_token / ms_per_token
 }
 
 type prefillRes struct {
-	Tokens    int     `json:"tokens"`
-	TTFTMs    float64 `json:"ttft_ms"`
-	TokPerSec float64 `json:"tok_per_s"`
+	Tokens        int     `json:"tokens"`
+	TTFTMs        float64 `json:"ttft_ms"`
+	TokPerSec     float64 `json:"tok_per_s"`
+	FloorMs       float64 `json:"floor_ms"`       // roofline: max(weights / bandwidth, FLOPs / peak)
+	FloorFraction float64 `json:"floor_fraction"` // floor_ms / ttft_ms
+	HFMs          float64 `json:"hf_ms,omitempty"`
+	SpeedupVsHF   float64 `json:"speedup_vs_hf,omitempty"` // hf_ms / ttft_ms
 }
 
 type ttftResult struct {
-	PromptTokens int       `json:"prompt_tokens"`
-	MedianMs     float64   `json:"median_ms"`
-	RunsMs       []float64 `json:"runs_ms"`
+	PromptTokens  int       `json:"prompt_tokens"`
+	MedianMs      float64   `json:"median_ms"`
+	RunsMs        []float64 `json:"runs_ms"`
+	FloorMs       float64   `json:"floor_ms"`
+	FloorFraction float64   `json:"floor_fraction"`
+	HFMedianMs    float64   `json:"hf_median_ms,omitempty"`
+	SpeedupVsHF   float64   `json:"speedup_vs_hf,omitempty"`
 }
 
 func runBench(ctx context.Context, args []string, stdout io.Writer) error {
@@ -94,6 +103,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	dir := fs.String("model", "", "model directory (or use --preset)")
 	preset := fs.String("preset", "", "generate this preset into a temporary directory: "+strings.Join(modelgen.PresetNames(), ", "))
 	device := fs.String("device", "cpu", "backend: cpu or cuda")
+	devices := fs.String("devices", "", "with --device cuda: GPU of each rank, comma-separated, e.g. 1,0 (default 0..tp-1)")
 	tp := fs.Int("tp", 1, "tensor-parallel degree (ranks)")
 	batchList := fs.String("batch", "1,8,32", "decode batch sizes (concurrent requests), comma-separated")
 	promptLen := fs.Int("prompt-len", 128, "prompt tokens of each decode request")
@@ -104,6 +114,10 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	maxPrefill := fs.Int("max-prefill-tokens", 2048, "prefill tokens per engine step (as serve)")
 	kvBudget := fs.Int("kv-budget-mib", 0, "memory per rank for KV pages and request state, in MiB (0: just enough for the runs)")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
+	peakTBps := fs.Float64("peak-tbps", defaultPeakTBps, "usable HBM bandwidth in TB/s for the floors (H200: 4.3 usable, 4.8 nominal)")
+	peakTFLOPS := fs.Float64("peak-tflops", defaultPeakTFLOPS, "dense bf16 TFLOP/s for the prefill floor (H200: 989 nominal)")
+	hfJSON := fs.String("hf-json", "", "HF transformers baseline to print beside each result (tools/hfref/hfbench.py --out)")
+	hfDtype := fs.String("hf-dtype", "bf16", "which dtype's results to take from --hf-json")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -126,6 +140,14 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		return errors.New("bench: --decode-tokens must be at least 2 (the first token comes from the prefill)")
 	case len(batches) == 0:
 		return errors.New("bench: --batch is empty")
+	case *peakTBps <= 0 || *peakTFLOPS <= 0:
+		return errors.New("bench: --peak-tbps and --peak-tflops must be positive")
+	}
+	var hf *hfBaseline
+	if *hfJSON != "" {
+		if hf, err = loadHFBaseline(*hfJSON, *hfDtype); err != nil {
+			return fmt.Errorf("bench: --hf-json: %w", err)
+		}
 	}
 
 	threads := max(runtime.GOMAXPROCS(0) / *tp, 1)
@@ -195,17 +217,18 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("bench: %w", err)
 	}
 	report.StateBytesBF16 = cfg.StateBytes(model.Single, 2)
-	if report.Preset == "4b-shape" {
-		report.FloorMsPerToken = floor4B
-		report.FloorSource = "Qwen3.5-4B shape on one H200: bf16 weights + one request's state at 4.3 TB/s"
-	} else {
-		report.FloorMsPerToken = float64(report.WeightBytesBF16+report.StateBytesBF16) / hbmBytesPerSec * 1e3
-		report.FloorSource = "computed for this model: (weight bytes in bf16 + one request's state bytes) / 4.3e12 B/s (H200 HBM)"
+	if report.Roofline, err = roofline(ck.Arch, ck.Config, *peakTBps, *peakTFLOPS); err != nil {
+		return fmt.Errorf("bench: %w", err)
 	}
+	report.FloorMsPerToken = report.Roofline.decodeFloorMs()
+	report.FloorSource = fmt.Sprintf("batch-1 decode reads every weight once: %.4g GB in bf16 (embedding only as the tied LM head) / %.3g TB/s; "+
+		"the batch floor adds each request's GDN state (read + write) and KV; prefill floors are max(bytes / bandwidth, FLOPs / %.4g TFLOP/s)",
+		float64(report.Roofline.WeightBytesRead)/1e9, *peakTBps, *peakTFLOPS)
+	report.HF = hf
 
 	fmt.Fprintf(stdout, "starting the engine: %s, device %s, tp %d, budget %d MiB per rank\n", modelDir, *device, *tp, budget>>20)
 	start := time.Now()
-	eng, err := actors.Start(ctx, actors.Config{
+	eng, err := startOn(ctx, *device, *devices, actors.Config{
 		Checkpoint: ck, Tokenizer: tok, TP: *tp, NewBackend: newBackend, LockThread: lockThread,
 		Capacity: model.CapacityInput{Budget: budget, ElemBytes: elemBytes, PageSize: pageSize,
 			MaxSeqs: max(64, maxBatch), MaxModelLen: maxModelLen},
@@ -242,6 +265,13 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		d := decodeStats(runs)
 		d.Batch = n
 		d.FloorFraction = report.FloorMsPerToken / d.MsPerToken
+		d.XFloor = d.MsPerToken / report.FloorMsPerToken
+		d.BatchFloorMs = report.Roofline.batchFloorMs(n, float64(*promptLen)+float64(*decodeTokens)/2)
+		d.BatchFloorFraction = d.BatchFloorMs / d.MsPerToken
+		if hf != nil {
+			d.HFMsPerToken, d.HFTokPerSec = hf.decodeMs[n], hf.decodeTok[n]
+			d.SpeedupVsHF = speedup(d.HFMsPerToken, d.MsPerToken)
+		}
 		report.Decode = append(report.Decode, d)
 		fmt.Fprintf(stdout, "decode batch %d: %.3f ms/token, %.1f tok/s\n", n, d.MsPerToken, d.TokPerSec)
 	}
@@ -251,7 +281,13 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 			return fmt.Errorf("bench: prefill %d: %w", l, err)
 		}
 		ttft := runs[0].first.Sub(runs[0].submit)
-		report.Prefill = append(report.Prefill, prefillRes{Tokens: l, TTFTMs: ms(ttft), TokPerSec: float64(l) / ttft.Seconds()})
+		p := prefillRes{Tokens: l, TTFTMs: ms(ttft), TokPerSec: float64(l) / ttft.Seconds(), FloorMs: report.Roofline.prefillFloorMs(l)}
+		p.FloorFraction = p.FloorMs / p.TTFTMs
+		if hf != nil {
+			p.HFMs = hf.prefillMs[l]
+			p.SpeedupVsHF = speedup(p.HFMs, p.TTFTMs)
+		}
+		report.Prefill = append(report.Prefill, p)
 		fmt.Fprintf(stdout, "prefill %d: TTFT %.1f ms, %.1f tok/s\n", l, ms(ttft), float64(l)/ttft.Seconds())
 	}
 	if *ttftLen > 0 {
@@ -266,6 +302,12 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		sorted := slices.Clone(t.RunsMs)
 		slices.Sort(sorted)
 		t.MedianMs = sorted[len(sorted)/2]
+		t.FloorMs = report.Roofline.prefillFloorMs(*ttftLen)
+		t.FloorFraction = t.FloorMs / t.MedianMs
+		if hf != nil {
+			t.HFMedianMs = hf.ttftMs[*ttftLen]
+			t.SpeedupVsHF = speedup(t.HFMedianMs, t.MedianMs)
+		}
 		report.TTFT = t
 	}
 
@@ -386,22 +428,31 @@ func decodeStats(runs []reqTimes) decodeResult {
 func printReport(w io.Writer, r *benchReport) {
 	fmt.Fprintf(w, "\ncohort bench: %s, device %s (%d-byte elements), tp %d — measured through the engine (actors + planner + backend)\n",
 		r.Model, r.Device, r.ElemBytes, r.TP)
-	fmt.Fprintf(w, "floor %.4g ms/token: %s\n\n", r.FloorMsPerToken, r.FloorSource)
+	fmt.Fprintf(w, "floor %.4g ms/token: %s\n", r.FloorMsPerToken, r.FloorSource)
+	if r.HF != nil {
+		fmt.Fprintf(w, "HF baseline: %s, transformers %s, torch %s, %s (%s); ×HF = HF time / cohort time (> 1: cohort faster)\n",
+			r.HF.Dtype, r.HF.Transformers, r.HF.Torch, r.HF.GPU, r.HF.Source)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "decode (prompt %d, %d tokens)\tbatch\tms/token\ttok/s\tsteps\tfloor ms\tfloor/measured\t\n", r.PromptLen, r.DecodeTokens)
+	fmt.Fprintf(tw, "decode (prompt %d, %d tokens)\tbatch\tms/token\ttok/s\tsteps\tfloor ms\t×floor\tfloor/measured\tbatch floor ms\tbatch floor/measured\tHF ms/token\tHF tok/s\t×HF\t\n", r.PromptLen, r.DecodeTokens)
 	for _, d := range r.Decode {
-		fmt.Fprintf(tw, "\t%d\t%.3f\t%.1f\t%d\t%.4g\t%.3g\t\n", d.Batch, d.MsPerToken, d.TokPerSec, d.Steps, r.FloorMsPerToken, d.FloorFraction)
+		fmt.Fprintf(tw, "\t%d\t%.3f\t%.1f\t%d\t%.4g\t%.3g\t%.3g\t%.4g\t%.3g\t%s\t%s\t%s\t\n", d.Batch, d.MsPerToken, d.TokPerSec, d.Steps,
+			r.FloorMsPerToken, d.XFloor, d.FloorFraction, d.BatchFloorMs, d.BatchFloorFraction,
+			orDash("%.2f", d.HFMsPerToken), orDash("%.1f", d.HFTokPerSec), orDash("%.2f", d.SpeedupVsHF))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "prefill (one request, max_tokens 1)\ttokens\tTTFT ms\ttok/s\t\n")
+	fmt.Fprintf(tw, "prefill (one request, max_tokens 1)\ttokens\tTTFT ms\ttok/s\tfloor ms\tfloor/measured\tHF ms\t×HF\t\n")
 	for _, p := range r.Prefill {
-		fmt.Fprintf(tw, "\t%d\t%.1f\t%.1f\t\n", p.Tokens, p.TTFTMs, p.TokPerSec)
+		fmt.Fprintf(tw, "\t%d\t%.1f\t%.1f\t%.4g\t%.3g\t%s\t%s\t\n", p.Tokens, p.TTFTMs, p.TokPerSec, p.FloorMs, p.FloorFraction,
+			orDash("%.1f", p.HFMs), orDash("%.2f", p.SpeedupVsHF))
 	}
 	tw.Flush()
-	if r.TTFT != nil {
-		fmt.Fprintf(w, "\nTTFT, %d-token prompt: median %.1f ms over %d runs\n", r.TTFT.PromptTokens, r.TTFT.MedianMs, len(r.TTFT.RunsMs))
+	if t := r.TTFT; t != nil {
+		fmt.Fprintf(w, "\nTTFT, %d-token prompt: median %.1f ms over %d runs; floor %.4g ms (floor/measured %.3g); HF %s ms (×HF %s)\n",
+			t.PromptTokens, t.MedianMs, len(t.RunsMs), t.FloorMs, t.FloorFraction, orDash("%.1f", t.HFMedianMs), orDash("%.2f", t.SpeedupVsHF))
 	}
 }
 

@@ -5,22 +5,36 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"cohort/model"
+	"cohort/model/modelgen"
 )
 
 func TestBench(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "bench.json")
+	hf := writeJSON(t, map[string]any{"transformers": "5.17.0", "torch": "2.11", "gpu": "test GPU", "results": []any{
+		map[string]any{"dtype": "f32", "decode": []any{map[string]any{"batch": 1, "ms_per_token": 1.0}}},
+		map[string]any{"dtype": "bf16",
+			"decode": []any{
+				map[string]any{"batch": 1, "ms_per_token": 1000.0, "tok_per_s": 1.0},
+				map[string]any{"batch": 2, "error": "out of memory"}},
+			"prefill": []any{map[string]any{"tokens": 16, "ms": 500.0, "tok_per_s": 32.0}},
+			"ttft":    map[string]any{"prompt_tokens": 64, "median_ms": 700.0}},
+	}})
 	var stdout bytes.Buffer
 	args := []string{"bench", "--preset", "tiny", "--device", "cpu", "--batch", "1,2", "--prompt-len", "8",
-		"--decode-tokens", "4", "--prefill", "16", "--ttft-len", "64", "--ttft-runs", "1", "--json", out}
+		"--decode-tokens", "4", "--prefill", "16", "--ttft-len", "64", "--ttft-runs", "1", "--json", out, "--hf-json", hf}
 	if err := dispatch(context.Background(), args, &stdout); err != nil {
 		t.Fatalf("bench: %v\n%s", err, stdout.String())
 	}
 	text := stdout.String()
-	for _, want := range []string{"through the engine", "floor/measured", "ms/token", "TTFT ms", "TTFT, 64-token prompt"} {
+	for _, want := range []string{"through the engine", "floor/measured", "ms/token", "TTFT ms", "TTFT, 64-token prompt",
+		"batch floor ms", "HF ms/token", "×HF", "HF baseline: bf16, transformers 5.17.0"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("table lacks %q:\n%s", want, text)
 		}
@@ -38,6 +52,25 @@ func TestBench(t *testing.T) {
 	}
 	if r.FloorMsPerToken <= 0 || r.WeightBytesBF16 <= 0 || r.StateBytesBF16 <= 0 || r.LoadSeconds <= 0 || r.Slots < 2 {
 		t.Errorf("floor/model numbers not positive: %+v", r)
+	}
+	if want := float64(r.Roofline.WeightBytesRead) / 4.3e12 * 1e3; math.Abs(r.FloorMsPerToken-want) > 1e-12 {
+		t.Errorf("floor %g ms, want weight bytes / 4.3 TB/s = %g", r.FloorMsPerToken, want)
+	}
+	if r.HF == nil || r.HF.Dtype != "bf16" || r.HF.GPU != "test GPU" {
+		t.Errorf("hf baseline %+v", r.HF)
+	}
+	if d := r.Decode[0]; d.HFMsPerToken != 1000 || d.SpeedupVsHF != 1000/d.MsPerToken || d.BatchFloorMs <= r.FloorMsPerToken ||
+		math.Abs(d.XFloor*d.FloorFraction-1) > 1e-9 {
+		t.Errorf("decode batch 1 vs floors and HF: %+v", d)
+	}
+	if d := r.Decode[1]; d.HFMsPerToken != 0 || d.SpeedupVsHF != 0 { // HF's batch 2 failed
+		t.Errorf("decode batch 2 has HF numbers: %+v", d)
+	}
+	if p := r.Prefill[0]; p.HFMs != 500 || p.SpeedupVsHF <= 0 || p.FloorMs <= 0 || p.FloorFraction <= 0 {
+		t.Errorf("prefill vs floor and HF: %+v", p)
+	}
+	if tt := r.TTFT; tt == nil || tt.HFMedianMs != 700 || tt.SpeedupVsHF <= 0 || tt.FloorMs <= 0 {
+		t.Errorf("ttft vs floor and HF: %+v", tt)
 	}
 	if len(r.Decode) != 2 || r.Decode[0].Batch != 1 || r.Decode[1].Batch != 2 {
 		t.Fatalf("decode results %+v", r.Decode)
@@ -70,6 +103,10 @@ func TestBenchFlags(t *testing.T) {
 		{[]string{"--preset", "tiny", "--decode-tokens", "1"}, "at least 2"},
 		{[]string{"--preset", "tiny", "--device", "tpu"}, "unknown --device"},
 		{[]string{"--preset", "tiny", "extra"}, "unexpected arguments"},
+		{[]string{"--preset", "tiny", "--peak-tbps", "0"}, "--peak-tbps and --peak-tflops must be positive"},
+		{[]string{"--preset", "tiny", "--hf-json", "/nonexistent/hf.json"}, "--hf-json"},
+		{[]string{"--preset", "tiny", "--hf-json", writeJSON(t, map[string]any{"results": []any{map[string]any{"dtype": "f32"}}})},
+			`has no "bf16" results (it has: f32)`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -78,5 +115,53 @@ func TestBenchFlags(t *testing.T) {
 				t.Errorf("err %v, want one containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestRoofline: the 4b-shape preset's floors are the numbers in
+// shared/docs/reference/performance-anchors.md: 8.41 GB of bf16 weights read
+// per batch-1 decode step, 1.96 ms at 4.3 TB/s, 7.14 GFLOP per token of
+// non-embedding matmuls, 49.1 MiB of GDN state per request.
+func TestRoofline(t *testing.T) {
+	p := modelgen.Presets["4b-shape"]
+	raw := map[string]any{
+		"architectures": []string{"Qwen3_5ForCausalLM"}, "model_type": "qwen3_5_text",
+		"vocab_size": p.Vocab, "hidden_size": p.Hidden, "num_hidden_layers": p.Layers, "intermediate_size": p.Intermediate,
+		"num_attention_heads": p.Heads, "num_key_value_heads": p.KVHeads, "head_dim": p.HeadDim,
+		"linear_num_key_heads": p.LinearKeyHeads, "linear_num_value_heads": p.LinearValueHeads,
+		"linear_key_head_dim": p.LinearKeyDim, "linear_value_head_dim": p.LinearValueDim, "linear_conv_kernel_dim": 4,
+		"full_attention_interval": 4, "rms_norm_eps": 1e-6, "tie_word_embeddings": true, "attn_output_gate": true,
+		"rope_theta": 1e7, "partial_rotary_factor": 0.25, "max_position_embeddings": p.MaxPositions, "eos_token_id": 1,
+	}
+	data, _ := json.Marshal(raw)
+	cfg, err := model.ParseConfig(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arch, err := model.Lookup(cfg.Architecture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := roofline(arch, cfg, defaultPeakTBps, defaultPeakTFLOPS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	near := func(name string, got, want, tol float64) {
+		t.Helper()
+		if math.Abs(got-want) > tol {
+			t.Errorf("%s = %g, want %g ± %g", name, got, want, tol)
+		}
+	}
+	near("weight GB read", float64(r.WeightBytesRead)/1e9, 8.41, 0.005)
+	near("floor ms", r.decodeFloorMs(), 1.96, 0.005)
+	near("matmul GFLOP/token", 2*float64(r.MatmulParams)/1e9, 7.14, 0.005)
+	near("state MiB", float64(r.StateBytes)/(1<<20), 49.1, 0.05)
+	near("KV KiB/token", float64(r.KVBytesPerToken)/1024, 32, 0)
+	// Batch 256 at 2k context: 52 GB, 12.1 ms (the anchors' table).
+	near("batch-256 floor ms", r.batchFloorMs(256, 2048), 12.1, 0.1)
+	// Prefill of 1k tokens is compute-bound: ~7.4 TFLOP at 989 TFLOP/s.
+	near("prefill 1k floor ms", r.prefillFloorMs(1024), 7.46, 0.05)
+	if f := r.prefillFloorMs(1); f != r.decodeFloorMs() {
+		t.Errorf("one-token prefill floor %g, want the bandwidth floor %g", f, r.decodeFloorMs())
 	}
 }

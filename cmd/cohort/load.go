@@ -4,16 +4,17 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 
 	"cohort/kernels"
-	"cohort/kernels/cpu"
 	"cohort/model"
 	"cohort/model/modelgen"
 	_ "cohort/model/qwen35" // registers the Qwen3.5 architectures
 	"cohort/model/tokenizer"
 )
 
-// loaded is a model ready to run on one CPU rank.
+// loaded is a model ready to run on one rank.
 type loaded struct {
 	ck  *model.Checkpoint
 	m   model.Model
@@ -46,9 +47,19 @@ func builtinDir() (string, error) {
 }
 
 // loadModel opens dir (or the built-in model when dir is empty) on the CPU backend.
-func loadModel(dir string) (*loaded, error) {
+func loadModel(dir string) (*loaded, error) { return loadModelOn(dir, "cpu", 0) }
+
+// loadModelOn opens dir (or the built-in model when dir is empty) on one
+// rank of device ("cpu" or "cuda"; threads bounds the CPU backend's workers,
+// 0 = GOMAXPROCS). For "cuda" the caller must run on a goroutine locked to
+// its OS thread (onDeviceThread) and make every later call on the model from
+// that goroutine.
+func loadModelOn(dir, device string, threads int) (*loaded, error) {
+	newBackend, _, _, err := backendFactory(device, threads)
+	if err != nil {
+		return nil, err
+	}
 	if dir == "" {
-		var err error
 		if dir, err = builtinDir(); err != nil {
 			return nil, fmt.Errorf("built-in model: %w", err)
 		}
@@ -57,20 +68,64 @@ func loadModel(dir string) (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	be := cpu.New(cpu.Options{})
+	be, err := newBackend(model.Single, nil)
+	if err != nil {
+		ck.Close()
+		return nil, err
+	}
 	m, err := ck.Load(be, model.Single)
 	if err != nil {
+		closeBackend(be)
 		ck.Close()
 		return nil, err
 	}
 	l := &loaded{ck: ck, m: m, be: be}
 	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err == nil {
 		if l.tok, err = tokenizer.Load(filepath.Join(dir, "tokenizer.json")); err != nil {
-			ck.Close()
+			l.Close()
 			return nil, err
 		}
 	}
 	return l, nil
+}
+
+// Close releases the checkpoint and, for backends that hold device memory,
+// the backend.
+func (l *loaded) Close() {
+	closeBackend(l.be)
+	l.ck.Close()
+}
+
+// resetScratch reclaims the backend's per-step scratch (the CUDA arena)
+// once a step's results are on the host.
+func (l *loaded) resetScratch() {
+	if r, ok := l.be.(kernels.ScratchResetter); ok {
+		r.ResetScratch()
+	}
+}
+
+func closeBackend(be kernels.Backend) {
+	if c, ok := be.(interface{ Close() error }); ok {
+		c.Close()
+	}
+}
+
+// onDeviceThread runs fn on a new goroutine locked to its OS thread and
+// waits for it: a CUDA backend must be made, used and closed on one thread.
+// A panic in fn (the CUDA ops panic on device errors) comes back as an error.
+func onDeviceThread(fn func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		defer func() {
+			if r := recover(); r != nil {
+				done <- fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			}
+		}()
+		done <- fn()
+	}()
+	return <-done
 }
 
 func (l *loaded) needTokenizer() error {

@@ -23,6 +23,7 @@ var commands = map[string]command{
 	"score":      {"print per-position top-k logprobs of a token sequence as JSON", runScore},
 	"serve":      {"serve the model over an OpenAI-compatible HTTP API", runServe},
 	"bench":      {"measure decode, prefill and TTFT through the engine", runBench},
+	"worker":     {"host rank actors for `serve --workers` (ranks in other processes)", runWorker},
 }
 
 func main() {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,6 +35,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	dir := fs.String("model", "", "model directory (default: the built-in tiny model)")
 	tp := fs.Int("tp", 1, "tensor-parallel degree (ranks)")
 	device := fs.String("device", "cpu", "backend: cpu, or cuda (a binary built with make build-cuda; rank r on GPU r)")
+	devices := fs.String("devices", "", "with --device cuda: GPU of each rank, comma-separated, e.g. 1,0 (default 0..tp-1)")
 	host := fs.String("host", "127.0.0.1", "address to listen on")
 	port := fs.Int("port", 8000, "port to listen on (0 picks a free one)")
 	name := fs.String("served-model-name", "", "model id clients send (default: the model directory's name)")
@@ -41,6 +43,9 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	maxPrefill := fs.Int("max-prefill-tokens", 2048, "prefill tokens per engine step")
 	kvBudget := fs.Int("kv-budget-mib", 512, "memory per rank for KV pages and request state, in MiB")
 	maxPending := fs.Int("max-pending", 0, "requests the engine holds before answering 429 (0: 16 × the slots)")
+	workers := fs.String("workers", "", "comma-separated host:port of `cohort worker` processes to place the ranks on (default: ranks in this process)")
+	remoteListen := fs.String("remote-listen", "127.0.0.1:0", "with --workers: this engine's actor-remote address; the workers must reach it")
+	ranksPerWorker := fs.Int("ranks-per-worker", 0, "with --workers: at most this many ranks on one worker (0: ⌈tp / workers⌉)")
 	var policy failurePolicy
 	policy.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -115,7 +120,15 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		StepDeadline: policy.stepDeadline, Replay: policy.replay, MaxRebuilds: policy.maxRebuilds,
 		RebuildWindow: policy.rebuildWindow, Faults: policy.debugFaults, TracerProvider: tracing,
 	}
+	if list := workerList(*workers); len(list) > 0 {
+		cfg.NewBackend = nil
+		cfg.Remote = &actors.Remote{Workers: list, Listen: *remoteListen, ModelDir: modelDir, RanksPerWorker: *ranksPerWorker}
+		logf("placing %d ranks on workers %s (this engine at %s)", *tp, strings.Join(list, ", "), *remoteListen)
+	}
 	observer.hooks(&cfg)
+	if err := configureDevices(&cfg, *device, *devices); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	eng, err := actors.Start(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("serve: starting the engine: %w", err)

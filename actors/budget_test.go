@@ -1,0 +1,49 @@
+package actors
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"cohort/kernels"
+	"cohort/kernels/cpu"
+	"cohort/model"
+)
+
+// memBackend is a CPU backend that reports device memory.
+type memBackend struct {
+	kernels.Backend
+	free int64
+	err  error
+}
+
+func (m memBackend) MemInfo() (int64, int64, error) { return m.free, 2 * m.free, m.err }
+
+func TestBudgetFromDevice(t *testing.T) {
+	c := cpu.New(cpu.Options{})
+	for _, tc := range []struct {
+		name    string
+		be      kernels.Backend
+		budget  int64
+		want    int64
+		wantErr string
+	}{
+		{"explicit budget kept", memBackend{Backend: c, free: 1 << 30}, 5 << 20, 5 << 20, ""},
+		{"free memory when unset", memBackend{Backend: c, free: 3 << 30}, 0, 3 << 30, ""},
+		{"no device memory", c, 0, 0, "reports no device memory"},
+		{"MemInfo fails", memBackend{Backend: c, err: errors.New("boom")}, 0, 0, "boom"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := budgetFromDevice(tc.be, model.CapacityInput{Budget: tc.budget})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got.Budget != tc.want {
+				t.Fatalf("budget = %d, %v; want %d", got.Budget, err, tc.want)
+			}
+		})
+	}
+}

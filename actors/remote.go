@@ -1,0 +1,143 @@
+package actors
+
+// Ranks in other processes: the shared pieces of the engine side (remote_pool.go,
+// remote_group.go, remote_proxy.go) and the worker side (remote_worker.go,
+// remote_rank.go). See docs/remote.md.
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+)
+
+// ProtocolVersion names the rank protocol (actors/rankpb); it is part of
+// the build string, so an engine and a worker that speak different versions
+// refuse each other.
+const ProtocolVersion = 1
+
+// Well-known names on a worker.
+const (
+	workerHostName = "cohort-worker" // the actor that answers pings
+	rankKind       = "cohort.rank"   // the remote kind of rank actors
+)
+
+// Remote places the ranks on worker processes (`cohort worker`) instead of
+// in this process. Zero values take the defaults in brackets.
+type Remote struct {
+	Workers []string // host:port of each worker's actor remote
+	// Listen is this engine's actor-remote address; workers reply to it, so
+	// it must be reachable from them ["127.0.0.1:0"].
+	Listen string
+	// ModelDir is the checkpoint path sent to the workers [Checkpoint.Dir];
+	// a worker may override it with its own path, the checksum must match.
+	ModelDir string
+	// RanksPerWorker caps the ranks one worker hosts [⌈TP/len(Workers)⌉]: a
+	// group is placed only when the live workers can hold every rank.
+	RanksPerWorker int
+	Heartbeat      time.Duration // worker ping period [250ms]
+	// DownAfter declares a worker down when it answered no ping for this
+	// long: the bound on detecting a silent partition [2s].
+	DownAfter       time.Duration
+	SpawnTimeout    time.Duration // bound on spawning and preparing one remote rank [10s]
+	RingDialTimeout time.Duration // the TCP ring must form within it [10s]
+	RingOpTimeout   time.Duration // bound on one collective [Config.StepDeadline]
+	Build           string        // this build's identity [Build()]
+}
+
+func (r *Remote) defaults(c *Config) {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&r.Heartbeat, 250*time.Millisecond)
+	def(&r.DownAfter, 2*time.Second)
+	def(&r.SpawnTimeout, 10*time.Second)
+	def(&r.RingDialTimeout, 10*time.Second)
+	def(&r.RingOpTimeout, c.StepDeadline)
+	if r.Listen == "" {
+		r.Listen = "127.0.0.1:0"
+	}
+	if r.ModelDir == "" {
+		r.ModelDir = c.Checkpoint.Dir
+	}
+	if r.RanksPerWorker <= 0 && len(r.Workers) > 0 {
+		r.RanksPerWorker = (c.TP + len(r.Workers) - 1) / len(r.Workers)
+	}
+	if r.Build == "" {
+		r.Build = Build()
+	}
+}
+
+// Build identifies this binary for the worker handshake: the module
+// version, the VCS revision (+dirty), the Go version and the rank protocol.
+// COHORT_BUILD_ID overrides it (tests; deliberately compatible builds).
+func Build() string {
+	if v := os.Getenv("COHORT_BUILD_ID"); v != "" {
+		return v
+	}
+	version, rev, dirty, goVersion := "unknown", "unknown", "", "unknown"
+	if info, ok := debug.ReadBuildInfo(); ok {
+		version, goVersion = info.Main.Version, info.GoVersion
+		for _, s := range info.Settings {
+			switch {
+			case s.Key == "vcs.revision":
+				rev = s.Value
+			case s.Key == "vcs.modified" && s.Value == "true":
+				dirty = "+dirty"
+			}
+		}
+	}
+	return fmt.Sprintf("cohort %s rev %s%s %s rank-protocol %d", version, rev, dirty, goVersion, ProtocolVersion)
+}
+
+// remoteOptions configures gRPC for ranks: keepalive on both ends, so a
+// silent partition breaks the connection within seconds, and short connect
+// attempts, so a restarted worker is reached again quickly. grpc-go pings
+// no more often than every 10 s from a client; the server side pings every
+// second. The worker heartbeat (Remote.DownAfter) is the tighter bound.
+func remoteOptions() []remote.ConfigOption {
+	return []remote.ConfigOption{
+		remote.WithDialOptions(
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 2 * time.Second, PermitWithoutStream: true}),
+			grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: 2 * time.Second}),
+		),
+		remote.WithServerOptions(
+			grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Second, Timeout: 2 * time.Second}),
+			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		),
+	}
+}
+
+// startRemote starts actor remoting of sys on listen (host:port; port 0
+// picks one) with the given kinds, and returns it with its address.
+func startRemote(sys *actor.ActorSystem, listen string, kinds ...*remote.Kind) (rem *remote.Remote, err error) {
+	host, portStr, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, fmt.Errorf("actors: remote address %q: %w", listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("actors: remote address %q: bad port: %w", listen, err)
+	}
+	cfg := remote.Configure(host, port, append(remoteOptions(), remote.WithKinds(kinds...))...)
+	cfg.MaxRetryCount = 1 // one connect attempt per endpoint; the next message tries again
+	rem = remote.NewRemote(sys, cfg)
+	defer func() {
+		if r := recover(); r != nil { // remote.Start panics when it cannot listen
+			rem, err = nil, fmt.Errorf("actors: remote on %s: %v", listen, r)
+		}
+	}()
+	rem.Start()
+	return rem, nil
+}

@@ -1,0 +1,90 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// BenchmarkRemoteStep compares remote rank actors (two workers reached over
+// loopback gRPC, a TCP ring between them) with local ones (in this process,
+// an in-process group), at TP=2: µs per engine step side by side, and their
+// difference and ratio. On echo (no compute, no collectives) the difference
+// is the messaging overhead of remoting; on small it includes the TCP ring's
+// all-reduces against the in-process ones.
+func BenchmarkRemoteStep(b *testing.B) {
+	for _, c := range []struct {
+		preset          string
+		conc, maxTokens int
+	}{{"echo", 1, 64}, {"echo", 8, 64}, {"small", 1, 8}} {
+		tm := presetModel(b, c.preset)
+		reqs := benchRequests(c.conc, c.maxTokens)
+		var local, remote result
+		b.Run(fmt.Sprintf("%s/local/conc=%d", c.preset, c.conc), func(b *testing.B) {
+			local = runEngineWith(b, benchConfig(tm, nil), reqs)
+		})
+		b.Run(fmt.Sprintf("%s/remote/conc=%d", c.preset, c.conc), func(b *testing.B) {
+			addrs := benchWorkers(b, 2)
+			remote = runEngineWith(b, benchConfig(tm, &Remote{Workers: addrs}), reqs)
+			if local.steps > 0 && remote.steps > 0 {
+				l, r := local.elapsed.Seconds()*1e6/float64(local.steps), remote.elapsed.Seconds()*1e6/float64(remote.steps)
+				b.ReportMetric(l, "local-µs/step")
+				b.ReportMetric(r-l, "overhead-µs/step")
+				b.ReportMetric(r/l, "×local")
+			}
+		})
+	}
+}
+
+func benchConfig(tm testModel, rem *Remote) Config {
+	c := Config{Checkpoint: tm.ck, Tokenizer: tm.tok, TP: 2, NewBackend: cpuBackends(0), Capacity: benchCapacity,
+		MaxPrefillTokens: 512, MaxRows: 64, Remote: rem}
+	if rem != nil {
+		c.NewBackend = nil
+	}
+	return c
+}
+
+// benchWorkers starts n workers in this process (their own actor systems,
+// reached over loopback gRPC like any other).
+func benchWorkers(b *testing.B, n int) []string {
+	addrs := make([]string, n)
+	for i := range addrs {
+		w, err := StartWorker(WorkerConfig{Listen: "127.0.0.1:0", NewBackend: cpuBackends(0)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(w.Close)
+		addrs[i] = w.Addr()
+	}
+	return addrs
+}
+
+// runEngineWith is runEngine with a given configuration.
+func runEngineWith(b *testing.B, cfg Config, reqs []Request) result {
+	e, err := Start(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	var res result
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		before, _ := e.Stats(context.Background())
+		start := time.Now()
+		var wg sync.WaitGroup
+		for _, r := range reqs {
+			s := mustSubmit(b, e, r)
+			wg.Go(func() { collect(b, s) })
+		}
+		wg.Wait()
+		res.elapsed += time.Since(start)
+		after, _ := e.Stats(context.Background())
+		res.steps += int(after.Step - before.Step)
+		res.tokens += len(reqs) * reqs[0].MaxTokens
+	}
+	res.report(b)
+	return res
+}

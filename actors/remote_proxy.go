@@ -1,0 +1,126 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"cohort/actors/rankpb"
+)
+
+// rankProxy stands in for a remote rank inside the engine: it is the engine
+// root's child like a local rank and takes the same messages, so supervision
+// is the same for both. It translates them to protobuf for the rank on its
+// worker, watches that rank, and reports its loss (the worker died, or
+// stopped answering heartbeats) to the engine root as rankLost.
+type rankProxy struct {
+	rank    int
+	gen     uint64
+	group   *remoteGroup
+	load    *LoadShard
+	placed  *rankPlaced
+	remote  *actor.PID
+	replyTo *actor.PID
+	lost    error
+}
+
+// rankLost reports that a remote rank is gone (scheduler family).
+type rankLost struct {
+	gen  uint64
+	rank int
+	err  error
+}
+
+// workerDown tells a proxy its worker stopped answering heartbeats.
+type workerDown struct {
+	addr string
+	err  error
+}
+
+func (*rankLost) schedulerMessage() {}
+func (*workerDown) rankMessage()    {}
+
+func (p *rankProxy) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		p.group.join(p.rank, ctx.Self())
+	case *LoadShard:
+		p.load, p.replyTo = msg, msg.ReplyTo
+		p.start(ctx)
+	case *rankPlaced:
+		p.placed = msg
+		p.start(ctx)
+	case *rankpb.ShardReady:
+		ctx.Send(p.replyTo, readyFromPB(msg, p.where()))
+	case *RunStep:
+		p.step(ctx, msg)
+	case *rankpb.StepCompleted:
+		ctx.Send(p.replyTo, completedFromPB(msg, p.where()))
+	case *actor.Terminated:
+		if p.remote != nil && msg.Who.Equal(p.remote) {
+			err := fmt.Errorf("%s: rank actor terminated (%s)", p.where(), msg.Why)
+			if msg.Why == actor.TerminatedReason_AddressTerminated {
+				p.group.pool.markDown(p.placed.worker, err)
+			}
+			p.lose(ctx, err)
+		}
+	case *workerDown:
+		p.lose(ctx, msg.err)
+	case *actor.Stopping:
+		if p.remote != nil {
+			ctx.Unwatch(p.remote)
+			ctx.Stop(p.remote)
+			p.group.pool.untrack(p.placed.worker, ctx.Self())
+		}
+	}
+}
+
+func (p *rankProxy) where() string {
+	if p.placed == nil {
+		return fmt.Sprintf("rank %d (not placed)", p.rank)
+	}
+	return fmt.Sprintf("rank %d on worker %s", p.rank, p.placed.worker)
+}
+
+// start sends the load to the remote rank once both the engine's LoadShard
+// and the placement are in.
+func (p *rankProxy) start(ctx actor.Context) {
+	if p.load == nil || p.placed == nil {
+		return
+	}
+	if p.placed.err != nil {
+		ctx.Send(p.replyTo, &ShardReady{Generation: p.gen, Rank: p.rank, Err: p.placed.err})
+		return
+	}
+	p.remote = p.placed.pid
+	ctx.Watch(p.remote)
+	p.group.pool.track(p.placed.worker, ctx.Self())
+	cfg := p.group.pool.cfg
+	ctx.Send(p.remote, &rankpb.LoadShard{Generation: p.gen, Rank: int32(p.rank), Size: int32(p.load.Shard.Size),
+		RingAddrs: p.placed.ring, RingGroup: p.placed.group, DialTimeoutMs: cfg.RingDialTimeout.Milliseconds(),
+		OpTimeoutMs: cfg.RingOpTimeout.Milliseconds(), Capacity: capacityInputToPB(p.load.Capacity)})
+}
+
+func (p *rankProxy) step(ctx actor.Context, msg *RunStep) {
+	p.replyTo = msg.ReplyTo
+	switch {
+	case p.lost != nil:
+		ctx.Send(msg.ReplyTo, &StepCompleted{Generation: msg.Generation, Step: msg.Step, Rank: p.rank, Err: p.lost})
+	case p.remote == nil:
+		ctx.Send(msg.ReplyTo, &StepCompleted{Generation: msg.Generation, Step: msg.Step, Rank: p.rank,
+			Err: errors.New("actors: remote rank not placed")})
+	default:
+		ctx.Send(p.remote, stepToPB(msg))
+	}
+}
+
+// lose reports the remote rank's loss once; the engine root tears the
+// generation down (and stops this proxy).
+func (p *rankProxy) lose(ctx actor.Context, err error) {
+	if p.lost != nil {
+		return
+	}
+	p.lost = err
+	ctx.Send(ctx.Parent(), &rankLost{gen: p.gen, rank: p.rank, err: err})
+}

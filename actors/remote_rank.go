@@ -1,0 +1,214 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"cohort/actors/rankpb"
+	"cohort/model"
+	"cohort/nccl"
+	"cohort/supervision"
+)
+
+// remoteRank is a rank actor hosted by a worker for an engine in another
+// process. It speaks protobuf (rankpb) with the engine-side proxy, opens the
+// checkpoint from the worker's own path, joins the TCP ring and otherwise
+// behaves exactly like a local rank (it embeds one).
+type remoteRank struct {
+	rankActor
+	w     *workerState
+	owner *actor.PID // the engine-side proxy; its loss stops this rank
+	ckDir string
+	ck    *model.Checkpoint
+	ln    net.Listener // the ring listener, until the ring is dialed
+	ring  ringSlot
+	halt  supervision.Poison // the executor poison of this rank (set on abort)
+}
+
+// ringSlot holds the dialed ring so that a rank stopping while DialRing runs
+// still closes it.
+type ringSlot struct {
+	mu     sync.Mutex
+	comm   *nccl.TCPComm
+	cancel context.CancelFunc
+	closed error
+}
+
+// ringDialed reports DialRing's outcome to the rank.
+type ringDialed struct {
+	load *rankpb.LoadShard
+	comm *nccl.TCPComm
+	err  error
+}
+
+func (*ringDialed) rankMessage() {}
+
+func newRemoteRank(w *workerState) *remoteRank {
+	r := &remoteRank{w: w}
+	r.rankActor = rankActor{index: -1, newBackend: w.cfg.NewBackend, lockThread: w.cfg.LockThread,
+		tracer: w.tracer, executors: &w.executors, reply: r.replyPB}
+	return r
+}
+
+func (r *remoteRank) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		r.w.addRank(ctx.Self())
+		r.rankActor.Receive(ctx)
+	case *rankpb.PrepareRank:
+		ctx.Respond(r.prepare(ctx, msg))
+	case *rankpb.LoadShard:
+		r.dial(ctx, msg)
+	case *ringDialed:
+		r.joined(ctx, msg)
+	case *rankpb.RunStep:
+		step := stepFromPB(msg)
+		step.ReplyTo = r.owner
+		r.run(ctx, step)
+	case *rankpb.AbortComm:
+		r.abort(errors.New(msg.Reason))
+	case *actor.Terminated:
+		if r.owner != nil && msg.Who.Equal(r.owner) {
+			ctx.Stop(ctx.Self()) // the engine's proxy is gone: so is this generation
+		}
+	case *actor.Stopped:
+		r.stopped(ctx)
+	default:
+		r.rankActor.Receive(ctx)
+	}
+}
+
+// prepare checks the engine's identity, opens the checkpoint and the ring
+// listener, and watches the owner. A refusal stops the rank.
+func (r *remoteRank) prepare(ctx actor.Context, msg *rankpb.PrepareRank) *rankpb.RankPrepared {
+	out := &rankpb.RankPrepared{Generation: msg.Generation, Rank: msg.Rank}
+	err := r.open(msg)
+	if err != nil {
+		out.Error = err.Error()
+		ctx.Stop(ctx.Self())
+		return out
+	}
+	r.index, r.gen = int(msg.Rank), msg.Generation
+	r.owner = actor.NewPID(msg.OwnerAddress, msg.OwnerId)
+	ctx.Watch(r.owner)
+	out.RingAddr = r.ln.Addr().String()
+	return out
+}
+
+func (r *remoteRank) open(msg *rankpb.PrepareRank) error {
+	if err := r.w.check(msg.Identity, false); err != nil {
+		return err
+	}
+	dir := r.w.modelDir(msg.Identity.GetModelDir())
+	ck, err := r.w.openCheckpoint(dir)
+	if err != nil {
+		return fmt.Errorf("worker %s: %w", r.w.addr, err)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(r.w.cfg.RingHost, "0"))
+	if err != nil {
+		r.w.releaseCheckpoint(dir)
+		return fmt.Errorf("worker %s: ring listener: %w", r.w.addr, err)
+	}
+	r.ck, r.ckDir, r.ln = ck, dir, ln
+	return nil
+}
+
+// dial forms the TCP ring off the actor's goroutine (it blocks until every
+// rank has joined or the dial timeout).
+func (r *remoteRank) dial(ctx actor.Context, msg *rankpb.LoadShard) {
+	if r.ln == nil {
+		r.replyPB(ctx, r.owner, &ShardReady{Generation: msg.Generation, Rank: int(msg.Rank),
+			Err: fmt.Errorf("worker %s: rank %d was not prepared", r.w.addr, msg.Rank)})
+		return
+	}
+	cfg := nccl.TCPConfig{Rank: int(msg.Rank), Size: int(msg.Size), Addrs: msg.RingAddrs, Group: msg.RingGroup,
+		DialTimeout: time.Duration(msg.DialTimeoutMs) * time.Millisecond, OpTimeout: time.Duration(msg.OpTimeoutMs) * time.Millisecond,
+		Listener: r.ln}
+	r.ln = nil // DialRing owns it now
+	dctx, cancel := context.WithCancel(context.Background())
+	r.ring.mu.Lock()
+	r.ring.cancel = cancel
+	r.ring.mu.Unlock()
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	go func() {
+		comm, err := nccl.DialRing(dctx, cfg)
+		if err == nil && !r.ring.keep(comm) {
+			comm, err = nil, errors.New("rank stopped while the ring formed")
+		}
+		root.Send(self, &ringDialed{load: msg, comm: comm, err: err})
+	}()
+}
+
+// keep stores the dialed ring unless the rank already stopped (then it is closed).
+func (s *ringSlot) keep(c *nccl.TCPComm) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed != nil {
+		c.Abort(s.closed)
+		return false
+	}
+	s.comm = c
+	return true
+}
+
+// shut aborts the ring (or the dial in progress); later keeps close theirs.
+func (s *ringSlot) shut(reason error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed == nil {
+		s.closed = reason
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	if s.comm != nil {
+		s.comm.Abort(reason)
+	}
+}
+
+func (r *remoteRank) joined(ctx actor.Context, msg *ringDialed) {
+	if msg.err != nil {
+		r.replyPB(ctx, r.owner, &ShardReady{Generation: r.gen, Rank: r.index,
+			Err: fmt.Errorf("worker %s: rank %d: tcp ring: %w", r.w.addr, r.index, msg.err)})
+		return
+	}
+	r.load(ctx, &LoadShard{Checkpoint: r.ck, Shard: model.Shard{Rank: r.index, Size: int(msg.load.Size)}, Comm: msg.comm,
+		Capacity: capacityInputFromPB(msg.load.Capacity), Poison: &r.halt, ReplyTo: r.owner})
+}
+
+func (r *remoteRank) abort(reason error) {
+	r.halt.Set(reason)
+	r.ring.shut(reason)
+}
+
+func (r *remoteRank) stopped(ctx actor.Context) {
+	r.w.removeRank(ctx.Self())
+	r.abort(errors.New("actors: remote rank stopped"))
+	if r.ln != nil {
+		r.ln.Close()
+	}
+	r.rankActor.Receive(ctx) // closes the executor
+	if r.ck != nil {
+		dir := r.ckDir
+		waitDone(r.exec, func() { r.w.releaseCheckpoint(dir) })
+	}
+}
+
+// replyPB sends the rank's replies to the engine as protobuf.
+func (r *remoteRank) replyPB(ctx actor.Context, to *actor.PID, msg schedulerMessage) {
+	if to == nil {
+		return
+	}
+	switch m := msg.(type) {
+	case *ShardReady:
+		ctx.Send(to, readyToPB(m))
+	case *StepCompleted:
+		ctx.Send(to, completedToPB(m))
+	}
+}

@@ -1,0 +1,527 @@
+package actors
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cohort/model"
+	"cohort/model/sample"
+	"cohort/supervision"
+)
+
+// workerEnv makes the test binary a worker process (see TestMain): the
+// remote tests run their workers as real processes, so that kill -9 and
+// network namespaces act on them.
+const workerEnv = "COHORT_TEST_WORKER"
+
+// workerModelEnv sets a test worker's own model directory (WorkerConfig.ModelDir).
+const workerModelEnv = "COHORT_TEST_WORKER_MODEL"
+
+// isolatedEnv marks a child process that runs one remote test alone.
+const isolatedEnv = "COHORT_TEST_ISOLATED"
+
+// isolate runs the calling (sub)test in a process of its own under the race
+// detector and reports whether it did (the caller then returns). Every
+// protoactor remote.Start writes grpc's global logger, which races with the
+// connections of an earlier remote in the same process; one engine per
+// process keeps the race detector on our code.
+func isolate(t *testing.T) bool {
+	t.Helper()
+	if !raceEnabled || os.Getenv(isolatedEnv) != "" {
+		return false
+	}
+	parts := strings.Split(t.Name(), "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	args := []string{"-test.run=" + strings.Join(parts, "/"), "-test.v", "-test.count=1"}
+	if testing.Short() {
+		args = append(args, "-test.short")
+	}
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), isolatedEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("isolated run of %s:\n%s", t.Name(), out)
+	if err != nil {
+		t.Fatalf("isolated run: %v", err)
+	}
+	return true
+}
+
+func TestMain(m *testing.M) {
+	if listen := os.Getenv(workerEnv); listen != "" {
+		os.Exit(runTestWorker(listen))
+	}
+	os.Exit(m.Run())
+}
+
+func runTestWorker(listen string) int {
+	w, err := StartWorker(WorkerConfig{Listen: listen, NewBackend: cpuBackends(1), ModelDir: os.Getenv(workerModelEnv)})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 1
+	}
+	fmt.Println("listening", w.Addr())
+	io.Copy(io.Discard, os.Stdin) // the test closes stdin (or dies) to end the worker
+	// The process ends here: the OS closes what is left. (Worker.Close is
+	// exercised by the in-process workers of the other tests.)
+	_ = w
+	return 0
+}
+
+// workerProc is a worker process started from the test binary.
+type workerProc struct {
+	t      testing.TB
+	addr   string
+	prefix []string // e.g. ip netns exec NAME
+	env    []string
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stderr *bytes.Buffer
+}
+
+func startWorkerProc(t testing.TB, listen string, prefix []string, env ...string) *workerProc {
+	t.Helper()
+	w := &workerProc{t: t, prefix: prefix, env: env}
+	if err := w.start(listen); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.stop)
+	return w
+}
+
+func (w *workerProc) start(listen string) error {
+	args := append(append([]string(nil), w.prefix...), os.Args[0], "-test.run=^$")
+	w.cmd = exec.Command(args[0], args[1:]...)
+	w.cmd.Env = append(append(os.Environ(), workerEnv+"="+listen), w.env...)
+	w.stderr = &bytes.Buffer{}
+	w.cmd.Stderr = w.stderr
+	out, err := w.cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if w.stdin, err = w.cmd.StdinPipe(); err != nil {
+		return err
+	}
+	if err := w.cmd.Start(); err != nil {
+		return err
+	}
+	line := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		if sc.Scan() {
+			line <- sc.Text()
+		}
+		close(line)
+		io.Copy(io.Discard, out)
+	}()
+	select {
+	case l, ok := <-line:
+		if addr, found := strings.CutPrefix(l, "listening "); ok && found {
+			w.addr = addr
+			return nil
+		}
+		w.cmd.Process.Kill()
+		w.cmd.Wait()
+		return fmt.Errorf("worker on %s did not start: %q %s", listen, l, w.stderr)
+	case <-time.After(30 * time.Second):
+		w.cmd.Process.Kill()
+		w.cmd.Wait()
+		return fmt.Errorf("worker on %s did not start within 30s: %s", listen, w.stderr)
+	}
+}
+
+// kill ends the worker with SIGKILL: no goodbye to anyone.
+func (w *workerProc) kill() {
+	w.cmd.Process.Kill()
+	w.cmd.Wait()
+}
+
+// restart starts the worker again on its old address.
+func (w *workerProc) restart() {
+	w.t.Helper()
+	if err := w.start(w.addr); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *workerProc) stop() {
+	w.stdin.Close()
+	done := make(chan struct{})
+	go func() { w.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		w.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func startWorkers(t testing.TB, n int, host string, prefix []string) ([]*workerProc, []string) {
+	procs := make([]*workerProc, n)
+	addrs := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range procs {
+		wg.Go(func() { procs[i] = startWorkerProc(t, host+":0", prefix) })
+	}
+	wg.Wait()
+	for i, p := range procs {
+		addrs[i] = p.addr
+	}
+	return procs, addrs
+}
+
+// remoteEngine starts an engine whose ranks live on the given workers.
+func remoteEngine(t testing.TB, tm testModel, tp int, workers []string, mutate func(*Config)) *Engine {
+	return startEngine(t, tm, tp, func(c *Config) {
+		c.NewBackend = nil
+		c.Remote = &Remote{Workers: workers, Heartbeat: 100 * time.Millisecond, DownAfter: time.Second}
+		c.RecoveryTimeout = time.Minute
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+}
+
+// aloneResults is aloneTokens with the sampled results (logprobs included).
+func aloneResults(t testing.TB, tm testModel, r Request) []sample.Result {
+	t.Helper()
+	s := model.NewSession(tm.be, tm.m, len(r.Prompt)+r.MaxTokens)
+	logits, err := s.Step(r.Prompt, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []sample.Result
+	for i := range r.MaxTokens {
+		res := sample.Pick(logits, r.Params, i, r.TopLogprobs)
+		out = append(out, res)
+		if i+1 < r.MaxTokens {
+			if logits, err = s.Step([]int32{res.Token.ID}, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return out
+}
+
+// TestRemoteMatchesLocal: TP across 2 and 4 worker processes gives the
+// tokens and logprobs (top 5) of TP=1 in this process, within 1e-4.
+func TestRemoteMatchesLocal(t *testing.T) {
+	tm := openPreset(t, "tiny")
+	reqs := mixedRequests(4, tm.tok.VocabSize())
+	for i := range reqs {
+		reqs[i].MaxTokens, reqs[i].IgnoreEOS, reqs[i].TopLogprobs = 6, true, 5
+	}
+	for _, n := range []int{2, 4} {
+		t.Run(fmt.Sprintf("workers=%d", n), func(t *testing.T) {
+			if raceEnabled && n > 2 {
+				t.Skip("4 race-instrumented workers are slow on 2 cores; make unit runs it")
+			}
+			if isolate(t) {
+				return
+			}
+			_, addrs := startWorkers(t, n, "127.0.0.1", nil)
+			e := remoteEngine(t, tm, n, addrs, nil)
+			var worst float64
+			for _, r := range reqs {
+				want := aloneResults(t, tm, r)
+				got := streamEvents(t, mustSubmit(t, e, r))
+				if len(got) != len(want) {
+					t.Fatalf("got %d tokens, want %d", len(got), len(want))
+				}
+				for i, ev := range got {
+					if ev.Token != want[i].Token.ID {
+						t.Fatalf("token %d: got %d, want %d (TP=1)", i, ev.Token, want[i].Token.ID)
+					}
+					worst = max(worst, math.Abs(ev.Logprob-want[i].Token.Logprob))
+					for k, alt := range ev.Top {
+						if alt.ID != want[i].Top[k].ID {
+							t.Fatalf("token %d alternative %d: got id %d, want %d", i, k, alt.ID, want[i].Top[k].ID)
+						}
+						worst = max(worst, math.Abs(alt.Logprob-want[i].Top[k].Logprob))
+					}
+				}
+			}
+			if worst > 1e-4 {
+				t.Fatalf("logprobs differ from TP=1 by %g (> 1e-4)", worst)
+			}
+			t.Logf("TP=%d over %d processes: max |Δ logprob| vs TP=1 = %.2g", n, n, worst)
+		})
+	}
+}
+
+// streamEvents reads a stream's token events to its end; an error event fails the test.
+func streamEvents(t testing.TB, s *Stream) []Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out []Event
+	for {
+		ev, err := s.Recv(ctx)
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+		if ev.Err != nil {
+			t.Fatalf("stream error event: %v", ev.Err)
+		}
+		if ev.HasToken {
+			out = append(out, ev)
+		}
+	}
+}
+
+// failureLog collects the engine's failure reports with their time.
+type failureLog struct {
+	mu  sync.Mutex
+	got []timedFailure
+	ch  chan struct{}
+}
+
+type timedFailure struct {
+	at time.Time
+	f  *supervision.RankFailure
+}
+
+func newFailureLog() *failureLog { return &failureLog{ch: make(chan struct{}, 64)} }
+
+func (l *failureLog) hook(c *Config) {
+	c.OnFailure = func(f *supervision.RankFailure) {
+		l.mu.Lock()
+		l.got = append(l.got, timedFailure{time.Now(), f})
+		l.mu.Unlock()
+		select {
+		case l.ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// first waits for the first failure (or fails the test after timeout).
+func (l *failureLog) first(t testing.TB, timeout time.Duration) timedFailure {
+	t.Helper()
+	select {
+	case <-l.ch:
+	case <-time.After(timeout):
+		t.Fatalf("no failure detected within %v", timeout)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.got[0]
+}
+
+// TestRemoteKillWorker kills a worker process with SIGKILL while 8 clients
+// stream. With the worker restarted, the group rebuilds on it and every
+// request completes with exactly its fault-free tokens (replay). With the
+// worker gone for good and replay off, every in-flight request ends with a
+// clear error and readiness stays false, naming the missing worker.
+func TestRemoteKillWorker(t *testing.T) {
+	tm := openPreset(t, "tiny")
+	reqs := mixedRequests(8, tm.tok.VocabSize())
+	for i := range reqs {
+		reqs[i].MaxTokens, reqs[i].IgnoreEOS = 40+i, true
+	}
+	for _, tc := range []struct {
+		name    string
+		restart bool
+	}{{"worker back", true}, {"worker stays down", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if raceEnabled && !tc.restart {
+				t.Skip("under -race only the rebuild path runs; make unit runs both")
+			}
+			if isolate(t) {
+				return
+			}
+			procs, addrs := startWorkers(t, 2, "127.0.0.1", nil)
+			failures := newFailureLog()
+			e := remoteEngine(t, tm, 2, addrs, func(c *Config) {
+				c.Replay, c.StepDeadline, c.RecoveryTimeout = tc.restart, chaosDeadline, 2*time.Second
+				failures.hook(c)
+			})
+			streams := make([]*Stream, len(reqs))
+			for i, r := range reqs {
+				streams[i] = mustSubmit(t, e, r)
+			}
+			waitTokens(t, streams[0], 3)
+			killed := time.Now()
+			procs[1].kill()
+			f := failures.first(t, 10*time.Second)
+			t.Logf("kill -9 → detected in %v: %v", f.at.Sub(killed).Round(time.Millisecond), f.f)
+			// Either the proxy sees the worker's address terminate, or the
+			// surviving rank's TCP ring sees its peer's connection drop.
+			if f.f.Cause != supervision.CauseTerminated && f.f.Cause != supervision.CauseError {
+				t.Errorf("cause %s, want terminated or error", f.f.Cause)
+			}
+			if !strings.Contains(f.f.Error(), "rank 1") {
+				t.Errorf("the failure does not name rank 1: %v", f.f)
+			}
+			if tc.restart {
+				procs[1].restart()
+				checkReplayed(t, tm, reqs, streams)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				if err := e.WaitReady(ctx); err != nil {
+					t.Fatalf("not ready after the worker came back: %v", err)
+				}
+				return
+			}
+			checkFailedClearly(t, streams, 10*time.Second)
+			// The recovery timeout passes with the worker still down.
+			timedOut := failures.waitCause(t, supervision.CauseLoad, 10*time.Second)
+			t.Logf("recovery timeout: %v", timedOut.f)
+			deadline := time.After(6 * time.Second)
+			for {
+				ok, reason := e.Ready()
+				if !ok && strings.Contains(reason, addrs[1]) && strings.Contains(reason, "waiting for workers") {
+					t.Logf("readiness: %s", reason)
+					return
+				}
+				select {
+				case <-deadline:
+					t.Fatalf("readiness (%v, %q) does not name the missing worker %s", ok, reason, addrs[1])
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		})
+	}
+}
+
+// waitTokens reads n token events of a stream (so the load is flowing).
+func waitTokens(t testing.TB, s *Stream, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for seen := 0; seen < n; {
+		ev, err := s.Recv(ctx)
+		if err != nil || ev.Err != nil {
+			t.Fatalf("stream: %v %v", err, ev.Err)
+		}
+		if ev.HasToken {
+			seen++
+		}
+	}
+}
+
+// checkReplayed: every request completes with its fault-free tokens. The
+// first stream already delivered 3 tokens (waitTokens).
+func checkReplayed(t testing.TB, tm testModel, reqs []Request, streams []*Stream) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i, s := range streams {
+		want := aloneTokens(t, tm, reqs[i])
+		if i == 0 {
+			want = want[3:]
+		}
+		wg.Go(func() {
+			got, _, last := collect(t, s)
+			if last.Err != nil || !slices.Equal(got, want) {
+				t.Errorf("request %d: err %v, tokens %v, want %v", i, last.Err, got, want)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// checkFailedClearly: every stream ends, within timeout, either complete or
+// with an engine-failure error that says what happened.
+func checkFailedClearly(t testing.TB, streams []*Stream, timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for i, s := range streams {
+		for {
+			ev, err := s.Recv(ctx)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("request %d did not end within %v: %v", i, timeout, err)
+			}
+			if ev.Err != nil && (!errors.Is(ev.Err, ErrEngineFailure) || !strings.Contains(ev.Err.Error(), "rank 1")) {
+				t.Errorf("request %d: unclear error %v", i, ev.Err)
+			}
+		}
+	}
+}
+
+// waitCause waits for a failure of the given cause.
+func (l *failureLog) waitCause(t testing.TB, c supervision.Cause, timeout time.Duration) timedFailure {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		l.mu.Lock()
+		for _, f := range l.got {
+			if f.f.Cause == c {
+				l.mu.Unlock()
+				return f
+			}
+		}
+		l.mu.Unlock()
+		select {
+		case <-l.ch:
+		case <-deadline:
+			t.Fatalf("no %s failure within %v", c, timeout)
+		}
+	}
+}
+
+// TestRemoteRefusesMismatch: an engine refuses to start on a worker that
+// runs another build or holds another model, and says which and why.
+func TestRemoteRefusesMismatch(t *testing.T) {
+	tm := openPreset(t, "tiny")
+	other := t.TempDir()
+	if err := os.CopyFS(other, os.DirFS(tm.ck.Dir)); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := other + "/config.json"
+	raw, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, append(raw, '\n'), 0o644); err != nil { // same model, other bytes
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		env  string // of the worker process
+		want []string
+	}{
+		{"build", "COHORT_BUILD_ID=cohort v0.0.0-other", []string{"runs build", "cohort v0.0.0-other", "deploy the same build"}},
+		{"model", workerModelEnv + "=" + other, []string{"has checksum", other, "a different model"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if isolate(t) {
+				return
+			}
+			w := startWorkerProc(t, "127.0.0.1:0", nil, tc.env)
+			cfg := Config{Checkpoint: tm.ck, Tokenizer: tm.tok, TP: 1, Capacity: model.CapacityInput{Budget: 64 << 20, ElemBytes: 4,
+				PageSize: 16, MaxSeqs: 8, MaxModelLen: 256}, Remote: &Remote{Workers: []string{w.addr}}}
+			e, err := Start(context.Background(), cfg)
+			if err == nil {
+				e.Close()
+				t.Fatal("the engine started on a mismatched worker")
+			}
+			for _, s := range tc.want {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not say %q", err, s)
+				}
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
+}

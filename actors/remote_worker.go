@@ -1,0 +1,228 @@
+package actors
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"cohort/actors/rankpb"
+	"cohort/model"
+)
+
+// WorkerConfig configures a worker process: it hosts rank actors that an
+// engine (`cohort serve --workers`) places on it.
+type WorkerConfig struct {
+	Listen string // host:port of the worker's actor remote (port 0 picks one)
+	// RingHost is the address the ranks' TCP ring listeners bind; peers dial
+	// it [the host of Listen].
+	RingHost string
+	// ModelDir, if set, is where this worker opens the checkpoint, instead
+	// of the engine's path; its checksum must still match.
+	ModelDir       string
+	Build          string // [Build()]
+	NewBackend     BackendFactory
+	LockThread     bool
+	TracerProvider trace.TracerProvider // nil: no tracing
+}
+
+// Worker is a running worker process's actor system.
+type Worker struct {
+	sys   *actor.ActorSystem
+	rem   *remote.Remote
+	state *workerState
+}
+
+// workerState is shared by the worker's host actor and its rank actors.
+type workerState struct {
+	cfg       WorkerConfig
+	addr      string
+	tracer    trace.Tracer
+	executors sync.WaitGroup
+
+	mu    sync.Mutex
+	cks   map[string]*sharedCheckpoint // by directory
+	sums  map[string]string            // fingerprints, for pings
+	ranks map[string]*actor.PID        // live rank actors, by id
+}
+
+type sharedCheckpoint struct {
+	ck   *model.Checkpoint
+	refs int
+}
+
+// StartWorker starts a worker's actor system and remoting; rank actors are
+// spawned in it by engines, as the remote kind "cohort.rank".
+func StartWorker(cfg WorkerConfig) (*Worker, error) {
+	if cfg.NewBackend == nil {
+		return nil, fmt.Errorf("actors: worker needs a backend factory")
+	}
+	if cfg.Build == "" {
+		cfg.Build = Build()
+	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = noop.NewTracerProvider()
+	}
+	if cfg.RingHost == "" {
+		host, _, err := net.SplitHostPort(cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("actors: worker address %q: %w", cfg.Listen, err)
+		}
+		cfg.RingHost = host
+	}
+	st := &workerState{cfg: cfg, tracer: cfg.TracerProvider.Tracer(tracerName),
+		cks: map[string]*sharedCheckpoint{}, sums: map[string]string{}, ranks: map[string]*actor.PID{}}
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(quietLogger))
+	kind := remote.NewKind(rankKind, actor.PropsFromProducer(func() actor.Actor { return newRemoteRank(st) }))
+	rem, err := startRemote(sys, cfg.Listen, kind)
+	if err != nil {
+		return nil, err
+	}
+	st.addr = sys.Address()
+	if _, err := sys.Root.SpawnNamed(actor.PropsFromFunc(st.host), workerHostName); err != nil {
+		rem.Shutdown(false)
+		return nil, fmt.Errorf("actors: worker host actor: %w", err)
+	}
+	return &Worker{sys: sys, rem: rem, state: st}, nil
+}
+
+// quietLogger silences protoactor's own logging.
+func quietLogger(*actor.ActorSystem) *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// Addr is the worker's actor-remote address (what `serve --workers` takes).
+func (w *Worker) Addr() string { return w.state.addr }
+
+// Ranks returns how many rank actors the worker hosts now.
+func (w *Worker) Ranks() int {
+	w.state.mu.Lock()
+	defer w.state.mu.Unlock()
+	return len(w.state.ranks)
+}
+
+// Close stops every rank actor, waits for their executors, closes the
+// checkpoints and shuts remoting down.
+func (w *Worker) Close() {
+	w.state.mu.Lock()
+	pids := make([]*actor.PID, 0, len(w.state.ranks))
+	for _, p := range w.state.ranks {
+		pids = append(pids, p)
+	}
+	w.state.mu.Unlock()
+	for _, p := range pids {
+		_ = w.sys.Root.StopFuture(p).Wait()
+	}
+	w.rem.Shutdown(false) // the server only: see workerPool.close
+	w.sys.Shutdown()
+	w.state.executors.Wait()
+	w.state.mu.Lock()
+	defer w.state.mu.Unlock()
+	for dir, s := range w.state.cks {
+		s.ck.Close()
+		delete(w.state.cks, dir)
+	}
+}
+
+// host answers pings: the engines' heartbeat and identity check.
+func (st *workerState) host(ctx actor.Context) {
+	if p, ok := ctx.Message().(*rankpb.Ping); ok {
+		pong := &rankpb.Pong{Build: st.cfg.Build, Address: st.addr, Ranks: int32(st.rankCount())}
+		if err := st.check(p.Identity, true); err != nil {
+			pong.Error = err.Error()
+		}
+		ctx.Respond(pong)
+	}
+}
+
+func (st *workerState) rankCount() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.ranks)
+}
+
+func (st *workerState) modelDir(engineDir string) string {
+	if st.cfg.ModelDir != "" {
+		return st.cfg.ModelDir
+	}
+	return engineDir
+}
+
+// check refuses an engine of another build or holding another model. With
+// cached set it reuses a fingerprint computed before (pings).
+func (st *workerState) check(id *rankpb.Identity, cached bool) error {
+	if id.GetBuild() != st.cfg.Build {
+		return fmt.Errorf("worker %s runs build %q but the engine runs %q: deploy the same build everywhere", st.addr, st.cfg.Build, id.GetBuild())
+	}
+	dir := st.modelDir(id.GetModelDir())
+	st.mu.Lock()
+	sum, ok := st.sums[dir]
+	st.mu.Unlock()
+	if !ok || !cached {
+		var err error
+		if sum, err = model.Fingerprint(dir); err != nil {
+			return fmt.Errorf("worker %s: %w", st.addr, err)
+		}
+		st.mu.Lock()
+		st.sums[dir] = sum
+		st.mu.Unlock()
+	}
+	if sum != id.GetModelChecksum() {
+		return fmt.Errorf("worker %s: the model at %s has checksum %s but the engine's has %s: a different model or a different copy",
+			st.addr, dir, sum, id.GetModelChecksum())
+	}
+	return nil
+}
+
+// openCheckpoint shares one open checkpoint per directory among the ranks.
+func (st *workerState) openCheckpoint(dir string) (*model.Checkpoint, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if s, ok := st.cks[dir]; ok {
+		s.refs++
+		return s.ck, nil
+	}
+	ck, err := model.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	st.cks[dir] = &sharedCheckpoint{ck: ck, refs: 1}
+	return ck, nil
+}
+
+func (st *workerState) releaseCheckpoint(dir string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if s, ok := st.cks[dir]; ok {
+		if s.refs--; s.refs == 0 {
+			s.ck.Close()
+			delete(st.cks, dir)
+		}
+	}
+}
+
+func (st *workerState) addRank(pid *actor.PID) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.ranks[pid.Id] = pid
+}
+
+func (st *workerState) removeRank(pid *actor.PID) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	delete(st.ranks, pid.Id)
+}
+
+// waitDone runs f once the executor has run its last job.
+func waitDone(e *executor, f func()) {
+	go func() {
+		<-e.done
+		f()
+	}()
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"cohort/actors"
+	"cohort/httpapi/telemetry"
+	_ "cohort/model/qwen35" // registers the Qwen3.5 architectures
+)
+
+// runWorker hosts rank actors for engines started with `serve --workers`.
+func runWorker(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:7400", "host:port of this worker's actor remote (port 0 picks one); engines list it in --workers")
+	ringHost := fs.String("ring-host", "", "address the ranks' TCP ring listeners bind (default: the --listen host)")
+	dir := fs.String("model", "", "checkpoint directory on this host (default: the engine's path; the checksum must match either way)")
+	device := fs.String("device", "cpu", "backend of the hosted ranks: cpu (NCCL across processes is not built yet, see docs/remote.md)")
+	threads := fs.Int("threads", 0, "compute threads per hosted rank (0: all cores)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("worker: unexpected arguments %q", fs.Args())
+	case *device != "cpu":
+		return fmt.Errorf("worker: --device %s: only cpu ranks can run in worker processes so far (GPU ranks need NCCL across processes, see docs/remote.md)", *device)
+	case *threads < 0:
+		return errors.New("worker: --threads must not be negative")
+	}
+	if *threads == 0 {
+		*threads = runtime.GOMAXPROCS(0)
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	tracing, shutdownTracing, err := telemetry.Setup(ctx, os.Getenv)
+	if err != nil {
+		return fmt.Errorf("worker: tracing: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		shutdownTracing(sctx)
+	}()
+	newBackend, lockThread, _, err := backendFactory(*device, *threads)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	w, err := actors.StartWorker(actors.WorkerConfig{Listen: *listen, RingHost: *ringHost, ModelDir: *dir,
+		NewBackend: newBackend, LockThread: lockThread, TracerProvider: tracing})
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	defer w.Close()
+	fmt.Fprintf(stdout, "cohort: worker listening on %s (%s)\n", w.Addr(), actors.Build())
+	<-ctx.Done()
+	return nil
+}
+
+// workerList parses --workers: comma-separated host:port addresses.
+func workerList(s string) []string {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
