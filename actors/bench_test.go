@@ -12,11 +12,14 @@ import (
 	"cohort/model"
 )
 
-var benchModels sync.Map // preset name -> *testModel
+var benchModels sync.Map // benchmark name/preset -> *testModel
 
 // presetModel loads a preset once per test binary.
 func presetModel(b *testing.B, preset string) testModel {
-	if tm, ok := benchModels.Load(preset); ok {
+	// The files and the open checkpoint live as long as the benchmark that
+	// made them (b.TempDir, b.Cleanup), so the cache is per benchmark.
+	key := b.Name() + "/" + preset
+	if tm, ok := benchModels.Load(key); ok {
 		return *tm.(*testModel)
 	}
 	var tm testModel
@@ -25,7 +28,7 @@ func presetModel(b *testing.B, preset string) testModel {
 	} else {
 		tm = openPreset(b, preset)
 	}
-	benchModels.Store(preset, &tm)
+	benchModels.Store(key, &tm)
 	return tm
 }
 

@@ -38,6 +38,9 @@ type rankActor struct {
 	st     *model.State
 	poison *supervision.Poison
 	faults *rankFaults
+	// owned is the backend the executor made; only executor jobs touch it,
+	// and the last one closes it.
+	owned kernels.Backend
 	// reply, if set, replaces ctx.Send for the rank's replies (ShardReady,
 	// StepCompleted): a remote rank turns them into protobuf.
 	reply func(ctx actor.Context, to *actor.PID, msg schedulerMessage)
@@ -59,6 +62,10 @@ func (r *rankActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		r.exec = newExecutor(r.lockThread, r.executors)
 	case *actor.Stopped:
+		// Free the device memory (weights, KV, state) of this generation
+		// once the executor's queued jobs are done; a rank stuck in a
+		// collective frees it when the abort releases it.
+		r.exec.submit(r.closeOwned)
 		r.exec.close()
 		r.be, r.m, r.st = nil, nil, nil // the state is large; do not let a stale PID keep it
 	case *LoadShard:
@@ -120,6 +127,11 @@ func (r *rankActor) load(ctx actor.Context, msg *LoadShard) {
 			out.st = out.m.NewState(out.be, out.capacity.Slots, out.capacity.Pages, out.capacity.PageSize)
 			return nil
 		})
+		if out.be != nil && out.err != nil {
+			closeBackend(out.be)
+			out.be = nil
+		}
+		r.owned = out.be
 		root.Send(self, out)
 	})
 }
@@ -226,4 +238,20 @@ func budgetFromDevice(be kernels.Backend, in model.CapacityInput) (model.Capacit
 	}
 	in.Budget = free
 	return in, nil
+}
+
+// closeOwned closes the backend the executor made (on the executor).
+func (r *rankActor) closeOwned() {
+	if r.owned != nil {
+		closeBackend(r.owned)
+		r.owned = nil
+	}
+}
+
+// closeBackend releases a backend that holds resources of its own (the
+// CUDA backend's device memory and context).
+func closeBackend(be kernels.Backend) {
+	if c, ok := be.(interface{ Close() error }); ok {
+		c.Close()
+	}
 }

@@ -96,11 +96,12 @@ type Backend struct {
 	syncLaunch bool
 	closed     bool
 
-	weights string             // "bf16" or "f32" (Options.Weights)
-	plans   map[ltKey]ltPlan   // prepared cuBLASLt matmuls by shape
-	graph   graphs             // CUDA graphs of decode steps (graph.go)
-	meta    map[metaKey]devptr // shared metadata of the step in progress
-	inStep  bool               // between BeginStep and EndStep
+	weights     string             // "bf16" or "f32" (Options.Weights)
+	plans       map[ltKey]ltPlan   // prepared cuBLASLt matmuls by shape
+	graph       graphs             // CUDA graphs of decode steps (graph.go)
+	collectives collectives        // device collectives (collective.go)
+	meta        map[metaKey]devptr // shared metadata of the step in progress
+	inStep      bool               // between BeginStep and EndStep
 }
 
 // metaKey names per-step metadata that several ops of a step share (the

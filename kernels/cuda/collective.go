@@ -6,10 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime"
-	"sync"
 	"unsafe"
-	"weak"
 
 	"cohort/kernels"
 	"cohort/nccl"
@@ -39,20 +36,12 @@ type collectives struct {
 	oneMax int                     // largest all-reduce (bytes) for the one-shot kernel
 }
 
-// collState maps a backend to its collective state (backend.go's struct is
-// not ours to extend); entries go away with their backend.
-var collState sync.Map // weak.Pointer[Backend] → *collectives
-
+// coll returns the backend's collective state.
 func (b *Backend) coll() *collectives {
-	k := weak.Make(b)
-	if v, ok := collState.Load(k); ok {
-		return v.(*collectives)
+	if b.collectives.oneMax == 0 {
+		b.collectives.oneMax = p2pMaxBytes
 	}
-	v, loaded := collState.LoadOrStore(k, &collectives{oneMax: p2pMaxBytes})
-	if !loaded {
-		runtime.AddCleanup(b, func(k weak.Pointer[Backend]) { collState.Delete(k) }, k)
-	}
-	return v.(*collectives)
+	return &b.collectives
 }
 
 // Device-side kernels of 60_allreduce.cu, looked up when collectives start.

@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"hash/fnv"
+	"log"
 	"os"
 	"unsafe"
 )
@@ -207,6 +208,7 @@ func (b *Backend) endCaptureAndLaunch() {
 	if sg.arenaGen == b.scratch.gen {
 		g.byKey[g.key] = sg
 		g.captures++
+		log.Printf("cuda: device %d: captured CUDA graph %s (%d nodes, %d metadata inputs)", b.device, g.key, nodes, len(sg.inputs))
 	} else {
 		// The arena grew during the capture, so the next reset moves it:
 		// the graph runs this once and is destroyed after the step.

@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -131,47 +130,11 @@ func TestModelMatchesCPUAndHF(t *testing.T) {
 	be.ResetScratch()
 }
 
-// rankWorker is a stand-in for a rank's device executor: one goroutine
-// locked to its OS thread that owns a Backend and runs jobs.
-type rankWorker struct {
-	be   *Backend
-	jobs chan func()
-}
+// rankWorker is a stand-in for a rank's device executor (devRank, in
+// tp_test.go) on GPU 0 with f32 weights.
+type rankWorker = devRank
 
-func startRank(t *testing.T, comm nccl.Communicator) *rankWorker {
-	t.Helper()
-	w := &rankWorker{jobs: make(chan func())}
-	ready := make(chan error)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		be, err := New(Options{Comm: comm, Weights: "f32"})
-		w.be = be
-		ready <- err
-		if err != nil {
-			return
-		}
-		for job := range w.jobs {
-			job()
-		}
-		be.Close()
-	}()
-	if err := <-ready; err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { close(w.jobs) })
-	return w
-}
-
-// do runs f on the rank's thread and waits for it.
-func (w *rankWorker) do(f func(be *Backend)) {
-	done := make(chan struct{})
-	w.jobs <- func() {
-		defer close(done)
-		f(w.be)
-	}
-	<-done
-}
+func startRank(t *testing.T, comm nccl.Communicator) *rankWorker { return startDevRank(t, 0, comm) }
 
 // onAll runs f on every rank concurrently (they meet in the collectives).
 func onAll(ranks []*rankWorker, f func(rank int, be *Backend)) {

@@ -42,7 +42,8 @@ func multiGPU(t testing.TB, n int) int {
 	return have
 }
 
-// devRank is a rank's device thread on one GPU, owning a backend.
+// devRank is a rank's device thread on one GPU, owning a backend with f32
+// weights (the differential TP tests compare against f32 references).
 type devRank struct {
 	be   *Backend
 	jobs chan func()
@@ -55,7 +56,7 @@ func startDevRank(t testing.TB, device int, comm nccl.Communicator) *devRank {
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		be, err := New(Options{Device: device, Comm: comm})
+		be, err := New(Options{Device: device, Comm: comm, Weights: "f32"})
 		w.be = be
 		ready <- err
 		if err != nil {
