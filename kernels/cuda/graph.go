@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"hash/fnv"
 	"log"
 	"os"
 	"unsafe"
@@ -99,9 +98,10 @@ func (f *fpHash) add(v uint64) {
 }
 
 func (f *fpHash) addString(s string) {
-	h := fnv.New64a()
-	h.Write([]byte(s))
-	f.add(h.Sum64())
+	for i := 0; i < len(s); i++ {
+		f.h ^= uint64(s[i])
+		f.h *= 1099511628211
+	}
 }
 
 func (g *graphs) init(b *Backend) {

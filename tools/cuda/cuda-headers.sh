@@ -27,10 +27,10 @@ if [ -f "$src" ]; then
 elif ! grep -qs 'non-free' /etc/apt/sources.list; then
 	echo 'deb http://deb.debian.org/debian bookworm main non-free' | $SUDO tee /etc/apt/sources.list.d/cohort-non-free.list >/dev/null
 fi
-$SUDO apt-get update -q >&2
+$SUDO apt-get update -q -o Acquire::Retries=3 >&2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-(cd "$tmp" && apt-get download -q nvidia-cuda-dev) >&2
+(cd "$tmp" && apt-get download -q -o Acquire::Retries=3 nvidia-cuda-dev) >&2
 mkdir -p "$cache"
 dpkg-deb --fsys-tarfile "$tmp"/nvidia-cuda-dev_*.deb | tar -x -C "$cache" ./usr/include
 have "$cache/usr/include" || { echo "cuda-headers: nvidia-cuda-dev has no cuda.h/nvrtc.h/cublasLt.h" >&2; exit 1; }
