@@ -261,6 +261,9 @@ func (e *Engine) validate(r *Request) error {
 	if err := r.Params.Validate(); err != nil {
 		return bad("%v", err)
 	}
+	if n := len(r.Params.LogitBias); n > 0 && int(r.Params.LogitBias[n-1].ID) >= e.info.VocabSize {
+		return bad("logit_bias token %d is outside the vocabulary [0, %d)", r.Params.LogitBias[n-1].ID, e.info.VocabSize)
+	}
 	return nil
 }
 

@@ -302,6 +302,10 @@ func TestRejections(t *testing.T) {
 		{"zero max tokens", Request{Prompt: []int32{1}}, "max_tokens 0"},
 		{"out of vocab", Request{Prompt: []int32{1, 100000}, MaxTokens: 1}, "outside the vocabulary"},
 		{"bad temperature", Request{Prompt: []int32{1}, MaxTokens: 1, Params: sample.Params{Temperature: -1}}, "temperature"},
+		{"logit_bias out of vocab", Request{Prompt: []int32{1}, MaxTokens: 1,
+			Params: sample.Params{LogitBias: []sample.TokenBias{{ID: 2, Bias: 1}, {ID: 100000, Bias: 1}}}}, "logit_bias token 100000"},
+		{"logit_bias unsorted", Request{Prompt: []int32{1}, MaxTokens: 1,
+			Params: sample.Params{LogitBias: []sample.TokenBias{{ID: 5, Bias: 1}, {ID: 2, Bias: 1}}}}, "ascending"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -50,13 +50,21 @@ func capacityInputFromPB(c *rankpb.CapacityInput) model.CapacityInput {
 }
 
 func paramsToPB(p sample.Params) *rankpb.SampleParams {
-	return &rankpb.SampleParams{Temperature: p.Temperature, TopK: int32(p.TopK), TopP: p.TopP, MinP: p.MinP, Seed: p.Seed,
+	out := &rankpb.SampleParams{Temperature: p.Temperature, TopK: int32(p.TopK), TopP: p.TopP, MinP: p.MinP, Seed: p.Seed,
 		PresencePenalty: p.PresencePenalty, FrequencyPenalty: p.FrequencyPenalty, RepetitionPenalty: p.RepetitionPenalty}
+	for _, b := range p.LogitBias {
+		out.LogitBias = append(out.LogitBias, &rankpb.TokenBias{Id: b.ID, Bias: b.Bias})
+	}
+	return out
 }
 
 func paramsFromPB(p *rankpb.SampleParams) sample.Params {
-	return sample.Params{Temperature: p.GetTemperature(), TopK: int(p.GetTopK()), TopP: p.GetTopP(), MinP: p.GetMinP(), Seed: p.GetSeed(),
+	out := sample.Params{Temperature: p.GetTemperature(), TopK: int(p.GetTopK()), TopP: p.GetTopP(), MinP: p.GetMinP(), Seed: p.GetSeed(),
 		PresencePenalty: p.GetPresencePenalty(), FrequencyPenalty: p.GetFrequencyPenalty(), RepetitionPenalty: p.GetRepetitionPenalty()}
+	for _, b := range p.GetLogitBias() {
+		out.LogitBias = append(out.LogitBias, sample.TokenBias{ID: b.GetId(), Bias: b.GetBias()})
+	}
+	return out
 }
 
 func stepToPB(s *RunStep) *rankpb.RunStep {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -439,11 +440,13 @@ func TestTranslation(t *testing.T) {
 		}},
 		{"sampling", "/v1/completions", `{"prompt":"hi","max_tokens":5,"temperature":0.5,"top_p":0.9,"top_k":40,"min_p":0.1,
 			"seed":7,"presence_penalty":0.5,"frequency_penalty":-0.5,"repetition_penalty":1.2,"stop":"x",
-			"stop_token_ids":[3,4],"ignore_eos":true,"logprobs":2,"user":"u","best_of":1}`, func(t *testing.T, reqs []actors.Request) {
+			"stop_token_ids":[3,4],"ignore_eos":true,"logprobs":2,"user":"u","best_of":1,
+			"logit_bias":{"300":-100,"7":2.5,"12":100}}`, func(t *testing.T, reqs []actors.Request) {
 			r := reqs[0]
 			want := sample.Params{Temperature: 0.5, TopP: 0.9, TopK: 40, MinP: 0.1, Seed: 7, PresencePenalty: 0.5,
-				FrequencyPenalty: -0.5, RepetitionPenalty: 1.2}
-			if r.Params != want || r.MaxTokens != 5 || !slices.Equal(r.Stop, []string{"x"}) ||
+				FrequencyPenalty: -0.5, RepetitionPenalty: 1.2,
+				LogitBias: []sample.TokenBias{{ID: 7, Bias: 2.5}, {ID: 12, Bias: 100}, {ID: 300, Bias: -100}}}
+			if !reflect.DeepEqual(r.Params, want) || r.MaxTokens != 5 || !slices.Equal(r.Stop, []string{"x"}) ||
 				!slices.Equal(r.StopTokenIDs, []int32{3, 4}) || !r.IgnoreEOS || r.TopLogprobs != 2 {
 				t.Errorf("request %+v", r)
 			}
@@ -559,7 +562,12 @@ func TestValidation(t *testing.T) {
 		{"too many stops", "/v1/completions", `{"prompt":"a","stop":["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]}`, 400, "stop", ""},
 		{"stop_token_ids", "/v1/completions", `{"prompt":"a","stop_token_ids":[600]}`, 400, "stop_token_ids", ""},
 		{"stream_options without stream", "/v1/completions", `{"prompt":"a","stream_options":{"include_usage":true}}`, 400, "stream_options", ""},
-		{"logit_bias", "/v1/completions", `{"prompt":"a","logit_bias":{"5":1}}`, 400, "logit_bias", "unsupported_parameter"},
+		{"logit_bias key", "/v1/completions", `{"prompt":"a","logit_bias":{"x":1}}`, 400, "logit_bias", ""},
+		{"logit_bias vocabulary", "/v1/completions", `{"prompt":"a","logit_bias":{"512":1}}`, 400, "logit_bias", ""},
+		{"logit_bias negative id", "/v1/completions", `{"prompt":"a","logit_bias":{"-1":1}}`, 400, "logit_bias", ""},
+		{"logit_bias range", "/v1/completions", `{"prompt":"a","logit_bias":{"5":101}}`, 400, "logit_bias", ""},
+		{"logit_bias type", "/v1/completions", `{"prompt":"a","logit_bias":{"5":"big"}}`, 400, "logit_bias", ""},
+		{"logit_bias twice", "/v1/completions", `{"prompt":"a","logit_bias":{"5":1,"05":2}}`, 400, "logit_bias", ""},
 		{"suffix", "/v1/completions", `{"prompt":"a","suffix":"z"}`, 400, "suffix", "unsupported_parameter"},
 		{"best_of", "/v1/completions", `{"prompt":"a","best_of":3}`, 400, "best_of", ""},
 		{"min_tokens", "/v1/completions", `{"prompt":"a","min_tokens":3}`, 400, "min_tokens", "unsupported_parameter"},

@@ -2,10 +2,13 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"io"
 	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -211,9 +214,6 @@ func isNull(raw json.RawMessage) bool {
 
 // sampling validates the shared fields into j.base and j's options.
 func (s *Server) sampling(c *commonFields, j *job) *apiError {
-	if len(c.LogitBias) > 0 {
-		return notSupported("logit_bias")
-	}
 	if c.MinTokens != nil && *c.MinTokens != 0 {
 		return notSupported("min_tokens")
 	}
@@ -264,6 +264,11 @@ func (s *Server) sampling(c *commonFields, j *job) *apiError {
 		p.Seed = uint64(*c.Seed)
 		j.seeded = true
 	}
+	bias, aerr := parseLogitBias(c.LogitBias, s.vocab())
+	if aerr != nil {
+		return aerr
+	}
+	p.LogitBias = bias
 	if err := p.Validate(); err != nil { // a safety net: the checks above are stricter
 		return badRequest("", "%v", err)
 	}
@@ -675,4 +680,33 @@ func (s *Server) checkModel(model string) *apiError {
 		return modelNotFound(model)
 	}
 	return nil
+}
+
+// parseLogitBias turns OpenAI's logit_bias (token id as a string → bias in
+// [-100, 100]) into entries sorted by id.
+func parseLogitBias(m map[string]float64, vocab int) ([]sample.TokenBias, *apiError) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	out := make([]sample.TokenBias, 0, len(m))
+	for k, v := range m {
+		id, err := strconv.ParseInt(k, 10, 32)
+		if err != nil {
+			return nil, badRequest("logit_bias", "logit_bias key %q is not a token id", k)
+		}
+		if id < 0 || id >= int64(vocab) {
+			return nil, badRequest("logit_bias", "logit_bias token %d is outside the vocabulary [0, %d)", id, vocab)
+		}
+		if !(v >= -100 && v <= 100) {
+			return nil, badRequest("logit_bias", "logit_bias %g for token %d must be in [-100, 100]", v, id)
+		}
+		out = append(out, sample.TokenBias{ID: int32(id), Bias: v})
+	}
+	slices.SortFunc(out, func(a, b sample.TokenBias) int { return cmp.Compare(a.ID, b.ID) })
+	for i := 1; i < len(out); i++ {
+		if out[i].ID == out[i-1].ID { // "7" and "07" name one token
+			return nil, badRequest("logit_bias", "logit_bias names token %d twice", out[i].ID)
+		}
+	}
+	return out, nil
 }

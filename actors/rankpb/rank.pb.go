@@ -759,6 +759,7 @@ type SampleParams struct {
 	PresencePenalty   float64                `protobuf:"fixed64,6,opt,name=presence_penalty,json=presencePenalty,proto3" json:"presence_penalty,omitempty"`
 	FrequencyPenalty  float64                `protobuf:"fixed64,7,opt,name=frequency_penalty,json=frequencyPenalty,proto3" json:"frequency_penalty,omitempty"`
 	RepetitionPenalty float64                `protobuf:"fixed64,8,opt,name=repetition_penalty,json=repetitionPenalty,proto3" json:"repetition_penalty,omitempty"`
+	LogitBias         []*TokenBias           `protobuf:"bytes,9,rep,name=logit_bias,json=logitBias,proto3" json:"logit_bias,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -849,6 +850,66 @@ func (x *SampleParams) GetRepetitionPenalty() float64 {
 	return 0
 }
 
+func (x *SampleParams) GetLogitBias() []*TokenBias {
+	if x != nil {
+		return x.LogitBias
+	}
+	return nil
+}
+
+// TokenBias is sample.TokenBias, one logit_bias entry.
+type TokenBias struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Bias          float64                `protobuf:"fixed64,2,opt,name=bias,proto3" json:"bias,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenBias) Reset() {
+	*x = TokenBias{}
+	mi := &file_rank_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenBias) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenBias) ProtoMessage() {}
+
+func (x *TokenBias) ProtoReflect() protoreflect.Message {
+	mi := &file_rank_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenBias.ProtoReflect.Descriptor instead.
+func (*TokenBias) Descriptor() ([]byte, []int) {
+	return file_rank_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *TokenBias) GetId() int32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *TokenBias) GetBias() float64 {
+	if x != nil {
+		return x.Bias
+	}
+	return 0
+}
+
 // StepSeq is one sequence of a step.
 type StepSeq struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -864,7 +925,7 @@ type StepSeq struct {
 
 func (x *StepSeq) Reset() {
 	*x = StepSeq{}
-	mi := &file_rank_proto_msgTypes[11]
+	mi := &file_rank_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +937,7 @@ func (x *StepSeq) String() string {
 func (*StepSeq) ProtoMessage() {}
 
 func (x *StepSeq) ProtoReflect() protoreflect.Message {
-	mi := &file_rank_proto_msgTypes[11]
+	mi := &file_rank_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +950,7 @@ func (x *StepSeq) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepSeq.ProtoReflect.Descriptor instead.
 func (*StepSeq) Descriptor() ([]byte, []int) {
-	return file_rank_proto_rawDescGZIP(), []int{11}
+	return file_rank_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StepSeq) GetId() uint64 {
@@ -950,7 +1011,7 @@ type OutputRow struct {
 
 func (x *OutputRow) Reset() {
 	*x = OutputRow{}
-	mi := &file_rank_proto_msgTypes[12]
+	mi := &file_rank_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1023,7 @@ func (x *OutputRow) String() string {
 func (*OutputRow) ProtoMessage() {}
 
 func (x *OutputRow) ProtoReflect() protoreflect.Message {
-	mi := &file_rank_proto_msgTypes[12]
+	mi := &file_rank_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1036,7 @@ func (x *OutputRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputRow.ProtoReflect.Descriptor instead.
 func (*OutputRow) Descriptor() ([]byte, []int) {
-	return file_rank_proto_rawDescGZIP(), []int{12}
+	return file_rank_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *OutputRow) GetId() uint64 {
@@ -1044,7 +1105,7 @@ type RunStep struct {
 
 func (x *RunStep) Reset() {
 	*x = RunStep{}
-	mi := &file_rank_proto_msgTypes[13]
+	mi := &file_rank_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +1117,7 @@ func (x *RunStep) String() string {
 func (*RunStep) ProtoMessage() {}
 
 func (x *RunStep) ProtoReflect() protoreflect.Message {
-	mi := &file_rank_proto_msgTypes[13]
+	mi := &file_rank_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +1130,7 @@ func (x *RunStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunStep.ProtoReflect.Descriptor instead.
 func (*RunStep) Descriptor() ([]byte, []int) {
-	return file_rank_proto_rawDescGZIP(), []int{13}
+	return file_rank_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RunStep) GetGeneration() uint64 {
@@ -1139,7 +1200,7 @@ type TokenLogprob struct {
 
 func (x *TokenLogprob) Reset() {
 	*x = TokenLogprob{}
-	mi := &file_rank_proto_msgTypes[14]
+	mi := &file_rank_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1212,7 @@ func (x *TokenLogprob) String() string {
 func (*TokenLogprob) ProtoMessage() {}
 
 func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
-	mi := &file_rank_proto_msgTypes[14]
+	mi := &file_rank_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1225,7 @@ func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenLogprob.ProtoReflect.Descriptor instead.
 func (*TokenLogprob) Descriptor() ([]byte, []int) {
-	return file_rank_proto_rawDescGZIP(), []int{14}
+	return file_rank_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TokenLogprob) GetId() int32 {
@@ -1193,7 +1254,7 @@ type Sampled struct {
 
 func (x *Sampled) Reset() {
 	*x = Sampled{}
-	mi := &file_rank_proto_msgTypes[15]
+	mi := &file_rank_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1205,7 +1266,7 @@ func (x *Sampled) String() string {
 func (*Sampled) ProtoMessage() {}
 
 func (x *Sampled) ProtoReflect() protoreflect.Message {
-	mi := &file_rank_proto_msgTypes[15]
+	mi := &file_rank_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1218,7 +1279,7 @@ func (x *Sampled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sampled.ProtoReflect.Descriptor instead.
 func (*Sampled) Descriptor() ([]byte, []int) {
-	return file_rank_proto_rawDescGZIP(), []int{15}
+	return file_rank_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Sampled) GetId() uint64 {
@@ -1257,7 +1318,7 @@ type StepCompleted struct {
 
 func (x *StepCompleted) Reset() {
 	*x = StepCompleted{}
-	mi := &file_rank_proto_msgTypes[16]
+	mi := &file_rank_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1330,7 @@ func (x *StepCompleted) String() string {
 func (*StepCompleted) ProtoMessage() {}
 
 func (x *StepCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_rank_proto_msgTypes[16]
+	mi := &file_rank_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1343,7 @@ func (x *StepCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepCompleted.ProtoReflect.Descriptor instead.
 func (*StepCompleted) Descriptor() ([]byte, []int) {
-	return file_rank_proto_rawDescGZIP(), []int{16}
+	return file_rank_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StepCompleted) GetGeneration() uint64 {
@@ -1338,7 +1399,7 @@ type AbortComm struct {
 
 func (x *AbortComm) Reset() {
 	*x = AbortComm{}
-	mi := &file_rank_proto_msgTypes[17]
+	mi := &file_rank_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1411,7 @@ func (x *AbortComm) String() string {
 func (*AbortComm) ProtoMessage() {}
 
 func (x *AbortComm) ProtoReflect() protoreflect.Message {
-	mi := &file_rank_proto_msgTypes[17]
+	mi := &file_rank_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1424,7 @@ func (x *AbortComm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortComm.ProtoReflect.Descriptor instead.
 func (*AbortComm) Descriptor() ([]byte, []int) {
-	return file_rank_proto_rawDescGZIP(), []int{17}
+	return file_rank_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AbortComm) GetGeneration() uint64 {
@@ -1454,7 +1515,7 @@ const file_rank_proto_rawDesc = "" +
 	"generation\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x124\n" +
 	"\bcapacity\x18\x03 \x01(\v2\x18.cohort.rank.v1.CapacityR\bcapacity\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\x8a\x02\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xc4\x02\n" +
 	"\fSampleParams\x12 \n" +
 	"\vtemperature\x18\x01 \x01(\x01R\vtemperature\x12\x13\n" +
 	"\x05top_k\x18\x02 \x01(\x05R\x04topK\x12\x13\n" +
@@ -1463,7 +1524,12 @@ const file_rank_proto_rawDesc = "" +
 	"\x04seed\x18\x05 \x01(\x04R\x04seed\x12)\n" +
 	"\x10presence_penalty\x18\x06 \x01(\x01R\x0fpresencePenalty\x12+\n" +
 	"\x11frequency_penalty\x18\a \x01(\x01R\x10frequencyPenalty\x12-\n" +
-	"\x12repetition_penalty\x18\b \x01(\x01R\x11repetitionPenalty\"\x83\x01\n" +
+	"\x12repetition_penalty\x18\b \x01(\x01R\x11repetitionPenalty\x128\n" +
+	"\n" +
+	"logit_bias\x18\t \x03(\v2\x19.cohort.rank.v1.TokenBiasR\tlogitBias\"/\n" +
+	"\tTokenBias\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
+	"\x04bias\x18\x02 \x01(\x01R\x04bias\"\x83\x01\n" +
 	"\aStepSeq\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04slot\x18\x02 \x01(\x05R\x04slot\x12\x14\n" +
@@ -1525,7 +1591,7 @@ func file_rank_proto_rawDescGZIP() []byte {
 	return file_rank_proto_rawDescData
 }
 
-var file_rank_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_rank_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_rank_proto_goTypes = []any{
 	(*Trace)(nil),         // 0: cohort.rank.v1.Trace
 	(*Identity)(nil),      // 1: cohort.rank.v1.Identity
@@ -1538,13 +1604,14 @@ var file_rank_proto_goTypes = []any{
 	(*LoadShard)(nil),     // 8: cohort.rank.v1.LoadShard
 	(*ShardReady)(nil),    // 9: cohort.rank.v1.ShardReady
 	(*SampleParams)(nil),  // 10: cohort.rank.v1.SampleParams
-	(*StepSeq)(nil),       // 11: cohort.rank.v1.StepSeq
-	(*OutputRow)(nil),     // 12: cohort.rank.v1.OutputRow
-	(*RunStep)(nil),       // 13: cohort.rank.v1.RunStep
-	(*TokenLogprob)(nil),  // 14: cohort.rank.v1.TokenLogprob
-	(*Sampled)(nil),       // 15: cohort.rank.v1.Sampled
-	(*StepCompleted)(nil), // 16: cohort.rank.v1.StepCompleted
-	(*AbortComm)(nil),     // 17: cohort.rank.v1.AbortComm
+	(*TokenBias)(nil),     // 11: cohort.rank.v1.TokenBias
+	(*StepSeq)(nil),       // 12: cohort.rank.v1.StepSeq
+	(*OutputRow)(nil),     // 13: cohort.rank.v1.OutputRow
+	(*RunStep)(nil),       // 14: cohort.rank.v1.RunStep
+	(*TokenLogprob)(nil),  // 15: cohort.rank.v1.TokenLogprob
+	(*Sampled)(nil),       // 16: cohort.rank.v1.Sampled
+	(*StepCompleted)(nil), // 17: cohort.rank.v1.StepCompleted
+	(*AbortComm)(nil),     // 18: cohort.rank.v1.AbortComm
 }
 var file_rank_proto_depIdxs = []int32{
 	1,  // 0: cohort.rank.v1.Ping.identity:type_name -> cohort.rank.v1.Identity
@@ -1552,18 +1619,19 @@ var file_rank_proto_depIdxs = []int32{
 	6,  // 2: cohort.rank.v1.LoadShard.capacity:type_name -> cohort.rank.v1.CapacityInput
 	0,  // 3: cohort.rank.v1.LoadShard.trace:type_name -> cohort.rank.v1.Trace
 	7,  // 4: cohort.rank.v1.ShardReady.capacity:type_name -> cohort.rank.v1.Capacity
-	10, // 5: cohort.rank.v1.OutputRow.params:type_name -> cohort.rank.v1.SampleParams
-	11, // 6: cohort.rank.v1.RunStep.seqs:type_name -> cohort.rank.v1.StepSeq
-	12, // 7: cohort.rank.v1.RunStep.outputs:type_name -> cohort.rank.v1.OutputRow
-	0,  // 8: cohort.rank.v1.RunStep.trace:type_name -> cohort.rank.v1.Trace
-	14, // 9: cohort.rank.v1.Sampled.token:type_name -> cohort.rank.v1.TokenLogprob
-	14, // 10: cohort.rank.v1.Sampled.top:type_name -> cohort.rank.v1.TokenLogprob
-	15, // 11: cohort.rank.v1.StepCompleted.samples:type_name -> cohort.rank.v1.Sampled
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	11, // 5: cohort.rank.v1.SampleParams.logit_bias:type_name -> cohort.rank.v1.TokenBias
+	10, // 6: cohort.rank.v1.OutputRow.params:type_name -> cohort.rank.v1.SampleParams
+	12, // 7: cohort.rank.v1.RunStep.seqs:type_name -> cohort.rank.v1.StepSeq
+	13, // 8: cohort.rank.v1.RunStep.outputs:type_name -> cohort.rank.v1.OutputRow
+	0,  // 9: cohort.rank.v1.RunStep.trace:type_name -> cohort.rank.v1.Trace
+	15, // 10: cohort.rank.v1.Sampled.token:type_name -> cohort.rank.v1.TokenLogprob
+	15, // 11: cohort.rank.v1.Sampled.top:type_name -> cohort.rank.v1.TokenLogprob
+	16, // 12: cohort.rank.v1.StepCompleted.samples:type_name -> cohort.rank.v1.Sampled
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_rank_proto_init() }
@@ -1577,7 +1645,7 @@ func file_rank_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rank_proto_rawDesc), len(file_rank_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

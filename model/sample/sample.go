@@ -28,7 +28,23 @@ type Params struct {
 	PresencePenalty   float64
 	FrequencyPenalty  float64
 	RepetitionPenalty float64
+
+	// LogitBias is added to the logits of its tokens (after the penalties,
+	// before temperature and truncation), OpenAI's logit_bias: ids
+	// ascending and distinct, biases in [-100, 100]. Reported logprobs stay
+	// those of the model's distribution.
+	LogitBias []TokenBias
 }
+
+// TokenBias is one logit_bias entry.
+type TokenBias struct {
+	ID   int32
+	Bias float64
+}
+
+// Adjusted reports whether the logits are changed before sampling
+// (penalties or a logit bias).
+func (p Params) Adjusted() bool { return p.Penalized() || len(p.LogitBias) > 0 }
 
 // Penalized reports whether any penalty is on.
 func (p Params) Penalized() bool {
@@ -50,6 +66,16 @@ func (p Params) Validate() error {
 		return fmt.Errorf("sample: frequency_penalty %g must be in [-2, 2]", p.FrequencyPenalty)
 	case p.RepetitionPenalty != 0 && !(p.RepetitionPenalty > 0 && p.RepetitionPenalty <= 10):
 		return fmt.Errorf("sample: repetition_penalty %g must be in (0, 10]", p.RepetitionPenalty)
+	}
+	for i, b := range p.LogitBias {
+		switch {
+		case b.ID < 0:
+			return fmt.Errorf("sample: logit_bias token %d is negative", b.ID)
+		case i > 0 && b.ID <= p.LogitBias[i-1].ID:
+			return fmt.Errorf("sample: logit_bias tokens must be ascending and distinct (%d after %d)", b.ID, p.LogitBias[i-1].ID)
+		case !(b.Bias >= -100 && b.Bias <= 100):
+			return fmt.Errorf("sample: logit_bias %g for token %d must be in [-100, 100]", b.Bias, b.ID)
+		}
 	}
 	return nil
 }
@@ -79,8 +105,13 @@ func Pick(logits []float32, p Params, step int, topN int) Result {
 func PickWithHistory(logits []float32, p Params, step, topN int, prompt, generated []int32) Result {
 	lse := logSumExp(logits)
 	work := logits
-	if p.Penalized() {
+	if p.Adjusted() {
 		work = Penalize(logits, p, prompt, generated)
+		for _, b := range p.LogitBias {
+			if int(b.ID) < len(work) {
+				work[b.ID] += float32(b.Bias)
+			}
+		}
 	}
 	id := Argmax(work)
 	if p.Temperature > 0 {

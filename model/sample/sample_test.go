@@ -94,6 +94,11 @@ func TestValidate(t *testing.T) {
 		{Params{PresencePenalty: 3}, "presence_penalty"},
 		{Params{FrequencyPenalty: math.NaN()}, "frequency_penalty"},
 		{Params{RepetitionPenalty: -1}, "repetition_penalty"},
+		{Params{LogitBias: []TokenBias{{ID: -1, Bias: 1}}}, "negative"},
+		{Params{LogitBias: []TokenBias{{ID: 3, Bias: 1}, {ID: 3, Bias: 2}}}, "ascending and distinct"},
+		{Params{LogitBias: []TokenBias{{ID: 4, Bias: 1}, {ID: 2, Bias: 2}}}, "ascending and distinct"},
+		{Params{LogitBias: []TokenBias{{ID: 2, Bias: 101}}}, "logit_bias 101"},
+		{Params{LogitBias: []TokenBias{{ID: 2, Bias: math.NaN()}}}, "logit_bias NaN"},
 	}
 	for _, tt := range tests {
 		if err := tt.p.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -102,5 +107,37 @@ func TestValidate(t *testing.T) {
 	}
 	if err := (Params{Temperature: 0.7, TopK: 5, TopP: 0.9, RepetitionPenalty: 1.1}).Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLogitBias: a bias moves the choice (greedy and sampled) but not the
+// reported logprobs, which stay the model's.
+func TestLogitBias(t *testing.T) {
+	logits := []float32{2, 1, 0.5, -1}
+	raw := Pick(logits, Params{}, 0, 0).Token.Logprob // token 0, unbiased
+	for _, tc := range []struct {
+		name string
+		p    Params
+		want int32
+	}{
+		{"none", Params{}, 0},
+		{"ban the best", Params{LogitBias: []TokenBias{{ID: 0, Bias: -100}}}, 1},
+		{"force the worst", Params{LogitBias: []TokenBias{{ID: 3, Bias: 100}}}, 3},
+		{"small nudge", Params{LogitBias: []TokenBias{{ID: 1, Bias: 1.5}}}, 1},
+		{"id beyond the vocabulary ignored", Params{LogitBias: []TokenBias{{ID: 9, Bias: 100}}}, 0},
+		{"forced under sampling", Params{Temperature: 1, Seed: 7, LogitBias: []TokenBias{{ID: 2, Bias: 100}}}, 2},
+		{"with a penalty", Params{PresencePenalty: 2, LogitBias: []TokenBias{{ID: 1, Bias: 0.5}}}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for step := range 5 {
+				res := PickWithHistory(logits, tc.p, step, 2, nil, []int32{0})
+				if res.Token.ID != tc.want {
+					t.Fatalf("step %d: picked %d, want %d", step, res.Token.ID, tc.want)
+				}
+				if res.Top[0].ID != 0 || res.Top[0].Logprob != raw {
+					t.Fatalf("top alternative %+v: want token 0 with the unbiased logprob %g", res.Top[0], raw)
+				}
+			}
+		})
 	}
 }
