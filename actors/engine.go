@@ -105,6 +105,7 @@ type Engine struct {
 	sys    *actor.ActorSystem
 	sched  *actor.PID
 	tok    *tokenizer.Tokenizer
+	eos    []int32 // the model's end-of-sequence ids
 	info   Info
 	health *supervision.Health
 	nextID atomic.Uint64
@@ -139,7 +140,7 @@ func Start(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	cfg.defaults()
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(quietLogger))
-	e := &Engine{sys: sys, tok: cfg.Tokenizer, health: supervision.NewHealth("loading"), done: make(chan struct{}),
+	e := &Engine{sys: sys, tok: cfg.Tokenizer, eos: cfg.Checkpoint.Config.EOS, health: supervision.NewHealth("loading"), done: make(chan struct{}),
 		executors: &sync.WaitGroup{}}
 	if cfg.Remote != nil {
 		rc := *cfg.Remote
@@ -234,6 +235,9 @@ func (e *Engine) Submit(req Request) (*Stream, error) {
 		return nil, fmt.Errorf("%w: %d requests pending (limit %d)", ErrOverloaded, e.maxPending, e.maxPending)
 	}
 	req.ID = planner.RequestID(e.nextID.Add(1))
+	if req.Params.MinTokens > 0 {
+		req.Params.StopIDs = e.stopIDs(&req)
+	}
 	s := newStream()
 	s.onDone = func() { e.pending.Add(-1) }
 	pid := e.sys.Root.Spawn(actor.PropsFromProducer(newRequestActor(&req, e.sched, s, e.tok)))
@@ -260,6 +264,9 @@ func (e *Engine) validate(r *Request) error {
 	}
 	if err := r.Params.Validate(); err != nil {
 		return bad("%v", err)
+	}
+	if r.Params.MinTokens > r.MaxTokens {
+		return bad("min_tokens %d must not exceed max_tokens %d", r.Params.MinTokens, r.MaxTokens)
 	}
 	if n := len(r.Params.LogitBias); n > 0 && int(r.Params.LogitBias[n-1].ID) >= e.info.VocabSize {
 		return bad("logit_bias token %d is outside the vocabulary [0, %d)", r.Params.LogitBias[n-1].ID, e.info.VocabSize)
@@ -335,4 +342,15 @@ func inProcessComms(size int) ([]nccl.Communicator, error) {
 		comms[r] = g.Comm(r)
 	}
 	return comms, nil
+}
+
+// stopIDs lists the token ids that end a request (the model's EOS ids
+// unless ignore_eos, and its stop_token_ids): min_tokens bans them from the
+// first draws.
+func (e *Engine) stopIDs(r *Request) []int32 {
+	var ids []int32
+	if !r.IgnoreEOS {
+		ids = append(ids, e.eos...)
+	}
+	return append(ids, r.StopTokenIDs...)
 }

@@ -352,3 +352,38 @@ func TestOverloadedAndPendingCount(t *testing.T) {
 		t.Fatalf("pending at the end = %d", got)
 	}
 }
+
+// TestMinTokens: a stop token id that greedy decoding would pick at once
+// is held back for the first min_tokens tokens, and so is a stop string;
+// after them both end the request as usual.
+func TestMinTokens(t *testing.T) {
+	tm := openPreset(t, "tiny")
+	e := startEngine(t, tm, 1, nil)
+	prompt := []int32{5, 9, 13, 2}
+	free, _, _ := collect(t, mustSubmit(t, e, Request{Prompt: prompt, MaxTokens: 8, IgnoreEOS: true}))
+	stopID := free[0]
+
+	ids, _, last := collect(t, mustSubmit(t, e, Request{Prompt: prompt, MaxTokens: 8, IgnoreEOS: true,
+		StopTokenIDs: []int32{stopID}, Params: sample.Params{MinTokens: 4}}))
+	if len(ids) < 4 || slices.Contains(ids[:4], stopID) {
+		t.Fatalf("min_tokens 4 with stop id %d: got %v", stopID, ids)
+	}
+	if len(ids) < 8 && (last.Finish != "stop" || ids[len(ids)-1] != stopID) {
+		t.Errorf("ended early without the stop id: %v, finish %q", ids, last.Finish)
+	}
+	if _, _, last := collect(t, mustSubmit(t, e, Request{Prompt: prompt, MaxTokens: 8, IgnoreEOS: true,
+		StopTokenIDs: []int32{stopID}})); last.Finish != "stop" || last.Usage.CompletionTokens != 1 {
+		t.Errorf("without min_tokens: finish %q after %d tokens, want stop after 1", last.Finish, last.Usage.CompletionTokens)
+	}
+
+	// A stop string made of the first token's text.
+	first := tm.tok.Decode(free[:1])
+	if first == "" {
+		t.Skip("first token decodes to no text")
+	}
+	_, text, last := collect(t, mustSubmit(t, e, Request{Prompt: prompt, MaxTokens: 8, IgnoreEOS: true,
+		Stop: []string{first}, Params: sample.Params{MinTokens: 3}}))
+	if last.Usage.CompletionTokens < 3 {
+		t.Errorf("stop string %q ended the request after %d tokens (%q), before min_tokens 3", first, last.Usage.CompletionTokens, text)
+	}
+}

@@ -51,7 +51,8 @@ func capacityInputFromPB(c *rankpb.CapacityInput) model.CapacityInput {
 
 func paramsToPB(p sample.Params) *rankpb.SampleParams {
 	out := &rankpb.SampleParams{Temperature: p.Temperature, TopK: int32(p.TopK), TopP: p.TopP, MinP: p.MinP, Seed: p.Seed,
-		PresencePenalty: p.PresencePenalty, FrequencyPenalty: p.FrequencyPenalty, RepetitionPenalty: p.RepetitionPenalty}
+		PresencePenalty: p.PresencePenalty, FrequencyPenalty: p.FrequencyPenalty, RepetitionPenalty: p.RepetitionPenalty,
+		MinTokens: int32(p.MinTokens), StopIds: p.StopIDs}
 	for _, b := range p.LogitBias {
 		out.LogitBias = append(out.LogitBias, &rankpb.TokenBias{Id: b.ID, Bias: b.Bias})
 	}
@@ -60,7 +61,8 @@ func paramsToPB(p sample.Params) *rankpb.SampleParams {
 
 func paramsFromPB(p *rankpb.SampleParams) sample.Params {
 	out := sample.Params{Temperature: p.GetTemperature(), TopK: int(p.GetTopK()), TopP: p.GetTopP(), MinP: p.GetMinP(), Seed: p.GetSeed(),
-		PresencePenalty: p.GetPresencePenalty(), FrequencyPenalty: p.GetFrequencyPenalty(), RepetitionPenalty: p.GetRepetitionPenalty()}
+		PresencePenalty: p.GetPresencePenalty(), FrequencyPenalty: p.GetFrequencyPenalty(), RepetitionPenalty: p.GetRepetitionPenalty(),
+		MinTokens: int(p.GetMinTokens()), StopIDs: p.GetStopIds()}
 	for _, b := range p.GetLogitBias() {
 		out.LogitBias = append(out.LogitBias, sample.TokenBias{ID: b.GetId(), Bias: b.GetBias()})
 	}

@@ -14,7 +14,7 @@ func TestParamsWireRoundTrip(t *testing.T) {
 		{},
 		{Temperature: 0.7, TopK: 40, TopP: 0.9, MinP: 0.05, Seed: 1 << 40, PresencePenalty: 0.5,
 			FrequencyPenalty: -0.25, RepetitionPenalty: 1.1,
-			LogitBias: []sample.TokenBias{{ID: 3, Bias: -100}, {ID: 70000, Bias: 2.5}}},
+			LogitBias: []sample.TokenBias{{ID: 3, Bias: -100}, {ID: 70000, Bias: 2.5}}, MinTokens: 4, StopIDs: []int32{1, 9}},
 	} {
 		if got := paramsFromPB(paramsToPB(p)); !reflect.DeepEqual(got, p) {
 			t.Errorf("round trip of %+v gave %+v", p, got)

@@ -66,7 +66,8 @@ func (a *requestActor) token(ctx actor.Context, msg *TokenGenerated) {
 	if msg.Finish != "" {
 		text += a.dec.Flush()
 	}
-	if cut, ok := a.matchStop(text); ok {
+	// Stop strings count from the min_tokens-th token on (vLLM's rule).
+	if cut, ok := a.matchStop(text); ok && a.usage.CompletionTokens >= a.req.Params.MinTokens {
 		ctx.Send(a.sched, &FinishRequest{ID: a.req.ID})
 		ev.Text, ev.Finish = cut, "stop"
 		a.finish(ctx, ev)

@@ -441,10 +441,10 @@ func TestTranslation(t *testing.T) {
 		{"sampling", "/v1/completions", `{"prompt":"hi","max_tokens":5,"temperature":0.5,"top_p":0.9,"top_k":40,"min_p":0.1,
 			"seed":7,"presence_penalty":0.5,"frequency_penalty":-0.5,"repetition_penalty":1.2,"stop":"x",
 			"stop_token_ids":[3,4],"ignore_eos":true,"logprobs":2,"user":"u","best_of":1,
-			"logit_bias":{"300":-100,"7":2.5,"12":100}}`, func(t *testing.T, reqs []actors.Request) {
+			"logit_bias":{"300":-100,"7":2.5,"12":100},"min_tokens":3}`, func(t *testing.T, reqs []actors.Request) {
 			r := reqs[0]
 			want := sample.Params{Temperature: 0.5, TopP: 0.9, TopK: 40, MinP: 0.1, Seed: 7, PresencePenalty: 0.5,
-				FrequencyPenalty: -0.5, RepetitionPenalty: 1.2,
+				FrequencyPenalty: -0.5, RepetitionPenalty: 1.2, MinTokens: 3,
 				LogitBias: []sample.TokenBias{{ID: 7, Bias: 2.5}, {ID: 12, Bias: 100}, {ID: 300, Bias: -100}}}
 			if !reflect.DeepEqual(r.Params, want) || r.MaxTokens != 5 || !slices.Equal(r.Stop, []string{"x"}) ||
 				!slices.Equal(r.StopTokenIDs, []int32{3, 4}) || !r.IgnoreEOS || r.TopLogprobs != 2 {
@@ -570,7 +570,8 @@ func TestValidation(t *testing.T) {
 		{"logit_bias twice", "/v1/completions", `{"prompt":"a","logit_bias":{"5":1,"05":2}}`, 400, "logit_bias", ""},
 		{"suffix", "/v1/completions", `{"prompt":"a","suffix":"z"}`, 400, "suffix", "unsupported_parameter"},
 		{"best_of", "/v1/completions", `{"prompt":"a","best_of":3}`, 400, "best_of", ""},
-		{"min_tokens", "/v1/completions", `{"prompt":"a","min_tokens":3}`, 400, "min_tokens", "unsupported_parameter"},
+		{"min_tokens negative", "/v1/completions", `{"prompt":"a","min_tokens":-1}`, 400, "min_tokens", ""},
+		{"min_tokens above max_tokens", "/v1/completions", `{"prompt":"a","min_tokens":9,"max_tokens":8}`, 400, "min_tokens", ""},
 		{"wrong model", "/v1/completions", `{"model":"gpt","prompt":"a"}`, 404, "model", "model_not_found"},
 		{"no messages", "/v1/chat/completions", `{"messages":[]}`, 400, "messages", ""},
 		{"missing messages", "/v1/chat/completions", `{}`, 400, "messages", ""},

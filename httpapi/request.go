@@ -214,9 +214,6 @@ func isNull(raw json.RawMessage) bool {
 
 // sampling validates the shared fields into j.base and j's options.
 func (s *Server) sampling(c *commonFields, j *job) *apiError {
-	if c.MinTokens != nil && *c.MinTokens != 0 {
-		return notSupported("min_tokens")
-	}
 	p := sample.Params{Temperature: 1, TopP: 1, RepetitionPenalty: 1}
 	if c.Temperature != nil {
 		if t := *c.Temperature; !(t >= 0 && t <= 100) {
@@ -263,6 +260,12 @@ func (s *Server) sampling(c *commonFields, j *job) *apiError {
 	if c.Seed != nil {
 		p.Seed = uint64(*c.Seed)
 		j.seeded = true
+	}
+	if c.MinTokens != nil {
+		if v := *c.MinTokens; v < 0 || v > math.MaxInt32 {
+			return badRequest("min_tokens", "min_tokens %d must not be negative", v)
+		}
+		p.MinTokens = int(*c.MinTokens)
 	}
 	bias, aerr := parseLogitBias(c.LogitBias, s.vocab())
 	if aerr != nil {
@@ -368,6 +371,11 @@ func (s *Server) limits(j *job, requested *int64, param, promptParam string) *ap
 				"you requested %d tokens (%d in the prompt, %d for the completion)", maxLen, len(p)+j.userMax, len(p), j.userMax)
 		}
 		j.maxTokens[i] = j.userMax
+	}
+	for _, m := range j.maxTokens {
+		if mt := j.base.Params.MinTokens; mt > m {
+			return badRequest("min_tokens", "min_tokens %d exceeds the %d tokens this request may generate", mt, m)
+		}
 	}
 	return nil
 }

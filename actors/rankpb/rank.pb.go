@@ -760,6 +760,8 @@ type SampleParams struct {
 	FrequencyPenalty  float64                `protobuf:"fixed64,7,opt,name=frequency_penalty,json=frequencyPenalty,proto3" json:"frequency_penalty,omitempty"`
 	RepetitionPenalty float64                `protobuf:"fixed64,8,opt,name=repetition_penalty,json=repetitionPenalty,proto3" json:"repetition_penalty,omitempty"`
 	LogitBias         []*TokenBias           `protobuf:"bytes,9,rep,name=logit_bias,json=logitBias,proto3" json:"logit_bias,omitempty"`
+	MinTokens         int32                  `protobuf:"varint,10,opt,name=min_tokens,json=minTokens,proto3" json:"min_tokens,omitempty"`
+	StopIds           []int32                `protobuf:"varint,11,rep,packed,name=stop_ids,json=stopIds,proto3" json:"stop_ids,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -853,6 +855,20 @@ func (x *SampleParams) GetRepetitionPenalty() float64 {
 func (x *SampleParams) GetLogitBias() []*TokenBias {
 	if x != nil {
 		return x.LogitBias
+	}
+	return nil
+}
+
+func (x *SampleParams) GetMinTokens() int32 {
+	if x != nil {
+		return x.MinTokens
+	}
+	return 0
+}
+
+func (x *SampleParams) GetStopIds() []int32 {
+	if x != nil {
+		return x.StopIds
 	}
 	return nil
 }
@@ -1515,7 +1531,7 @@ const file_rank_proto_rawDesc = "" +
 	"generation\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x124\n" +
 	"\bcapacity\x18\x03 \x01(\v2\x18.cohort.rank.v1.CapacityR\bcapacity\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xc4\x02\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xfe\x02\n" +
 	"\fSampleParams\x12 \n" +
 	"\vtemperature\x18\x01 \x01(\x01R\vtemperature\x12\x13\n" +
 	"\x05top_k\x18\x02 \x01(\x05R\x04topK\x12\x13\n" +
@@ -1526,7 +1542,11 @@ const file_rank_proto_rawDesc = "" +
 	"\x11frequency_penalty\x18\a \x01(\x01R\x10frequencyPenalty\x12-\n" +
 	"\x12repetition_penalty\x18\b \x01(\x01R\x11repetitionPenalty\x128\n" +
 	"\n" +
-	"logit_bias\x18\t \x03(\v2\x19.cohort.rank.v1.TokenBiasR\tlogitBias\"/\n" +
+	"logit_bias\x18\t \x03(\v2\x19.cohort.rank.v1.TokenBiasR\tlogitBias\x12\x1d\n" +
+	"\n" +
+	"min_tokens\x18\n" +
+	" \x01(\x05R\tminTokens\x12\x19\n" +
+	"\bstop_ids\x18\v \x03(\x05R\astopIds\"/\n" +
 	"\tTokenBias\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
 	"\x04bias\x18\x02 \x01(\x01R\x04bias\"\x83\x01\n" +

@@ -34,6 +34,11 @@ type Params struct {
 	// ascending and distinct, biases in [-100, 100]. Reported logprobs stay
 	// those of the model's distribution.
 	LogitBias []TokenBias
+
+	// MinTokens bans StopIDs (the end-of-sequence and stop token ids) from
+	// the first MinTokens draws of a request: vLLM's min_tokens.
+	MinTokens int
+	StopIDs   []int32
 }
 
 // TokenBias is one logit_bias entry.
@@ -66,6 +71,9 @@ func (p Params) Validate() error {
 		return fmt.Errorf("sample: frequency_penalty %g must be in [-2, 2]", p.FrequencyPenalty)
 	case p.RepetitionPenalty != 0 && !(p.RepetitionPenalty > 0 && p.RepetitionPenalty <= 10):
 		return fmt.Errorf("sample: repetition_penalty %g must be in (0, 10]", p.RepetitionPenalty)
+	}
+	if p.MinTokens < 0 {
+		return fmt.Errorf("sample: min_tokens %d must not be negative", p.MinTokens)
 	}
 	for i, b := range p.LogitBias {
 		switch {
@@ -105,11 +113,19 @@ func Pick(logits []float32, p Params, step int, topN int) Result {
 func PickWithHistory(logits []float32, p Params, step, topN int, prompt, generated []int32) Result {
 	lse := logSumExp(logits)
 	work := logits
-	if p.Adjusted() {
+	banStops := step < p.MinTokens && len(p.StopIDs) > 0
+	if p.Adjusted() || banStops {
 		work = Penalize(logits, p, prompt, generated)
 		for _, b := range p.LogitBias {
 			if int(b.ID) < len(work) {
 				work[b.ID] += float32(b.Bias)
+			}
+		}
+	}
+	if banStops {
+		for _, id := range p.StopIDs {
+			if id >= 0 && int(id) < len(work) {
+				work[id] = float32(math.Inf(-1))
 			}
 		}
 	}

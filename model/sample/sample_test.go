@@ -141,3 +141,28 @@ func TestLogitBias(t *testing.T) {
 		})
 	}
 }
+
+// TestMinTokens: the stop ids cannot be drawn in the first MinTokens steps,
+// greedy or sampled, and can from then on; logprobs stay the model's.
+func TestMinTokens(t *testing.T) {
+	logits := []float32{5, 1, 0.5, -1} // token 0 (say EOS) is by far the best
+	for _, temp := range []float64{0, 1} {
+		p := Params{Temperature: temp, Seed: 3, MinTokens: 3, StopIDs: []int32{0, 2}}
+		for step := range 6 {
+			res := Pick(logits, p, step, 1)
+			banned := res.Token.ID == 0 || res.Token.ID == 2
+			if step < 3 && banned {
+				t.Errorf("temperature %g step %d: drew stop id %d before min_tokens", temp, step, res.Token.ID)
+			}
+			if temp == 0 && step >= 3 && res.Token.ID != 0 {
+				t.Errorf("greedy step %d: drew %d, want 0 once min_tokens is reached", step, res.Token.ID)
+			}
+			if res.Top[0].ID != 0 {
+				t.Errorf("step %d: top alternative %+v, want the model's best token 0", step, res.Top[0])
+			}
+		}
+	}
+	if err := (Params{MinTokens: -1}).Validate(); err == nil || !strings.Contains(err.Error(), "min_tokens") {
+		t.Errorf("negative min_tokens: err = %v", err)
+	}
+}
