@@ -344,3 +344,58 @@ func TestFaultsDisabledByDefault(t *testing.T) {
 		t.Fatalf("InjectFault = %v, want ErrFaultsDisabled", err)
 	}
 }
+
+// TestPromptLogprobsSurviveReplay: a rank failure during a request's
+// chunked prefill replays it; its prompt logprobs arrive once each, equal
+// to a fault-free run's, and its tokens are unchanged.
+func TestPromptLogprobsSurviveReplay(t *testing.T) {
+	tm := openPreset(t, "tiny")
+	prompt := make([]int32, 40)
+	for i := range prompt {
+		prompt[i] = int32((i*53 + 7) % 250)
+	}
+	req := Request{Prompt: prompt, MaxTokens: 3, IgnoreEOS: true, PromptLogprobs: true, TopLogprobs: 1}
+	run := func(e *Engine, inject func()) ([]int32, Event) {
+		s := mustSubmit(t, e, req)
+		if inject != nil {
+			inject()
+		}
+		first, err := s.Recv(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, _, _ := collect(t, s)
+		return append([]int32{first.Token}, ids...), first
+	}
+	// One prompt token per step: the first step (slowed on rank 1) scores
+	// position 1; rank 0's error, armed during it, fails the second step.
+	oneToken := func(c *Config) { c.MaxPrefillTokens = 1 }
+	wantIDs, want := run(startEngine(t, tm, 2, oneToken), nil)
+
+	e, _ := chaosEngine(t, tm, 2, oneToken)
+	if err := e.InjectFault(context.Background(), Fault{Kind: FaultSlow, Rank: 1, Duration: 200 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	gotIDs, got := run(e, func() {
+		time.Sleep(50 * time.Millisecond)
+		if err := e.InjectFault(context.Background(), Fault{Kind: FaultError, Rank: 0}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	st, _ := e.SupervisionStats(context.Background())
+	t.Logf("failures %v, replayed %d", st.Failures, st.Replayed)
+	if st.Replayed == 0 {
+		t.Fatalf("the request was not replayed (failures %v)", st.Failures)
+	}
+	if !slices.Equal(gotIDs, wantIDs) {
+		t.Errorf("tokens %v after replay, %v fault-free", gotIDs, wantIDs)
+	}
+	if len(got.PromptLogprobs) != len(prompt)-1 {
+		t.Fatalf("%d prompt logprobs after replay, want %d", len(got.PromptLogprobs), len(prompt)-1)
+	}
+	for i, r := range got.PromptLogprobs {
+		if w := want.PromptLogprobs[i]; r.Token != w.Token {
+			t.Errorf("prompt logprob %d: %+v after replay, %+v fault-free", i, r.Token, w.Token)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -385,5 +386,51 @@ func TestMinTokens(t *testing.T) {
 		Stop: []string{first}, Params: sample.Params{MinTokens: 3}}))
 	if last.Usage.CompletionTokens < 3 {
 		t.Errorf("stop string %q ended the request after %d tokens (%q), before min_tokens 3", first, last.Usage.CompletionTokens, text)
+	}
+}
+
+// TestPromptLogprobs: the first event of a request with PromptLogprobs
+// carries the logprob of every prompt token after the first, equal to a
+// single-sequence reference run's log-softmax, through chunked prefill
+// (8-token chunks) and at TP=2, and the generated tokens are unchanged.
+func TestPromptLogprobs(t *testing.T) {
+	tm := openPreset(t, "tiny")
+	prompt := make([]int32, 30)
+	for i := range prompt {
+		prompt[i] = int32((i*37 + 11) % 250)
+	}
+	logits, err := model.NewSession(tm.be, tm.m, len(prompt)).Step(prompt, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vocab := len(logits) / len(prompt)
+	for _, tp := range []int{1, 2} {
+		t.Run(fmt.Sprintf("tp%d", tp), func(t *testing.T) {
+			e := startEngine(t, tm, tp, func(c *Config) { c.MaxPrefillTokens = 8 })
+			plain, _, _ := collect(t, mustSubmit(t, e, Request{Prompt: prompt, MaxTokens: 4, IgnoreEOS: true}))
+			s := mustSubmit(t, e, Request{Prompt: prompt, MaxTokens: 4, IgnoreEOS: true, PromptLogprobs: true, TopLogprobs: 2})
+			first, err := s.Recv(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids, _, _ := collect(t, s)
+			if got := append([]int32{first.Token}, ids...); !slices.Equal(got, plain) {
+				t.Errorf("tokens %v with prompt logprobs, %v without", got, plain)
+			}
+			if len(first.PromptLogprobs) != len(prompt)-1 {
+				t.Fatalf("%d prompt logprobs, want %d", len(first.PromptLogprobs), len(prompt)-1)
+			}
+			var worst float64
+			for i, r := range first.PromptLogprobs {
+				want := sample.LogSoftmax(logits[i*vocab : (i+1)*vocab])
+				if r.Token.ID != prompt[i+1] || len(r.Top) != 2 {
+					t.Fatalf("prompt logprob %d: %+v, want token %d with 2 alternatives", i, r, prompt[i+1])
+				}
+				worst = max(worst, math.Abs(r.Token.Logprob-want[prompt[i+1]]))
+			}
+			if worst > 1e-4 {
+				t.Errorf("prompt logprobs differ from the reference by %g", worst)
+			}
+		})
 	}
 }

@@ -70,6 +70,11 @@ type OutputRow struct {
 	TopN   int // alternatives to report with logprobs (0 = none)
 	// Prompt and Generated are sent only when a penalty needs them.
 	Prompt, Generated []int32
+	// Score asks for the logprob of Target (the prompt token at position
+	// Pos) instead of a draw: prompt logprobs.
+	Score  bool
+	Target int32
+	Pos    int
 }
 
 // stepExecuted is the device executor's result, sent back to its rank actor.
@@ -106,6 +111,10 @@ type StepCompleted struct {
 type Sampled struct {
 	ID     planner.RequestID
 	Result sample.Result
+	// Scored marks the logprob of the prompt token at Pos (an OutputRow
+	// with Score), not a generated token.
+	Scored bool
+	Pos    int
 }
 
 // AdmitRequest asks the scheduler to queue a request.
@@ -151,6 +160,13 @@ type TokenGenerated struct {
 	ScheduledAt time.Time
 }
 
+// PromptScored carries the logprob of one prompt token (position Pos,
+// counted from the prompt's start) to its request actor, in position order.
+type PromptScored struct {
+	Pos    int
+	Result sample.Result
+}
+
 // RequestRejected reports that the planner refused the request.
 type RequestRejected struct{ Err error }
 
@@ -159,4 +175,5 @@ type CancelRequest struct{}
 
 func (*TokenGenerated) requestMessage()  {}
 func (*RequestRejected) requestMessage() {}
+func (*PromptScored) requestMessage()    {}
 func (*CancelRequest) requestMessage()   {}

@@ -202,7 +202,12 @@ func executeStep(be kernels.Backend, m model.Model, st *model.State, msg *RunSte
 	out := make([]Sampled, len(rows))
 	pick := func(i int) {
 		o := msg.Outputs[i]
-		out[i] = Sampled{ID: o.ID, Result: sample.PickWithHistory(host[i*vocab:(i+1)*vocab], o.Params, o.Index, o.TopN, o.Prompt, o.Generated)}
+		logits := host[i*vocab : (i+1)*vocab]
+		if o.Score {
+			out[i] = Sampled{ID: o.ID, Result: sample.Score(logits, o.Target, o.TopN), Scored: true, Pos: o.Pos}
+			return
+		}
+		out[i] = Sampled{ID: o.ID, Result: sample.PickWithHistory(logits, o.Params, o.Index, o.TopN, o.Prompt, o.Generated)}
 	}
 	// Rows are independent (a draw depends only on its seed and index), so
 	// large vocabularies are sampled in parallel.

@@ -78,7 +78,8 @@ func stepToPB(s *RunStep) *rankpb.RunStep {
 	}
 	for _, o := range s.Outputs {
 		out.Outputs = append(out.Outputs, &rankpb.OutputRow{Id: uint64(o.ID), Row: int32(o.Row), Params: paramsToPB(o.Params),
-			Index: int32(o.Index), TopN: int32(o.TopN), Prompt: o.Prompt, Generated: o.Generated})
+			Index: int32(o.Index), TopN: int32(o.TopN), Prompt: o.Prompt, Generated: o.Generated,
+			Score: o.Score, Target: o.Target, Pos: int32(o.Pos)})
 	}
 	return out
 }
@@ -92,7 +93,8 @@ func stepFromPB(s *rankpb.RunStep) *RunStep {
 	}
 	for _, o := range s.Outputs {
 		out.Outputs = append(out.Outputs, OutputRow{ID: planner.RequestID(o.Id), Row: int(o.Row), Params: paramsFromPB(o.Params),
-			Index: int(o.Index), TopN: int(o.TopN), Prompt: o.Prompt, Generated: o.Generated})
+			Index: int(o.Index), TopN: int(o.TopN), Prompt: o.Prompt, Generated: o.Generated,
+			Score: o.Score, Target: o.Target, Pos: int(o.Pos)})
 	}
 	return out
 }
@@ -103,7 +105,7 @@ func completedToPB(c *StepCompleted) *rankpb.StepCompleted {
 		out.Error, out.Aborted = c.Err.Error(), errors.Is(c.Err, nccl.ErrAborted)
 	}
 	for _, s := range c.Samples {
-		p := &rankpb.Sampled{Id: uint64(s.ID), Token: logprobToPB(s.Result.Token)}
+		p := &rankpb.Sampled{Id: uint64(s.ID), Token: logprobToPB(s.Result.Token), Scored: s.Scored, Pos: int32(s.Pos)}
 		for _, t := range s.Result.Top {
 			p.Top = append(p.Top, logprobToPB(t))
 		}
@@ -119,7 +121,7 @@ func completedFromPB(c *rankpb.StepCompleted, where string) *StepCompleted {
 		for _, t := range s.Top {
 			r.Top = append(r.Top, logprobFromPB(t))
 		}
-		out.Samples = append(out.Samples, Sampled{ID: planner.RequestID(s.Id), Result: r})
+		out.Samples = append(out.Samples, Sampled{ID: planner.RequestID(s.Id), Result: r, Scored: s.Scored, Pos: int(s.Pos)})
 	}
 	return out
 }

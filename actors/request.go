@@ -21,6 +21,10 @@ type Request struct {
 	StopTokenIDs []int32
 	IgnoreEOS    bool
 	TopLogprobs  int // alternatives per token (0 = none)
+	// PromptLogprobs asks for the logprob of every prompt token after the
+	// first (with TopLogprobs alternatives); they come with the first
+	// generated token's event (Event.PromptLogprobs).
+	PromptLogprobs bool
 }
 
 // requestActor owns one request's output: detokenization (streaming-safe
@@ -32,6 +36,7 @@ type requestActor struct {
 	dec    *tokenizer.StreamDecoder
 	held   string // text withheld because it may begin a stop string
 	usage  Usage
+	prompt []sample.Result // prompt logprobs not yet delivered
 }
 
 func newRequestActor(req *Request, sched *actor.PID, stream *Stream, tok *tokenizer.Tokenizer) actor.Producer {
@@ -45,6 +50,8 @@ func (a *requestActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		ctx.Send(a.sched, &AdmitRequest{Req: a.req, PID: ctx.Self()})
+	case *PromptScored:
+		a.prompt = append(a.prompt, msg.Result)
 	case *TokenGenerated:
 		a.token(ctx, msg)
 	case *RequestRejected:
@@ -58,7 +65,8 @@ func (a *requestActor) Receive(ctx actor.Context) {
 func (a *requestActor) token(ctx actor.Context, msg *TokenGenerated) {
 	a.usage.CompletionTokens++
 	ev := Event{Token: msg.Result.Token.ID, Logprob: msg.Result.Token.Logprob, Top: msg.Result.Top, HasToken: true,
-		ScheduledAt: msg.ScheduledAt}
+		ScheduledAt: msg.ScheduledAt, PromptLogprobs: a.prompt}
+	a.prompt = nil
 	text := a.held
 	if !msg.StopToken {
 		text += a.dec.Add(ev.Token)

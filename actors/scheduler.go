@@ -50,6 +50,9 @@ type liveRequest struct {
 	tokens    []int32 // prompt + generated
 	generated int
 	scheduled time.Time // when a step first included the request
+	// promptScored is the last prompt position whose logprob was delivered
+	// (PromptLogprobs), so a replay's re-prefill does not score it again.
+	promptScored int
 }
 
 type inflightStep struct {
@@ -114,7 +117,8 @@ func (s *schedulerActor) admit(ctx actor.Context, msg *AdmitRequest) {
 		ctx.Send(msg.PID, &RequestRejected{Err: fmt.Errorf("%w: engine stopped %s", ErrNotReady, s.stats.deathReason())})
 		return
 	}
-	err := s.plan.Add(planner.Request{ID: r.ID, PromptLen: len(r.Prompt), MaxNewTokens: r.MaxTokens})
+	err := s.plan.Add(planner.Request{ID: r.ID, PromptLen: len(r.Prompt), MaxNewTokens: r.MaxTokens,
+		MaxChunk: s.promptChunk(r)})
 	if err != nil {
 		ctx.Send(msg.PID, &RequestRejected{Err: err})
 		return
@@ -166,6 +170,9 @@ func (s *schedulerActor) nextStep(replyTo *actor.PID) *RunStep {
 			step.Positions = append(step.Positions, int32(p))
 		}
 		step.Seqs = append(step.Seqs, StepSeq{ID: sp.ID, Slot: sp.Slot, Start: start, Len: sp.Len, Cached: sp.Cached, Pages: sp.Pages})
+		if l.req.PromptLogprobs {
+			step.Outputs = append(step.Outputs, s.promptRows(l, sp, start)...)
+		}
 		if sp.Sample {
 			out := OutputRow{ID: sp.ID, Row: start + sp.Len - 1, Params: l.req.Params, Index: l.generated, TopN: l.req.TopLogprobs}
 			if l.req.Params.Penalized() {
@@ -208,10 +215,41 @@ func (s *schedulerActor) completed(ctx actor.Context, msg *StepCompleted) {
 	}
 }
 
-// delivery is a token on its way to a request actor.
+// delivery is a token (or a prompt token's logprob) on its way to a
+// request actor.
 type delivery struct {
 	pid *actor.PID
-	ev  *TokenGenerated
+	ev  requestMessage
+}
+
+// promptLogprobBytes bounds the logits one step computes for the prompt
+// rows of a request with prompt logprobs (every row of its chunks is an
+// output); the request's prefill chunks are capped to stay within it.
+const promptLogprobBytes = 64 << 20
+
+// promptChunk is the planner's prefill chunk cap for r (0: none).
+func (s *schedulerActor) promptChunk(r *Request) int {
+	if !r.PromptLogprobs {
+		return 0
+	}
+	return max(16, promptLogprobBytes/(4*max(1, s.cfg.Checkpoint.Config.VocabSize)))
+}
+
+// promptRows asks for the logprob of every prompt token that the chunk's
+// rows predict and that has not been delivered yet: row r at position p
+// predicts the token at p+1. The row predicting the first generated token
+// is the sampled row, not a prompt row.
+func (s *schedulerActor) promptRows(l *liveRequest, sp planner.SeqPlan, start int) []OutputRow {
+	var out []OutputRow
+	for i := range sp.Len {
+		pos := sp.Cached + i + 1
+		if pos >= len(l.req.Prompt) || pos <= l.promptScored {
+			continue
+		}
+		out = append(out, OutputRow{ID: sp.ID, Row: start + i, TopN: l.req.TopLogprobs,
+			Score: true, Target: l.req.Prompt[pos], Pos: pos})
+	}
+	return out
 }
 
 // record applies a completed step's samples: it appends the tokens, decides
@@ -220,7 +258,7 @@ type delivery struct {
 func (s *schedulerActor) record(f *inflightStep) []delivery {
 	var sampled []planner.RequestID
 	for _, smp := range f.samples {
-		if _, ok := s.live[smp.ID]; ok {
+		if _, ok := s.live[smp.ID]; ok && !smp.Scored {
 			sampled = append(sampled, smp.ID)
 		}
 	}
@@ -230,6 +268,11 @@ func (s *schedulerActor) record(f *inflightStep) []delivery {
 		l, ok := s.live[smp.ID]
 		if !ok {
 			continue // aborted while the step ran
+		}
+		if smp.Scored {
+			l.promptScored = max(l.promptScored, smp.Pos)
+			out = append(out, delivery{l.pid, &PromptScored{Pos: smp.Pos, Result: smp.Result}})
+			continue
 		}
 		tok := smp.Result.Token.ID
 		l.tokens = append(l.tokens, tok)

@@ -30,6 +30,10 @@ type Event struct {
 	// on the first token's event: when the request's prefill first ran.
 	Time        time.Time
 	ScheduledAt time.Time
+	// PromptLogprobs, on the first token's event of a request with
+	// PromptLogprobs, holds the logprob of prompt tokens 1..n-1 in order
+	// (the first prompt token has none).
+	PromptLogprobs []sample.Result
 }
 
 // Stream delivers a request's events. Its queue is unbounded so that the

@@ -58,6 +58,7 @@ type choice struct {
 	text   []byte    // the whole text (non-stream)
 	lps    []tokenLP // logprobs (non-stream)
 	offset int       // characters emitted so far (completions text_offset)
+	echoed bool      // stream: the echoed prompt chunk was written
 }
 
 type tokenLP struct {
@@ -65,6 +66,26 @@ type tokenLP struct {
 	logprob float64
 	top     []sample.TokenLogprob
 	offset  int
+	none    bool // the prompt's first token: no logprob (JSON null)
+}
+
+// promptLPs are the logprob entries of an echoed prompt: its first token
+// without a logprob, then each later token's from the engine (in
+// Event.PromptLogprobs), with text offsets counted over the tokens' texts.
+func (g *generation) promptLPs(prompt int, scored []sample.Result) []tokenLP {
+	ids := g.j.prompts[prompt]
+	out := make([]tokenLP, len(ids))
+	offset := 0
+	for i, id := range ids {
+		// A prompt token without a score (the first; none arrive if the
+		// engine could not score) is null, never a made-up 0.
+		out[i] = tokenLP{id: id, offset: offset, none: i == 0 || i-1 >= len(scored)}
+		if !out[i].none {
+			out[i].logprob, out[i].top = scored[i-1].Token.Logprob, scored[i-1].Top
+		}
+		offset += utf8.RuneCountInString(g.tokenText(id))
+	}
+	return out
 }
 
 type fanItem struct {
@@ -263,6 +284,9 @@ func (g *generation) collect() reply {
 				return errorReply(aerr)
 			}
 			g.observe(c, ev)
+			if g.j.echo && g.j.logprobs && !c.echoed {
+				c.lps, c.echoed = append(c.lps, g.promptLPs(c.prompt, ev.PromptLogprobs)...), true
+			}
 			if g.j.logprobs && ev.HasToken {
 				c.lps = append(c.lps, tokenLP{id: ev.Token, logprob: ev.Logprob, top: ev.Top, offset: c.offset})
 			}
@@ -368,12 +392,20 @@ func (g *generation) appendCompletionLogprobs(b []byte, lps []tokenLP) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
+		if lp.none {
+			b = append(b, "null"...)
+			continue
+		}
 		b = appendFloat(b, lp.logprob)
 	}
 	b = append(b, `],"top_logprobs":[`...)
 	for i, lp := range lps {
 		if i > 0 {
 			b = append(b, ',')
+		}
+		if lp.none {
+			b = append(b, "null"...)
+			continue
 		}
 		b = append(b, '{')
 		seen := make(map[string]bool, len(lp.top)+1)
@@ -455,10 +487,8 @@ func (g *generation) writeSSE(w *bufio.Writer) {
 		switch {
 		case g.j.chat:
 			g.writeChunk(w, c, `{"role":"assistant","content":""}`, "", nil, "")
-		case g.j.echo:
-			text := g.promptText(c.prompt)
-			c.offset = utf8.RuneCountInString(text)
-			g.writeChunk(w, c, "", text, nil, "")
+		case g.j.echo && !g.j.logprobs:
+			g.writeEcho(w, c, nil)
 		}
 	}
 	if err := w.Flush(); err != nil {
@@ -484,12 +514,16 @@ func (g *generation) writeSSE(w *bufio.Writer) {
 			g.writeError(w, aerr)
 			return
 		}
+		if g.j.echo && g.j.logprobs && !c.echoed {
+			// The prompt's logprobs come with its first token's event.
+			g.writeEcho(w, c, g.promptLPs(c.prompt, ev.PromptLogprobs))
+		}
 		if ev.Text != "" || (g.j.logprobs && ev.HasToken) {
-			var lp *tokenLP
+			var lps []tokenLP
 			if g.j.logprobs && ev.HasToken {
-				lp = &tokenLP{id: ev.Token, logprob: ev.Logprob, top: ev.Top, offset: c.offset}
+				lps = []tokenLP{{id: ev.Token, logprob: ev.Logprob, top: ev.Top, offset: c.offset}}
 			}
-			g.writeChunk(w, c, "", ev.Text, lp, "")
+			g.writeChunk(w, c, "", ev.Text, lps, "")
 			c.offset += utf8.RuneCountInString(ev.Text)
 		}
 		if ev.Finish != "" {
@@ -534,15 +568,19 @@ func (g *generation) writeError(w *bufio.Writer, e *apiError) {
 // writeChunk writes one SSE chunk for choice c. For chat, delta is the raw
 // delta object, or "" for a content delta of text; for completions, text
 // is the text. finish is "" (null) or the finish reason.
-func (g *generation) writeChunk(w *bufio.Writer, c *choice, delta, text string, lp *tokenLP, finish string) {
+// writeEcho writes a completion choice's echoed prompt as its first chunk,
+// with the prompt's logprobs when they were asked for.
+func (g *generation) writeEcho(w *bufio.Writer, c *choice, lps []tokenLP) {
+	text := g.promptText(c.prompt)
+	c.offset, c.echoed = utf8.RuneCountInString(text), true
+	g.writeChunk(w, c, "", text, lps, "")
+}
+
+func (g *generation) writeChunk(w *bufio.Writer, c *choice, delta, text string, lps []tokenLP, finish string) {
 	b := append(g.buf[:0], "data: "...)
 	b = append(b, g.prefix...)
 	b = append(b, `{"index":`...)
 	b = appendInt(b, c.index)
-	var lps []tokenLP
-	if lp != nil {
-		lps = []tokenLP{*lp}
-	}
 	if g.j.chat {
 		b = append(b, `,"delta":`...)
 		if delta != "" {
@@ -553,7 +591,7 @@ func (g *generation) writeChunk(w *bufio.Writer, c *choice, delta, text string, 
 			b = append(b, '}')
 		}
 		b = append(b, `,"logprobs":`...)
-		if lp != nil {
+		if lps != nil {
 			b = g.appendChatLogprobs(b, lps)
 		} else {
 			b = append(b, "null"...)
@@ -562,7 +600,7 @@ func (g *generation) writeChunk(w *bufio.Writer, c *choice, delta, text string, 
 		b = append(b, `,"text":`...)
 		b = appendString(b, text)
 		b = append(b, `,"logprobs":`...)
-		if lp != nil {
+		if lps != nil {
 			b = g.appendCompletionLogprobs(b, lps)
 		} else {
 			b = append(b, "null"...)

@@ -556,7 +556,6 @@ func TestValidation(t *testing.T) {
 		{"n zero", "/v1/completions", `{"prompt":"a","n":0}`, 400, "n", ""},
 		{"n too big", "/v1/completions", `{"prompt":"a","n":17}`, 400, "n", ""},
 		{"logprobs", "/v1/completions", `{"prompt":"a","logprobs":21}`, 400, "logprobs", ""},
-		{"logprobs echo", "/v1/completions", `{"prompt":"a","logprobs":1,"echo":true}`, 400, "logprobs", ""},
 		{"stop empty", "/v1/completions", `{"prompt":"a","stop":""}`, 400, "stop", ""},
 		{"stop type", "/v1/completions", `{"prompt":"a","stop":5}`, 400, "stop", ""},
 		{"too many stops", "/v1/completions", `{"prompt":"a","stop":["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]}`, 400, "stop", ""},

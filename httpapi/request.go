@@ -406,11 +406,9 @@ func (s *Server) completionJob(body []byte) (*job, *apiError) {
 		if v := *r.Logprobs; v < 0 || v > maxTopLogprobs {
 			return nil, badRequest("logprobs", "logprobs %d must be in [0, %d]", v, maxTopLogprobs)
 		}
-		if j.echo {
-			return nil, badRequest("logprobs", "logprobs together with echo (prompt logprobs) is not supported")
-		}
 		j.logprobs = true
 		j.base.TopLogprobs = int(*r.Logprobs)
+		j.base.PromptLogprobs = j.echo // echoed prompt tokens get logprobs too
 	}
 	if aerr := s.parsePrompt(r.Prompt, j); aerr != nil {
 		return nil, aerr

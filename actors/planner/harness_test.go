@@ -31,6 +31,7 @@ type mreq struct {
 	requeued            bool // requeued since the latest plan; its Freed is due
 	pages               []int32
 	addedAt             int // stepCount when added
+	maxChunk            int // Request.MaxChunk
 }
 
 func (m *mreq) known() int { return m.prompt + m.generated }
@@ -49,7 +50,7 @@ func (c *checker) pagesFor(n int) int { return (n + c.cfg.PageSize - 1) / c.cfg.
 // expectReject is the reason Add must give, or "" if it must accept.
 func (c *checker) expectReject(r Request) string {
 	switch {
-	case r.PromptLen < 1 || r.MaxNewTokens < 1:
+	case r.PromptLen < 1 || r.MaxNewTokens < 1 || r.MaxChunk < 0:
 		return ReasonInvalid
 	case c.live[r.ID] != nil:
 		return ReasonDuplicate
@@ -69,7 +70,7 @@ func (c *checker) add(r Request) (error, error) {
 		if want != "" {
 			return nil, fmt.Errorf("add %d: accepted, want rejection %q", r.ID, want)
 		}
-		c.live[r.ID] = &mreq{prompt: r.PromptLen, maxNew: r.MaxNewTokens, slot: -1, addedAt: c.stepCount}
+		c.live[r.ID] = &mreq{prompt: r.PromptLen, maxNew: r.MaxNewTokens, slot: -1, addedAt: c.stepCount, maxChunk: r.MaxChunk}
 		return nil, nil
 	}
 	var rej *Rejection
@@ -218,6 +219,8 @@ func (c *checker) checkPlan(plan Plan) error {
 			return fmt.Errorf("seq %d computes %d tokens past the %d known", s.ID, s.Cached+s.Len, m.known())
 		case s.Sample != (s.Cached+s.Len == m.known()):
 			return fmt.Errorf("seq %d sample=%v with cached+len %d known %d", s.ID, s.Sample, s.Cached+s.Len, m.known())
+		case m.maxChunk > 0 && s.Len > m.maxChunk:
+			return fmt.Errorf("seq %d chunk of %d tokens over its cap of %d", s.ID, s.Len, m.maxChunk)
 		}
 		seen[s.ID] = true
 		rows++

@@ -51,6 +51,10 @@ type Request struct {
 	ID           RequestID
 	PromptLen    int // prompt tokens, at least 1
 	MaxNewTokens int // tokens to generate at most, at least 1
+	// MaxChunk caps this request's prefill tokens per step (0: only the
+	// step budget does): a request that needs the logits of every prompt
+	// row keeps them small.
+	MaxChunk int
 }
 
 // Rejection reasons (Rejection.Reason).
@@ -89,6 +93,7 @@ type request struct {
 	running   bool    // holds a slot (and pages)
 	admission uint64  // admission number, set each time it is admitted
 	slot      int     // valid while running
+	maxChunk  int     // Request.MaxChunk
 	pages     []int32 // page table, valid while running
 }
 
@@ -97,6 +102,15 @@ func (r *request) known() int { return r.prompt + r.generated }
 
 // remaining is the number of known tokens not computed yet.
 func (r *request) remaining() int { return r.known() - r.computed }
+
+// chunk is the prefill chunk the request takes from a budget.
+func (r *request) chunk(budget int) int {
+	n := min(r.remaining(), budget)
+	if r.maxChunk > 0 {
+		n = min(n, r.maxChunk)
+	}
+	return n
+}
 
 // Planner is the scheduling state machine. The zero value is not usable; call New.
 type Planner struct {
@@ -165,6 +179,8 @@ func (p *Planner) Add(r Request) error {
 		return reject(ReasonInvalid, "the prompt must have at least 1 token, got ", itoa(r.PromptLen))
 	case r.MaxNewTokens < 1:
 		return reject(ReasonInvalid, "max_tokens must be at least 1, got ", itoa(r.MaxNewTokens))
+	case r.MaxChunk < 0:
+		return reject(ReasonInvalid, "the prefill chunk cap must not be negative, got ", itoa(r.MaxChunk))
 	}
 	if _, ok := p.reqs[r.ID]; ok {
 		return reject(ReasonDuplicate, "request id ", strconv.FormatUint(uint64(r.ID), 10), " is already in use")
@@ -180,7 +196,7 @@ func (p *Planner) Add(r Request) error {
 			itoa(p.cfg.PageSize), " tokens but the cache has only ", itoa(p.cfg.KVPages), " pages (",
 			itoa(p.cfg.KVPages*p.cfg.PageSize), " tokens)")
 	}
-	q := &request{id: r.ID, prompt: r.PromptLen, maxNew: r.MaxNewTokens, slot: -1}
+	q := &request{id: r.ID, prompt: r.PromptLen, maxNew: r.MaxNewTokens, maxChunk: r.MaxChunk, slot: -1}
 	p.reqs[r.ID] = q
 	p.waiting = append(p.waiting, q)
 	return nil

@@ -98,7 +98,11 @@ func (w *workload) add() error {
 	if w.ch.intn(32) == 0 {
 		prompt = w.ch.intn(3) - 1 // invalid
 	}
-	addErr, err := w.c.add(Request{ID: id, PromptLen: prompt, MaxNewTokens: maxNew})
+	maxChunk := 0
+	if w.ch.intn(4) == 0 {
+		maxChunk = w.ch.intn(6) - 1 // -1 is invalid
+	}
+	addErr, err := w.c.add(Request{ID: id, PromptLen: prompt, MaxNewTokens: maxNew, MaxChunk: maxChunk})
 	if err != nil {
 		return err
 	}

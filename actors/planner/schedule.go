@@ -108,7 +108,7 @@ func (p *Planner) scheduleRunningPrefill(b *builder) {
 		if !r.running || r.remaining() < 2 {
 			continue
 		}
-		n := min(r.remaining(), b.budget)
+		n := r.chunk(b.budget)
 		if p.maybeGrow(b, r, r.computed+n) {
 			b.add(r, n, true)
 		}
@@ -120,7 +120,7 @@ func (p *Planner) scheduleRunningPrefill(b *builder) {
 func (p *Planner) admit(b *builder) {
 	for len(p.waiting) > 0 && b.rows < p.cfg.MaxRows && b.budget > 0 && len(p.freeSlots) > 0 {
 		r := p.waiting[0]
-		n := min(r.remaining(), b.budget)
+		n := r.chunk(b.budget)
 		need := p.pagesFor(n)
 		if need > len(p.freePages) {
 			return

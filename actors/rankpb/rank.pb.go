@@ -1021,6 +1021,9 @@ type OutputRow struct {
 	TopN          int32                  `protobuf:"varint,5,opt,name=top_n,json=topN,proto3" json:"top_n,omitempty"`
 	Prompt        []int32                `protobuf:"varint,6,rep,packed,name=prompt,proto3" json:"prompt,omitempty"`
 	Generated     []int32                `protobuf:"varint,7,rep,packed,name=generated,proto3" json:"generated,omitempty"`
+	Score         bool                   `protobuf:"varint,8,opt,name=score,proto3" json:"score,omitempty"` // the logprob of target (a prompt token) instead of a draw
+	Target        int32                  `protobuf:"varint,9,opt,name=target,proto3" json:"target,omitempty"`
+	Pos           int32                  `protobuf:"varint,10,opt,name=pos,proto3" json:"pos,omitempty"` // the target's position in the prompt
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1102,6 +1105,27 @@ func (x *OutputRow) GetGenerated() []int32 {
 		return x.Generated
 	}
 	return nil
+}
+
+func (x *OutputRow) GetScore() bool {
+	if x != nil {
+		return x.Score
+	}
+	return false
+}
+
+func (x *OutputRow) GetTarget() int32 {
+	if x != nil {
+		return x.Target
+	}
+	return 0
+}
+
+func (x *OutputRow) GetPos() int32 {
+	if x != nil {
+		return x.Pos
+	}
+	return 0
 }
 
 // RunStep is one forward step of a plan.
@@ -1264,6 +1288,8 @@ type Sampled struct {
 	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	Token         *TokenLogprob          `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
 	Top           []*TokenLogprob        `protobuf:"bytes,3,rep,name=top,proto3" json:"top,omitempty"`
+	Scored        bool                   `protobuf:"varint,4,opt,name=scored,proto3" json:"scored,omitempty"` // a prompt token's logprob (OutputRow.score), not a generated token
+	Pos           int32                  `protobuf:"varint,5,opt,name=pos,proto3" json:"pos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1317,6 +1343,20 @@ func (x *Sampled) GetTop() []*TokenLogprob {
 		return x.Top
 	}
 	return nil
+}
+
+func (x *Sampled) GetScored() bool {
+	if x != nil {
+		return x.Scored
+	}
+	return false
+}
+
+func (x *Sampled) GetPos() int32 {
+	if x != nil {
+		return x.Pos
+	}
+	return 0
 }
 
 // StepCompleted answers RunStep; rank 0 carries the samples.
@@ -1556,7 +1596,7 @@ const file_rank_proto_rawDesc = "" +
 	"\x05start\x18\x03 \x01(\x05R\x05start\x12\x10\n" +
 	"\x03len\x18\x04 \x01(\x05R\x03len\x12\x16\n" +
 	"\x06cached\x18\x05 \x01(\x05R\x06cached\x12\x14\n" +
-	"\x05pages\x18\x06 \x03(\x05R\x05pages\"\xc4\x01\n" +
+	"\x05pages\x18\x06 \x03(\x05R\x05pages\"\x84\x02\n" +
 	"\tOutputRow\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
 	"\x03row\x18\x02 \x01(\x05R\x03row\x124\n" +
@@ -1564,7 +1604,11 @@ const file_rank_proto_rawDesc = "" +
 	"\x05index\x18\x04 \x01(\x05R\x05index\x12\x13\n" +
 	"\x05top_n\x18\x05 \x01(\x05R\x04topN\x12\x16\n" +
 	"\x06prompt\x18\x06 \x03(\x05R\x06prompt\x12\x1c\n" +
-	"\tgenerated\x18\a \x03(\x05R\tgenerated\"\xa3\x02\n" +
+	"\tgenerated\x18\a \x03(\x05R\tgenerated\x12\x14\n" +
+	"\x05score\x18\b \x01(\bR\x05score\x12\x16\n" +
+	"\x06target\x18\t \x01(\x05R\x06target\x12\x10\n" +
+	"\x03pos\x18\n" +
+	" \x01(\x05R\x03pos\"\xa3\x02\n" +
 	"\aRunStep\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
@@ -1579,11 +1623,13 @@ const file_rank_proto_rawDesc = "" +
 	"\x05trace\x18\b \x01(\v2\x15.cohort.rank.v1.TraceR\x05trace\"8\n" +
 	"\fTokenLogprob\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x18\n" +
-	"\alogprob\x18\x02 \x01(\x01R\alogprob\"}\n" +
+	"\alogprob\x18\x02 \x01(\x01R\alogprob\"\xa7\x01\n" +
 	"\aSampled\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x122\n" +
 	"\x05token\x18\x02 \x01(\v2\x1c.cohort.rank.v1.TokenLogprobR\x05token\x12.\n" +
-	"\x03top\x18\x03 \x03(\v2\x1c.cohort.rank.v1.TokenLogprobR\x03top\"\xba\x01\n" +
+	"\x03top\x18\x03 \x03(\v2\x1c.cohort.rank.v1.TokenLogprobR\x03top\x12\x16\n" +
+	"\x06scored\x18\x04 \x01(\bR\x06scored\x12\x10\n" +
+	"\x03pos\x18\x05 \x01(\x05R\x03pos\"\xba\x01\n" +
 	"\rStepCompleted\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +

@@ -140,6 +140,17 @@ func PickWithHistory(logits []float32, p Params, step, topN int, prompt, generat
 	return res
 }
 
+// Score returns the logprob of a given token (a prompt token) under logits
+// and the topN most likely tokens: the prompt side of logprobs.
+func Score(logits []float32, target int32, topN int) Result {
+	lse := logSumExp(logits)
+	res := Result{Token: TokenLogprob{ID: target, Logprob: float64(logits[target]) - lse}}
+	if topN > 0 {
+		res.Top = topLogits(logits, topN, lse)
+	}
+	return res
+}
+
 // logSumExp returns log Σ exp(logits) in float64.
 func logSumExp(logits []float32) float64 {
 	mx := float64(logits[Argmax(logits)])
