@@ -434,3 +434,42 @@ func TestPromptLogprobs(t *testing.T) {
 		})
 	}
 }
+
+// TestLogprobsOnlyWhenAsked: without Logprobs or TopLogprobs the tokens
+// are the same (greedy and seeded) but no logprob is computed (0); with
+// Logprobs each token's logprob is a real, negative log-probability.
+func TestLogprobsOnlyWhenAsked(t *testing.T) {
+	tm := openPreset(t, "tiny")
+	e := startEngine(t, tm, 1, nil)
+	prompt := []int32{3, 1, 4, 1, 5, 9, 2, 6}
+	for _, p := range []sample.Params{{}, {Temperature: 0.9, TopP: 0.95, Seed: 11}} {
+		events := func(logprobs bool) []Event {
+			s := mustSubmit(t, e, Request{Prompt: prompt, MaxTokens: 6, IgnoreEOS: true, Params: p, Logprobs: logprobs})
+			var out []Event
+			for {
+				ev, err := s.Recv(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ev.HasToken {
+					out = append(out, ev)
+				}
+				if ev.Finish != "" {
+					return out
+				}
+			}
+		}
+		without, with := events(false), events(true)
+		if len(without) != 6 || len(with) != 6 {
+			t.Fatalf("%d and %d tokens", len(without), len(with))
+		}
+		for i := range with {
+			if without[i].Token != with[i].Token {
+				t.Fatalf("params %+v token %d: %d without logprobs, %d with", p, i, without[i].Token, with[i].Token)
+			}
+			if without[i].Logprob != 0 || !(with[i].Logprob < 0) {
+				t.Errorf("token %d: logprob %g without asking, %g when asked", i, without[i].Logprob, with[i].Logprob)
+			}
+		}
+	}
+}

@@ -68,6 +68,8 @@ type OutputRow struct {
 	Params sample.Params
 	Index  int // the request's generated-token index (drives the seeded draw)
 	TopN   int // alternatives to report with logprobs (0 = none)
+	// Logprobs asks for the drawn token's logprob (implied by TopN > 0).
+	Logprobs bool
 	// Prompt and Generated are sent only when a penalty needs them.
 	Prompt, Generated []int32
 	// Score asks for the logprob of Target (the prompt token at position

@@ -207,6 +207,11 @@ func executeStep(be kernels.Backend, m model.Model, st *model.State, msg *RunSte
 			out[i] = Sampled{ID: o.ID, Result: sample.Score(logits, o.Target, o.TopN), Scored: true, Pos: o.Pos}
 			return
 		}
+		if !o.Logprobs && o.TopN == 0 {
+			id := sample.Draw(logits, o.Params, o.Index, o.Prompt, o.Generated)
+			out[i] = Sampled{ID: o.ID, Result: sample.Result{Token: sample.TokenLogprob{ID: id}}}
+			return
+		}
 		out[i] = Sampled{ID: o.ID, Result: sample.PickWithHistory(logits, o.Params, o.Index, o.TopN, o.Prompt, o.Generated)}
 	}
 	// Rows are independent (a draw depends only on its seed and index), so

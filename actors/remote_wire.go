@@ -79,7 +79,7 @@ func stepToPB(s *RunStep) *rankpb.RunStep {
 	for _, o := range s.Outputs {
 		out.Outputs = append(out.Outputs, &rankpb.OutputRow{Id: uint64(o.ID), Row: int32(o.Row), Params: paramsToPB(o.Params),
 			Index: int32(o.Index), TopN: int32(o.TopN), Prompt: o.Prompt, Generated: o.Generated,
-			Score: o.Score, Target: o.Target, Pos: int32(o.Pos)})
+			Score: o.Score, Target: o.Target, Pos: int32(o.Pos), Logprobs: o.Logprobs})
 	}
 	return out
 }
@@ -94,7 +94,7 @@ func stepFromPB(s *rankpb.RunStep) *RunStep {
 	for _, o := range s.Outputs {
 		out.Outputs = append(out.Outputs, OutputRow{ID: planner.RequestID(o.Id), Row: int(o.Row), Params: paramsFromPB(o.Params),
 			Index: int(o.Index), TopN: int(o.TopN), Prompt: o.Prompt, Generated: o.Generated,
-			Score: o.Score, Target: o.Target, Pos: int(o.Pos)})
+			Score: o.Score, Target: o.Target, Pos: int(o.Pos), Logprobs: o.Logprobs})
 	}
 	return out
 }

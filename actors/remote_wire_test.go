@@ -30,7 +30,7 @@ func TestStepWireRoundTrip(t *testing.T) {
 		Outputs: []OutputRow{
 			{ID: 7, Row: 0, TopN: 2, Score: true, Target: 5, Pos: 1},
 			{ID: 7, Row: 1, TopN: 2, Score: true, Target: 6, Pos: 2},
-			{ID: 7, Row: 2, TopN: 2, Index: 0, Params: sample.Params{Temperature: 0.5, Seed: 1}},
+			{ID: 7, Row: 2, TopN: 2, Index: 0, Params: sample.Params{Temperature: 0.5, Seed: 1}, Logprobs: true},
 		}}
 	got := stepFromPB(stepToPB(step))
 	if !reflect.DeepEqual(got.Outputs, step.Outputs) || !reflect.DeepEqual(got.Seqs, step.Seqs) {

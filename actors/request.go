@@ -21,6 +21,10 @@ type Request struct {
 	StopTokenIDs []int32
 	IgnoreEOS    bool
 	TopLogprobs  int // alternatives per token (0 = none)
+	// Logprobs asks for each generated token's logprob (Event.Logprob);
+	// TopLogprobs > 0 implies it. Without either, Event.Logprob is 0 and
+	// the sampler skips normalizing the distribution.
+	Logprobs bool
 	// PromptLogprobs asks for the logprob of every prompt token after the
 	// first (with TopLogprobs alternatives); they come with the first
 	// generated token's event (Event.PromptLogprobs).

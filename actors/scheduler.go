@@ -174,7 +174,8 @@ func (s *schedulerActor) nextStep(replyTo *actor.PID) *RunStep {
 			step.Outputs = append(step.Outputs, s.promptRows(l, sp, start)...)
 		}
 		if sp.Sample {
-			out := OutputRow{ID: sp.ID, Row: start + sp.Len - 1, Params: l.req.Params, Index: l.generated, TopN: l.req.TopLogprobs}
+			out := OutputRow{ID: sp.ID, Row: start + sp.Len - 1, Params: l.req.Params, Index: l.generated, TopN: l.req.TopLogprobs,
+				Logprobs: l.req.Logprobs}
 			if l.req.Params.Penalized() {
 				n := len(l.req.Prompt)
 				out.Prompt, out.Generated = l.tokens[:n:n], slices.Clone(l.tokens[n:])

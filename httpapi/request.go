@@ -407,6 +407,7 @@ func (s *Server) completionJob(body []byte) (*job, *apiError) {
 			return nil, badRequest("logprobs", "logprobs %d must be in [0, %d]", v, maxTopLogprobs)
 		}
 		j.logprobs = true
+		j.base.Logprobs = true
 		j.base.TopLogprobs = int(*r.Logprobs)
 		j.base.PromptLogprobs = j.echo // echoed prompt tokens get logprobs too
 	}
@@ -556,6 +557,7 @@ func (s *Server) chatJob(body []byte) (*job, *apiError) {
 	}
 	if r.Logprobs != nil {
 		j.logprobs = *r.Logprobs
+		j.base.Logprobs = *r.Logprobs
 	}
 	if r.TopLogprobs != nil {
 		if v := *r.TopLogprobs; v < 0 || v > maxTopLogprobs {

@@ -1023,7 +1023,8 @@ type OutputRow struct {
 	Generated     []int32                `protobuf:"varint,7,rep,packed,name=generated,proto3" json:"generated,omitempty"`
 	Score         bool                   `protobuf:"varint,8,opt,name=score,proto3" json:"score,omitempty"` // the logprob of target (a prompt token) instead of a draw
 	Target        int32                  `protobuf:"varint,9,opt,name=target,proto3" json:"target,omitempty"`
-	Pos           int32                  `protobuf:"varint,10,opt,name=pos,proto3" json:"pos,omitempty"` // the target's position in the prompt
+	Pos           int32                  `protobuf:"varint,10,opt,name=pos,proto3" json:"pos,omitempty"`           // the target's position in the prompt
+	Logprobs      bool                   `protobuf:"varint,11,opt,name=logprobs,proto3" json:"logprobs,omitempty"` // report the drawn token's logprob
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1126,6 +1127,13 @@ func (x *OutputRow) GetPos() int32 {
 		return x.Pos
 	}
 	return 0
+}
+
+func (x *OutputRow) GetLogprobs() bool {
+	if x != nil {
+		return x.Logprobs
+	}
+	return false
 }
 
 // RunStep is one forward step of a plan.
@@ -1596,7 +1604,7 @@ const file_rank_proto_rawDesc = "" +
 	"\x05start\x18\x03 \x01(\x05R\x05start\x12\x10\n" +
 	"\x03len\x18\x04 \x01(\x05R\x03len\x12\x16\n" +
 	"\x06cached\x18\x05 \x01(\x05R\x06cached\x12\x14\n" +
-	"\x05pages\x18\x06 \x03(\x05R\x05pages\"\x84\x02\n" +
+	"\x05pages\x18\x06 \x03(\x05R\x05pages\"\xa0\x02\n" +
 	"\tOutputRow\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
 	"\x03row\x18\x02 \x01(\x05R\x03row\x124\n" +
@@ -1608,7 +1616,8 @@ const file_rank_proto_rawDesc = "" +
 	"\x05score\x18\b \x01(\bR\x05score\x12\x16\n" +
 	"\x06target\x18\t \x01(\x05R\x06target\x12\x10\n" +
 	"\x03pos\x18\n" +
-	" \x01(\x05R\x03pos\"\xa3\x02\n" +
+	" \x01(\x05R\x03pos\x12\x1a\n" +
+	"\blogprobs\x18\v \x01(\bR\blogprobs\"\xa3\x02\n" +
 	"\aRunStep\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +

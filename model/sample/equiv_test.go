@@ -127,6 +127,11 @@ func BenchmarkPick(b *testing.B) {
 				Pick(logits, tc.p, i, tc.topN)
 			}
 		})
+		b.Run(tc.name+"/draw-only", func(b *testing.B) { // no logprobs asked: no normalization
+			for i := 0; i < b.N; i++ {
+				Draw(logits, tc.p, i, nil, nil)
+			}
+		})
 		b.Run(tc.name+"/sorted-definition", func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				LogSoftmax(logits)

@@ -112,6 +112,18 @@ func Pick(logits []float32, p Params, step int, topN int) Result {
 // tokens generated so far.
 func PickWithHistory(logits []float32, p Params, step, topN int, prompt, generated []int32) Result {
 	lse := logSumExp(logits)
+	id := Draw(logits, p, step, prompt, generated)
+	res := Result{Token: TokenLogprob{ID: id, Logprob: float64(logits[id]) - lse}}
+	if topN > 0 {
+		res.Top = topLogits(logits, topN, lse)
+	}
+	return res
+}
+
+// Draw is PickWithHistory without logprobs: the token alone, which spares
+// the pass over the vocabulary that normalizing takes (greedy decoding is
+// then one scan for the maximum).
+func Draw(logits []float32, p Params, step int, prompt, generated []int32) int32 {
 	work := logits
 	banStops := step < p.MinTokens && len(p.StopIDs) > 0
 	if p.Adjusted() || banStops {
@@ -129,15 +141,10 @@ func PickWithHistory(logits []float32, p Params, step, topN int, prompt, generat
 			}
 		}
 	}
-	id := Argmax(work)
 	if p.Temperature > 0 {
-		id = draw(work, p, step)
+		return int32(draw(work, p, step))
 	}
-	res := Result{Token: TokenLogprob{ID: int32(id), Logprob: float64(logits[id]) - lse}}
-	if topN > 0 {
-		res.Top = topLogits(logits, topN, lse)
-	}
-	return res
+	return int32(Argmax(work))
 }
 
 // Score returns the logprob of a given token (a prompt token) under logits

@@ -2,6 +2,7 @@ package sample
 
 import (
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -166,3 +167,30 @@ func TestMinTokens(t *testing.T) {
 		t.Errorf("negative min_tokens: err = %v", err)
 	}
 }
+
+// TestDrawIsPicksToken: Draw chooses exactly the token Pick reports, for
+// greedy and seeded draws with penalties, biases and min_tokens.
+func TestDrawIsPicksToken(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	logits := make([]float32, 300)
+	for i := range logits {
+		logits[i] = float32(rng.NormFloat64() * 2)
+	}
+	hist := []int32{3, 3, 7, 250}
+	for _, p := range []Params{
+		{},
+		{Temperature: 0.7, Seed: 5},
+		{Temperature: 1.2, TopP: 0.8, TopK: 20, Seed: 6},
+		{Temperature: 0.9, MinP: 0.05, Seed: 7, PresencePenalty: 1, RepetitionPenalty: 1.3},
+		{LogitBias: []TokenBias{{ID: 12, Bias: 4}}, MinTokens: 2, StopIDs: []int32{argmax32(logits)}},
+	} {
+		for step := range 20 {
+			want := PickWithHistory(logits, p, step, 0, hist, hist).Token.ID
+			if got := Draw(logits, p, step, hist, hist); got != want {
+				t.Fatalf("%+v step %d: Draw %d, Pick %d", p, step, got, want)
+			}
+		}
+	}
+}
+
+func argmax32(x []float32) int32 { return int32(Argmax(x)) }
