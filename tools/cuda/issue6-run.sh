@@ -3,7 +3,7 @@
 # minutes): the GPU test suite and a compute-sanitizer memcheck of a tiny
 # model (prefill and graph-replayed decode) run in the background while
 # fidelity.sh generates the 4b-shape model, then fidelity.sh runs its 4b
-# stages (score, HF bf16 reference, HF generate baseline, cohort bench)
+# stages (score, HF bf16 and f32 references, HF generate baseline, cohort bench)
 # under BUDGET. Carry $BIN (default out/) holding cohort and cuda.test (see
 # docs/gpu.md). Writes gpu-tests.log plus fidelity.sh's files to $OUT.
 set -u
@@ -22,7 +22,7 @@ sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-san
 		"$BIN/cohort" generate --device cuda --max-tokens 12 --prompt "The quick brown fox" >/tmp/sanitizer.log 2>&1
 	echo "compute-sanitizer memcheck rc=$?" >>/tmp/sanitizer.log
 ) &
-BUDGET=${BUDGET:-270} STAGES=${STAGES:-model ids score ref hfbench bench} HF_DTYPES=${HF_DTYPES:-bf16} \
+BUDGET=${BUDGET:-270} STAGES=${STAGES:-model ids score ref hfbench bench} HF_DTYPES=${HF_DTYPES:-bf16,f32} \
 	HF_BATCHES=${HF_BATCHES:-1,8} HF_BUDGET=${HF_BUDGET:-45} OUT="$OUT" bash tools/cuda/fidelity.sh "$BIN/cohort" >/dev/null
 wait
 {
