@@ -66,6 +66,35 @@ func TestEchoLogprobs(t *testing.T) {
 		t.Fatalf("first chunk %+v, want the prompt with logprobs", chunks)
 	}
 	checkPromptLogprobs(t, chunks[0].Choices[0].Logprobs, ids, first, 0)
+
+	// max_tokens 0 scores the prompt alone (what evaluation harnesses send).
+	score := `{"model":"tiny","prompt":` + quote(prompt) + `,"max_tokens":0,"echo":true,"logprobs":1`
+	var scored struct {
+		completionBody
+		Usage struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	r.post(t, "/v1/completions", score+"}", &scored)
+	if c := scored.Choices[0]; c.Text != prompt || c.Logprobs == nil || scored.Usage.CompletionTokens != 0 {
+		t.Fatalf("max_tokens 0: text %q, logprobs %v, %d completion tokens; want the prompt alone", c.Text, c.Logprobs, scored.Usage.CompletionTokens)
+	}
+	checkPromptLogprobs(t, scored.Choices[0].Logprobs, ids, first, 0)
+	texts := ""
+	for _, line := range strings.Split(string(r.postRaw(t, "/v1/completions", score+`,"stream":true}`)), "\n") {
+		if l, ok := strings.CutPrefix(line, "data: "); ok && l != "[DONE]" {
+			var c completionBody
+			if err := json.Unmarshal([]byte(l), &c); err != nil {
+				t.Fatal(err)
+			}
+			if len(c.Choices) > 0 {
+				texts += c.Choices[0].Text
+			}
+		}
+	}
+	if texts != prompt {
+		t.Errorf("streamed max_tokens 0 text %q, want the prompt %q", texts, prompt)
+	}
 }
 
 func checkPromptLogprobs(t *testing.T, lp *completionLogprobs, ids []int32, first actors.Event, generated int) {

@@ -241,6 +241,9 @@ func (g *generation) promptTokens() int {
 
 func (g *generation) completionTokens() int {
 	n := 0
+	if g.j.echoOnly {
+		return 0 // the one token made to reach the prompt's end is not returned
+	}
 	for _, c := range g.choices {
 		n += max(c.usage.CompletionTokens, c.tokens)
 	}
@@ -286,6 +289,9 @@ func (g *generation) collect() reply {
 			g.observe(c, ev)
 			if g.j.echo && g.j.logprobs && !c.echoed {
 				c.lps, c.echoed = append(c.lps, g.promptLPs(c.prompt, ev.PromptLogprobs)...), true
+			}
+			if g.j.echoOnly {
+				ev.Text, ev.HasToken = "", false
 			}
 			if g.j.logprobs && ev.HasToken {
 				c.lps = append(c.lps, tokenLP{id: ev.Token, logprob: ev.Logprob, top: ev.Top, offset: c.offset})
@@ -517,6 +523,9 @@ func (g *generation) writeSSE(w *bufio.Writer) {
 		if g.j.echo && g.j.logprobs && !c.echoed {
 			// The prompt's logprobs come with its first token's event.
 			g.writeEcho(w, c, g.promptLPs(c.prompt, ev.PromptLogprobs))
+		}
+		if g.j.echoOnly {
+			ev.Text, ev.HasToken = "", false
 		}
 		if ev.Text != "" || (g.j.logprobs && ev.HasToken) {
 			var lps []tokenLP

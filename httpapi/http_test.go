@@ -561,6 +561,7 @@ func TestValidation(t *testing.T) {
 		{"too many stops", "/v1/completions", `{"prompt":"a","stop":["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]}`, 400, "stop", ""},
 		{"stop_token_ids", "/v1/completions", `{"prompt":"a","stop_token_ids":[600]}`, 400, "stop_token_ids", ""},
 		{"stream_options without stream", "/v1/completions", `{"prompt":"a","stream_options":{"include_usage":true}}`, 400, "stream_options", ""},
+		{"max_tokens 0 without echo", "/v1/completions", `{"prompt":"a","max_tokens":0}`, 400, "max_tokens", ""},
 		{"logit_bias key", "/v1/completions", `{"prompt":"a","logit_bias":{"x":1}}`, 400, "logit_bias", ""},
 		{"logit_bias vocabulary", "/v1/completions", `{"prompt":"a","logit_bias":{"512":1}}`, 400, "logit_bias", ""},
 		{"logit_bias negative id", "/v1/completions", `{"prompt":"a","logit_bias":{"-1":1}}`, 400, "logit_bias", ""},

@@ -140,6 +140,7 @@ type job struct {
 	usage     bool // stream_options.include_usage
 	logprobs  bool
 	echo      bool
+	echoOnly  bool // echo with max_tokens 0: the prompt alone, no completion
 }
 
 func (j *job) choices() int { return len(j.prompts) * j.n }
@@ -347,8 +348,16 @@ func parseStop(raw json.RawMessage) ([]string, *apiError) {
 func (s *Server) limits(j *job, requested *int64, param, promptParam string) *apiError {
 	maxLen := s.eng.Info().MaxModelLen
 	if requested != nil {
+		if *requested == 0 && j.echo {
+			// Scoring a prompt (echo with max_tokens 0, as evaluation
+			// harnesses send): the engine makes one token that the
+			// response leaves out.
+			j.echoOnly = true
+			one := int64(1)
+			requested = &one
+		}
 		if *requested < 1 {
-			return badRequest(param, "%s %d must be at least 1", param, *requested)
+			return badRequest(param, "%s %d must be at least 1 (0 only with echo)", param, *requested)
 		}
 		if *requested > int64(maxLen) {
 			return contextTooLong(param, "%s %d exceeds the model's maximum context length of %d tokens", param, *requested, maxLen)
