@@ -89,8 +89,14 @@ func (r result) report(b *testing.B) {
 }
 
 func runEngine(b *testing.B, tm testModel, reqs []Request) result {
-	e, err := Start(context.Background(), Config{Checkpoint: tm.ck, Tokenizer: tm.tok, TP: 1, NewBackend: cpuBackends(0),
-		Capacity: benchCapacity, MaxPrefillTokens: 512, MaxRows: 64})
+	return runEngineWith(b, Config{Checkpoint: tm.ck, Tokenizer: tm.tok, TP: 1, NewBackend: cpuBackends(0),
+		Capacity: benchCapacity, MaxPrefillTokens: 512, MaxRows: 64}, reqs)
+}
+
+// runEngineWith starts an engine with cfg and times reqs through it, b.N
+// times, checking that each request gets all its tokens.
+func runEngineWith(b *testing.B, cfg Config, reqs []Request) result {
+	e, err := Start(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

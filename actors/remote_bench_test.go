@@ -1,11 +1,8 @@
 package actors
 
 import (
-	"context"
 	"fmt"
-	"sync"
 	"testing"
-	"time"
 )
 
 // BenchmarkRemoteStep compares remote rank actors (two workers reached over
@@ -60,31 +57,4 @@ func benchWorkers(b *testing.B, n int) []string {
 		addrs[i] = w.Addr()
 	}
 	return addrs
-}
-
-// runEngineWith is runEngine with a given configuration.
-func runEngineWith(b *testing.B, cfg Config, reqs []Request) result {
-	e, err := Start(context.Background(), cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer e.Close()
-	var res result
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		before, _ := e.Stats(context.Background())
-		start := time.Now()
-		var wg sync.WaitGroup
-		for _, r := range reqs {
-			s := mustSubmit(b, e, r)
-			wg.Go(func() { collect(b, s) })
-		}
-		wg.Wait()
-		res.elapsed += time.Since(start)
-		after, _ := e.Stats(context.Background())
-		res.steps += int(after.Step - before.Step)
-		res.tokens += len(reqs) * reqs[0].MaxTokens
-	}
-	res.report(b)
-	return res
 }
