@@ -33,15 +33,6 @@ type collectives struct {
 	dev    nccl.DeviceCommunicator // nil: host path
 	p2p    *p2pGroup               // nil: NCCL only
 	noP2P  string                  // why the one-shot all-reduce is off
-	oneMax int                     // largest all-reduce (bytes) for the one-shot kernel
-}
-
-// coll returns the backend's collective state.
-func (b *Backend) coll() *collectives {
-	if b.collectives.oneMax == 0 {
-		b.collectives.oneMax = p2pMaxBytes
-	}
-	return &b.collectives
 }
 
 // Device-side kernels of 60_allreduce.cu, looked up when collectives start.
@@ -55,7 +46,7 @@ var collectiveKernels = []string{"allreduce_oneshot_f32", "gather_cols_f32"}
 // first use; a rank's backend factory calls it right after New so that a
 // group that cannot connect fails while loading. The result sticks.
 func (b *Backend) InitCollectives(ctx context.Context) error {
-	c := b.coll()
+	c := &b.collectives
 	if c.inited {
 		return c.err
 	}
@@ -107,7 +98,7 @@ func (b *Backend) initCollectives(ctx context.Context, c *collectives) error {
 
 // CollectivesInfo describes the rank's collectives, for logs.
 func (b *Backend) CollectivesInfo() string {
-	c := b.coll()
+	c := &b.collectives
 	switch {
 	case b.comm == nil || b.comm.Size() == 1:
 		return "single rank"
@@ -118,14 +109,14 @@ func (b *Backend) CollectivesInfo() string {
 	case c.dev == nil:
 		return "host path (" + c.noP2P + ")"
 	case c.p2p != nil:
-		return fmt.Sprintf("NCCL on device %d; one-shot P2P all-reduce up to %d KiB", c.dev.Device(), c.oneMax>>10)
+		return fmt.Sprintf("NCCL on device %d; one-shot P2P all-reduce up to %d KiB", c.dev.Device(), p2pMaxBytes>>10)
 	}
 	return fmt.Sprintf("NCCL on device %d; one-shot all-reduce off: %s", c.dev.Device(), c.noP2P)
 }
 
 // ready returns the collective state, initialising it on first use.
 func (b *Backend) collReady(op string) (*collectives, error) {
-	c := b.coll()
+	c := &b.collectives
 	if !c.inited {
 		b.InitCollectives(context.Background())
 	}
@@ -150,7 +141,7 @@ func (b *Backend) AllReduce(x kernels.Tensor) error {
 	if c.dev == nil {
 		return b.hostAllReduce(xt)
 	}
-	if c.p2p != nil && xt.n*4 <= c.oneMax {
+	if c.p2p != nil && xt.n*4 <= p2pMaxBytes {
 		c.p2p.allReduce(b, xt)
 		return nil
 	}

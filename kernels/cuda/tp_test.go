@@ -278,14 +278,14 @@ func TestOneShotAllReduce(t *testing.T) {
 				devices[i] = i
 			}
 			ranks, _ := ncclRanks(t, devices)
-			if ranks[0].be.coll().p2p == nil {
+			if ranks[0].be.collectives.p2p == nil {
 				t.Skipf("one-shot all-reduce unavailable: %s", ranks[0].be.CollectivesInfo())
 			}
 			val := func(rank, i, k int) float32 { return float32((rank+1)*((i+k)%13) - rank) }
 			for _, n := range []int{1, 3, 4, 129, 1003, 4096, 1 << 16} {
 				for _, path := range []string{"oneshot", "nccl"} {
 					err := onRanks(ranks, func(r int, be *Backend) error {
-						c := be.coll()
+						c := &be.collectives
 						for k := range 3 {
 							host := make([]float32, n)
 							for i := range host {
@@ -319,7 +319,7 @@ func TestOneShotAllReduce(t *testing.T) {
 			// Graph: three one-shot all-reduces of ones, replayed twice: each
 			// replay multiplies by size³.
 			err := onRanks(ranks, func(r int, be *Backend) error {
-				c := be.coll()
+				c := &be.collectives
 				const n = 1000
 				ones := make([]float32, n)
 				for i := range ones {
@@ -367,13 +367,13 @@ func TestOneShotAllReduce(t *testing.T) {
 func TestOneShotAbort(t *testing.T) {
 	multiGPU(t, 2)
 	ranks, g := ncclRanks(t, []int{0, 1})
-	if ranks[0].be.coll().p2p == nil {
+	if ranks[0].be.collectives.p2p == nil {
 		t.Skipf("one-shot all-reduce unavailable: %s", ranks[0].be.CollectivesInfo())
 	}
 	done := make(chan error, 1)
 	go ranks[0].do(func(be *Backend) {
 		x := be.tensor("test", be.Upload(make([]float32, 256), 256))
-		be.coll().p2p.allReduce(be, x)
+		be.collectives.p2p.allReduce(be, x)
 		done <- streamSynchronize()
 	})
 	select {
@@ -398,7 +398,7 @@ func TestOneShotAbort(t *testing.T) {
 func TestAllReduceLatency(t *testing.T) {
 	multiGPU(t, 2)
 	ranks, _ := ncclRanks(t, []int{0, 1})
-	hasP2P := ranks[0].be.coll().p2p != nil
+	hasP2P := ranks[0].be.collectives.p2p != nil
 	const eagerIters, graphCalls, graphLaunches = 200, 64, 20
 	type row struct {
 		bytes                      int
@@ -416,7 +416,7 @@ func TestAllReduceLatency(t *testing.T) {
 			var mu sync.Mutex
 			var eager, graph float64
 			err := onRanks(ranks, func(r int, be *Backend) error {
-				c := be.coll()
+				c := &be.collectives
 				x := be.tensor("bench", be.Upload(make([]float32, n), n))
 				defer be.Free(x)
 				call := func() error {
