@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"cohort/kernels/kernelstest"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -10,27 +11,11 @@ import (
 
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x5eed)) }
 
-// randSlice returns n values uniform in [-scale, scale).
-func randSlice(r *rand.Rand, n int, scale float32) []float32 {
-	s := make([]float32, n)
-	for i := range s {
-		s[i] = (2*r.Float32() - 1) * scale
-	}
-	return s
-}
-
-// relDiff returns max|got−want| / max|want| (the magnitude, at least 1e-3).
-func relDiff(got, want []float32) float64 {
-	if len(got) != len(want) {
-		return math.Inf(1)
-	}
-	var d, m float64
-	for i := range got {
-		d = max(d, math.Abs(float64(got[i])-float64(want[i])))
-		m = max(m, math.Abs(float64(want[i])))
-	}
-	return d / max(1e-3, m)
-}
+// randSlice and relDiff are the shared kernelstest helpers.
+var (
+	randSlice = kernelstest.RandSlice
+	relDiff   = kernelstest.RelDiff
+)
 
 func relDiff64(got []float32, want []float64) float64 {
 	w := make([]float32, len(want))

@@ -3,7 +3,7 @@
 package cuda
 
 import (
-	"math"
+	"cohort/kernels/kernelstest"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -59,32 +59,11 @@ func gpu(t testing.TB) *Backend {
 
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0xc0da)) }
 
-// randSlice returns n values uniform in [-scale, scale).
-func randSlice(r *rand.Rand, n int, scale float32) []float32 {
-	s := make([]float32, n)
-	for i := range s {
-		s[i] = (2*r.Float32() - 1) * scale
-	}
-	return s
-}
-
-// relDiff returns max|got−want| / max|want| (the magnitude, at least 1e-3);
-// NaN anywhere gives +Inf.
-func relDiff(got, want []float32) float64 {
-	if len(got) != len(want) {
-		return math.Inf(1)
-	}
-	var d, m float64
-	for i := range got {
-		g, w := float64(got[i]), float64(want[i])
-		if math.IsNaN(g) || math.IsNaN(w) {
-			return math.Inf(1)
-		}
-		d = max(d, math.Abs(g-w))
-		m = max(m, math.Abs(w))
-	}
-	return d / max(1e-3, m)
-}
+// randSlice and relDiff are the shared kernelstest helpers.
+var (
+	randSlice = kernelstest.RandSlice
+	relDiff   = kernelstest.RelDiff
+)
 
 // checkClose fails unless got is within tol of want (relDiff) and logs the
 // difference, so the verbose output records every measured error.

@@ -1,0 +1,36 @@
+// Package kernelstest holds helpers shared by the backends' differential
+// tests (kernels/cpu against float64 references, kernels/cuda against the
+// CPU oracle).
+package kernelstest
+
+import (
+	"math"
+	"math/rand/v2"
+)
+
+// RandSlice returns n values uniform in [-scale, scale).
+func RandSlice(r *rand.Rand, n int, scale float32) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = (2*r.Float32() - 1) * scale
+	}
+	return s
+}
+
+// RelDiff returns max|got−want| / max|want| (the magnitude, at least 1e-3);
+// NaN anywhere, or different lengths, give +Inf.
+func RelDiff(got, want []float32) float64 {
+	if len(got) != len(want) {
+		return math.Inf(1)
+	}
+	var d, m float64
+	for i := range got {
+		g, w := float64(got[i]), float64(want[i])
+		if math.IsNaN(g) || math.IsNaN(w) {
+			return math.Inf(1)
+		}
+		d = max(d, math.Abs(g-w))
+		m = max(m, math.Abs(w))
+	}
+	return d / max(1e-3, m)
+}
