@@ -730,8 +730,10 @@ func (b *Backend) launch(op, name string, grid, block [3]int, shmem int, args ..
 		}
 	}
 	if b.graph.mode != graphOff {
-		shape := []uint64{uint64(grid[0]), uint64(grid[1]), uint64(grid[2]), uint64(block[0]), uint64(block[1]), uint64(block[2]), uint64(shmem)}
-		if b.graph.skip(op, name, append(shape, packed...)...) {
+		for _, d := range [...]int{grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem} {
+			b.graph.fp.add(uint64(d))
+		}
+		if b.graph.skip(op, name, packed...) {
 			return
 		}
 	}
