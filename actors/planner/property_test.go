@@ -47,7 +47,6 @@ type workload struct {
 	partial bool // sometimes leave Sample seqs out of Update (fuzz only)
 
 	deadline map[RequestID]int // step count by which a live request must have ended
-	maxAge   int
 }
 
 func newWorkload(ch chooser, partial bool) (*workload, error) {

@@ -46,9 +46,6 @@ func builtinDir() (string, error) {
 	return dir, nil
 }
 
-// loadModel opens dir (or the built-in model when dir is empty) on the CPU backend.
-func loadModel(dir string) (*loaded, error) { return loadModelOn(dir, "cpu", 0) }
-
 // loadModelOn opens dir (or the built-in model when dir is empty) on one
 // rank of device ("cpu" or "cuda"; threads bounds the CPU backend's workers,
 // 0 = GOMAXPROCS). For "cuda" the caller must run on a goroutine locked to
