@@ -178,3 +178,35 @@ type WeightUploader interface {
 type MemoryReporter interface {
 	MemInfo() (free, total int64, err error)
 }
+
+// FusedLinear is implemented by backends that read several weights against
+// one input in a single pass (the CUDA backend's decode GEMV), so a layer's
+// projections of the same activations cost one launch.
+type FusedLinear interface {
+	// Linears returns x·wᵢᵀ for every w, as Linear would.
+	Linears(x Tensor, ws ...Tensor) []Tensor
+	// SwiGLULinear returns SwiGLU(x·gateᵀ, x·upᵀ).
+	SwiGLULinear(x, gate, up Tensor) Tensor
+}
+
+// Linears returns x·wᵢᵀ for every w: in one pass where be is a
+// FusedLinear, else one Linear each.
+func Linears(be Backend, x Tensor, ws ...Tensor) []Tensor {
+	if f, ok := be.(FusedLinear); ok {
+		return f.Linears(x, ws...)
+	}
+	out := make([]Tensor, len(ws))
+	for i, w := range ws {
+		out[i] = be.Linear(x, w)
+	}
+	return out
+}
+
+// SwiGLULinear returns SwiGLU(x·gateᵀ, x·upᵀ): in one pass where be is a
+// FusedLinear, else two Linears and a SwiGLU.
+func SwiGLULinear(be Backend, x, gate, up Tensor) Tensor {
+	if f, ok := be.(FusedLinear); ok {
+		return f.SwiGLULinear(x, gate, up)
+	}
+	return be.SwiGLU(be.Linear(x, gate), be.Linear(x, up))
+}

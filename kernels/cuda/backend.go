@@ -97,6 +97,7 @@ type Backend struct {
 	closed     bool
 
 	weights     string             // "bf16" or "f32" (Options.Weights)
+	mmaRows     int                // most rows of the tensor-core GEMV (bf16.go)
 	plans       map[ltKey]ltPlan   // prepared cuBLASLt matmuls by shape
 	graph       graphs             // CUDA graphs of decode steps (graph.go)
 	collectives collectives        // device collectives (collective.go)
@@ -147,6 +148,9 @@ func New(o Options) (*Backend, error) {
 		permanent: map[devptr]int64{}, invFreq: map[ropeKey]devptr{}, plans: map[ltKey]ltPlan{},
 		syncLaunch: os.Getenv("COHORT_CUDA_SYNC") == "1"}
 	if b.weights, err = weightType(o.Weights); err != nil {
+		return nil, err
+	}
+	if b.mmaRows, err = mmaRowsFromEnv(); err != nil {
 		return nil, err
 	}
 	if b.ccMaj, err = deviceAttribute(dev, attrComputeCapabilityMajor); err != nil {

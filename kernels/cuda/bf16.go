@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"unsafe"
 
@@ -100,25 +101,126 @@ func (b *Backend) downloadBF16(t *Tensor) []float32 {
 }
 
 // gemvMaxRows is GEMV_MAX_ROWS of kernels/35_bf16.cu: the most activation
-// rows the bf16 GEMV serves; more rows go through cuBLASLt.
+// rows the CUDA-core bf16 GEMV serves (for K not a multiple of 64).
 const gemvMaxRows = 8
 
 // gemvWarps is the warps (output columns) of one gemv_bf16 block.
 const gemvWarps = 8
 
+// mmaWarps is MMA_WARPS of kernels/36_gemv_mma.cu: the warps of one
+// gemv_mma block, which split K between them.
+const mmaWarps = 8
+
+// mmaMaxRowsDefault is the most rows the tensor-core GEMV serves unless
+// COHORT_CUDA_MMA_ROWS says otherwise; beyond it cuBLASLt runs.
+const mmaMaxRowsDefault = 32
+
+// mmaRowsFromEnv reads COHORT_CUDA_MMA_ROWS (0 turns the tensor-core GEMV
+// off; at most 32).
+func mmaRowsFromEnv() (int, error) {
+	v := os.Getenv("COHORT_CUDA_MMA_ROWS")
+	if v == "" {
+		return mmaMaxRowsDefault, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > 32 {
+		return 0, fmt.Errorf("cuda: COHORT_CUDA_MMA_ROWS=%q: want an integer in [0, 32]", v)
+	}
+	return n, nil
+}
+
+// mmaKernel names the tensor-core GEMV entry for T rows (8·NT ≥ T).
+func mmaKernel(prefix string, T int) string {
+	switch {
+	case T <= 8:
+		return prefix + "_nt1"
+	case T <= 16:
+		return prefix + "_nt2"
+	}
+	return prefix + "_nt4"
+}
+
+// mmaFits reports whether the tensor-core GEMV serves T rows of K columns.
+func (b *Backend) mmaFits(T, K int) bool { return T >= 1 && T <= b.mmaRows && K%64 == 0 }
+
 // linearBF16 computes y[T, N] = x[T, K]·w[N, K]ᵀ with bf16 w: a
-// bandwidth-bound GEMV kernel for decode-sized T, else x rounded to bf16 and
-// a bf16 cuBLASLt GEMM with fp32 accumulation and output.
+// bandwidth-bound tensor-core GEMV for decode-sized T (a CUDA-core GEMV
+// when K is not a multiple of 64), else x rounded to bf16 and a bf16
+// cuBLASLt GEMM with fp32 accumulation and output.
 func (b *Backend) linearBF16(op string, y, x, w *Tensor, T, K, N int) {
-	if T <= gemvMaxRows && K%8 == 0 {
+	switch {
+	case b.mmaFits(T, K):
+		b.launch(op, mmaKernel("gemv_mma", T), [3]int{(N + 15) / 16, 1, 1}, [3]int{32 * mmaWarps, 1, 1}, 0,
+			y.ptr, w.ptr, N, devptr(0), devptr(0), 0, devptr(0), devptr(0), 0, devptr(0), devptr(0), 0, x.ptr, T, K)
+	case T <= gemvMaxRows && K%8 == 0:
 		b.launch(op, "gemv_bf16", [3]int{(N + gemvWarps - 1) / gemvWarps, 1, 1}, [3]int{32, gemvWarps, 1}, 0,
 			y.ptr, x.ptr, w.ptr, T, K, N)
-		return
+	default:
+		n := int64(T) * int64(K)
+		xb := b.allocScratch(op, n*2)
+		b.launch(op, "f32_to_bf16", [3]int{b.grid1(n, 256), 1, 1}, [3]int{256, 1, 1}, 0, xb, x.ptr, n)
+		b.ltGemm(op, ltKey{bf16: true, transA: true, m: N, n: T, k: K, lda: K, ldb: K, ldd: N}, w.ptr, xb, y.ptr)
 	}
-	n := int64(T) * int64(K)
-	xb := b.allocScratch(op, n*2)
-	b.launch(op, "f32_to_bf16", [3]int{b.grid1(n, 256), 1, 1}, [3]int{256, 1, 1}, 0, xb, x.ptr, n)
-	b.ltGemm(op, ltKey{bf16: true, transA: true, m: N, n: T, k: K, lda: K, ldb: K, ldd: N}, w.ptr, xb, y.ptr)
+}
+
+// Linears returns x·wᵢᵀ for every w (kernels.FusedLinear). Up to four bf16
+// weights that the tensor-core GEMV serves share one launch; otherwise each
+// is a Linear.
+func (b *Backend) Linears(x kernels.Tensor, ws ...kernels.Tensor) []kernels.Tensor {
+	const op = "Linears"
+	xt := b.tensor(op, x)
+	T, K := xt.dims()
+	out := make([]kernels.Tensor, len(ws))
+	if len(ws) > 4 || len(xt.shape) != 2 || !b.mmaFits(T, K) || !allBF16(b, op, K, ws) {
+		for i, w := range ws {
+			out[i] = b.Linear(x, w)
+		}
+		return out
+	}
+	var args [12]any
+	tiles := 0
+	for i := range 4 {
+		args[3*i], args[3*i+1], args[3*i+2] = devptr(0), devptr(0), 0
+		if i < len(ws) {
+			wt := b.weight(op, ws[i])
+			N := wt.shape[0]
+			y := b.newTensor(op, T, N)
+			out[i] = y
+			args[3*i], args[3*i+1], args[3*i+2] = y.ptr, wt.ptr, N
+			tiles += (N + 15) / 16
+		}
+	}
+	b.launch(op, mmaKernel("gemv_mma", T), [3]int{tiles, 1, 1}, [3]int{32 * mmaWarps, 1, 1}, 0,
+		append(args[:], xt.ptr, T, K)...)
+	return out
+}
+
+// allBF16 reports whether every w is a bf16 matrix [N, K] with N > 0.
+func allBF16(b *Backend, op string, K int, ws []kernels.Tensor) bool {
+	for _, w := range ws {
+		wt := b.weight(op, w)
+		if !wt.bf16 || len(wt.shape) != 2 || wt.shape[1] != K || wt.shape[0] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// SwiGLULinear returns silu(x·gateᵀ) ⊙ (x·upᵀ) (kernels.FusedLinear): one
+// tensor-core pass over both weights for decode-sized x, else SwiGLU of two
+// Linears.
+func (b *Backend) SwiGLULinear(x, gate, up kernels.Tensor) kernels.Tensor {
+	const op = "SwiGLULinear"
+	xt, gt, ut := b.tensor(op, x), b.weight(op, gate), b.weight(op, up)
+	T, K := xt.dims()
+	if len(xt.shape) != 2 || !b.mmaFits(T, K) || !allBF16(b, op, K, []kernels.Tensor{gate, up}) || gt.shape[0] != ut.shape[0] {
+		return b.SwiGLU(b.Linear(x, gate), b.Linear(x, up))
+	}
+	N := gt.shape[0]
+	y := b.newTensor(op, T, N)
+	b.launch(op, mmaKernel("gemv_mma_swiglu", T), [3]int{(N + 15) / 16, 1, 1}, [3]int{32 * mmaWarps, 1, 1}, 0,
+		y.ptr, gt.ptr, ut.ptr, N, xt.ptr, T, K)
+	return y
 }
 
 // ltGemm runs a cuBLASLt matmul, preparing and caching its plan on first use.

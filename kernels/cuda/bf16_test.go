@@ -43,31 +43,77 @@ func TestBF16Bits(t *testing.T) {
 	}
 }
 
-// TestLinearBF16 compares Linear with bf16 weights (the GEMV up to 8 rows,
-// cuBLASLt beyond) with the CPU oracle on the same bf16-rounded weights;
-// beyond 8 rows the activations are rounded to bf16 too, on both sides.
+// TestLinearBF16 compares Linear with bf16 weights (the tensor-core GEMV
+// up to 32 rows when K is a multiple of 64, the CUDA-core GEMV up to 8 rows
+// otherwise, cuBLASLt beyond) with the CPU oracle on the same bf16-rounded
+// weights; where the GPU rounds the activations to bf16 (every path but the
+// CUDA-core GEMV) the oracle gets them rounded too.
 func TestLinearBF16(t *testing.T) {
 	bf16Backend(t)
 	c := cpu.New(cpu.Options{})
 	for _, tc := range []struct{ T, K, N int }{
 		{1, 64, 40}, {3, 2560, 300}, {8, 1024, 17}, {1, 9216, 64}, {9, 512, 300}, {64, 2560, 96}, {5, 40, 33},
+		{16, 2560, 33}, {17, 4096, 50}, {32, 128, 16}, {24, 192, 1}, {2, 640, 248}, {33, 256, 20},
 	} {
 		t.Run(fmt.Sprintf("T%d_K%d_N%d", tc.T, tc.K, tc.N), func(t *testing.T) {
 			g := bf16Backend(t) // subtests run on their own goroutines
 			r := newRand(uint64(tc.T*1000 + tc.K + tc.N))
 			w := roundBF16(randSlice(r, tc.N*tc.K, 0.1))
 			x := randSlice(r, tc.T*tc.K, 1)
-			xc := x
-			if tc.T > gemvMaxRows || tc.K%8 != 0 {
-				xc = roundBF16(x)
-			}
 			gw := g.UploadWeight(w, tc.N, tc.K)
 			if !asTensor("test", gw).bf16 {
 				t.Fatal("UploadWeight did not store a bf16 matrix")
 			}
 			got := g.Download(g.Linear(g.Upload(x, tc.T, tc.K), gw))
-			want := c.Download(c.Linear(c.Upload(xc, tc.T, tc.K), c.Upload(w, tc.N, tc.K)))
+			want := c.Download(c.Linear(c.Upload(oracleActivations(g, x, tc.T, tc.K), tc.T, tc.K), c.Upload(w, tc.N, tc.K)))
 			checkClose(t, "Linear", got, want, 2e-5)
+			g.ResetScratch()
+		})
+	}
+}
+
+// oracleActivations returns x as the GPU's bf16 Linear of T rows of K uses
+// it: rounded to bf16 on every path but the CUDA-core GEMV.
+func oracleActivations(g *Backend, x []float32, T, K int) []float32 {
+	if !g.mmaFits(T, K) && T <= gemvMaxRows && K%8 == 0 {
+		return x
+	}
+	return roundBF16(x)
+}
+
+// TestFusedLinearBF16: Linears (up to four weights in one launch) and
+// SwiGLULinear equal the CPU oracle's separate Linears and SwiGLU, on the
+// fused path and on the fallbacks (more than four weights, rows beyond the
+// tensor-core GEMV).
+func TestFusedLinearBF16(t *testing.T) {
+	bf16Backend(t)
+	c := cpu.New(cpu.Options{})
+	for _, tc := range []struct {
+		T, K int
+		Ns   []int
+	}{
+		{1, 2560, []int{8192, 4096, 32, 32}}, {7, 256, []int{48, 16, 1}}, {12, 512, []int{100, 200}},
+		{32, 128, []int{64, 64, 64, 64, 64}}, {40, 128, []int{16, 32}},
+	} {
+		t.Run(fmt.Sprintf("T%d_K%d_%v", tc.T, tc.K, tc.Ns), func(t *testing.T) {
+			g := bf16Backend(t)
+			r := newRand(uint64(tc.T*7 + tc.K))
+			x := randSlice(r, tc.T*tc.K, 1)
+			xc := oracleActivations(g, x, tc.T, tc.K)
+			gx, cx := g.Upload(x, tc.T, tc.K), c.Upload(xc, tc.T, tc.K)
+			var gws, cws []kernels.Tensor
+			for _, n := range tc.Ns {
+				w := roundBF16(randSlice(r, n*tc.K, 0.1))
+				gws, cws = append(gws, g.UploadWeight(w, n, tc.K)), append(cws, c.Upload(w, n, tc.K))
+			}
+			for i, y := range g.Linears(gx, gws...) {
+				checkClose(t, fmt.Sprintf("Linears[%d]", i), g.Download(y), c.Download(c.Linear(cx, cws[i])), 2e-5)
+			}
+			n := tc.Ns[1]
+			gate, up := roundBF16(randSlice(r, n*tc.K, 0.1)), roundBF16(randSlice(r, n*tc.K, 0.1))
+			got := g.Download(g.SwiGLULinear(gx, g.UploadWeight(gate, n, tc.K), g.UploadWeight(up, n, tc.K)))
+			want := c.Download(c.SwiGLU(c.Linear(cx, c.Upload(gate, n, tc.K)), c.Linear(cx, c.Upload(up, n, tc.K))))
+			checkClose(t, "SwiGLULinear", got, want, 2e-5)
 			g.ResetScratch()
 		})
 	}
@@ -101,7 +147,7 @@ var bf16Shared *Backend
 
 // bf16Backend returns a second shared backend with bf16 weights and CUDA
 // graphs on (the default configuration), on the test's locked thread.
-func bf16Backend(t *testing.T) *Backend {
+func bf16Backend(t testing.TB) *Backend {
 	t.Helper()
 	gpu(t) // skips without a GPU, locks the thread
 	if bf16Shared == nil {

@@ -141,7 +141,7 @@ func (m *Model) Forward(be kernels.Backend, st *model.State, tokens []int32, b *
 			return nil, err
 		}
 		residual, h = be.AddRMSNorm(residual, mixed, l.postNorm, m.cfg.Eps)
-		mlp := be.Linear(be.SwiGLU(be.Linear(h, l.gate), be.Linear(h, l.up)), l.down)
+		mlp := be.Linear(kernels.SwiGLULinear(be, h, l.gate, l.up), l.down)
 		if err := m.allReduce(be, mlp); err != nil {
 			return nil, err
 		}
@@ -189,10 +189,11 @@ func (m *Model) allReduce(be kernels.Backend, x kernels.Tensor) error {
 // attention is the gated full-attention mixer (spec §2.3).
 func (m *Model) attention(be kernels.Backend, l *layer, h kernels.Tensor, st *model.State, b *kernels.Batch) kernels.Tensor {
 	c := m.attn
-	q, gate := be.SplitQueryGate(be.Linear(h, l.q), c.Heads, c.HeadDim)
+	p := kernels.Linears(be, h, l.q, l.k, l.v)
+	q, gate := be.SplitQueryGate(p[0], c.Heads, c.HeadDim)
 	q = be.RMSNorm(q, l.qNorm, m.cfg.Eps)
-	k := be.RMSNorm(be.Linear(h, l.k), l.kNorm, m.cfg.Eps)
-	v := be.Linear(h, l.v)
+	k := be.RMSNorm(p[1], l.kNorm, m.cfg.Eps)
+	v := p[2]
 	be.RoPE(q, b.Positions, c.HeadDim, c.RotaryDim, c.Theta)
 	be.RoPE(k, b.Positions, c.HeadDim, c.RotaryDim, c.Theta)
 	out := be.Attention(q, k, v, gate, st.KV, l.index, b, c)
@@ -201,8 +202,9 @@ func (m *Model) attention(be kernels.Backend, l *layer, h kernels.Tensor, st *mo
 
 // deltaNet is the Gated DeltaNet mixer (spec §2.4).
 func (m *Model) deltaNet(be kernels.Backend, l *layer, h kernels.Tensor, st *model.State, b *kernels.Batch) kernels.Tensor {
-	mixed := be.CausalConv1d(be.Linear(h, l.qkv), l.conv, st.GDN, l.index, b)
-	o := be.GatedDeltaRule(mixed, be.Linear(h, l.b), be.Linear(h, l.a), l.aLog, l.dtBias, st.GDN, l.index, b, m.gdn)
-	o = be.GatedRMSNorm(o, be.Linear(h, l.z), l.gnorm, m.cfg.Eps)
+	p := kernels.Linears(be, h, l.qkv, l.z, l.b, l.a)
+	mixed := be.CausalConv1d(p[0], l.conv, st.GDN, l.index, b)
+	o := be.GatedDeltaRule(mixed, p[2], p[3], l.aLog, l.dtBias, st.GDN, l.index, b, m.gdn)
+	o = be.GatedRMSNorm(o, p[1], l.gnorm, m.cfg.Eps)
 	return be.Linear(o, l.outProj)
 }

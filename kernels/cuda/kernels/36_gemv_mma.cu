@@ -1,0 +1,201 @@
+// Decode-sized bf16 GEMMs on tensor cores: y[T, N] = x[T, K] · w[N, K]^T for
+// T <= 8·NT rows, w in bf16, x in float32 (rounded to bf16 in registers),
+// float32 accumulation. The weights are read once whatever T is, so a step
+// of 16 rows costs about what a step of one row costs.
+//
+// Layout. A warp owns one tile of 16 weight rows (the mma's M) and walks its
+// share of K in chunks of 64. In each chunk a lane loads 16 consecutive bf16
+// of row g and of row g+8 (g = lane/4, so four lanes read one 128-byte line
+// of each row) and the same 16 positions of activation row g of every
+// n-tile. A dot product does not depend on the order of its terms, so these
+// 16 physical positions are fed to four m16n8k16 mmas as the four k-slots a
+// lane holds in each ({2·tig, 2·tig+1, 2·tig+8, 2·tig+9}): weights and
+// activations get the same permutation and the sum is the GEMM's.
+//
+// The MMA_WARPS warps of a block split K between them and add their tiles
+// in shared memory; a grid has one block per 16-row tile of all its
+// segments (up to four weights read against the same x in one launch).
+
+#define MMA_WARPS 8
+#define MMA_MAX_NT 4
+
+// pack_bf16x2 rounds lo and hi to bf16 (nearest even) into one register,
+// lo in the low half (the first element of an mma operand pair).
+__device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
+	unsigned r;
+	asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+	return r;
+}
+
+// ld_stream loads 16 bytes of a weight through the non-coherent path
+// without keeping them in L1 (each is read once per step).
+__device__ __forceinline__ uint4 ld_stream(const uint4 *p) {
+	uint4 v;
+	asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+	    : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+	return v;
+}
+
+__device__ __forceinline__ void mma_16816(float d[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+	             : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// mma_chunk adds one 64-wide K chunk: r0 and r1 hold the lane's 16 bf16 of
+// weight rows g and g+8 at position k, x is read at the same positions.
+template <int NT>
+__device__ __forceinline__ void mma_chunk(float acc[NT][4], uint4 r0a, uint4 r0b, uint4 r1a, uint4 r1b,
+                                          const float *x, long long K, int T, int k, int g) {
+	const unsigned a[4][4] = {
+		{r0a.x, r1a.x, r0a.y, r1a.y},
+		{r0a.z, r1a.z, r0a.w, r1a.w},
+		{r0b.x, r1b.x, r0b.y, r1b.y},
+		{r0b.z, r1b.z, r0b.w, r1b.w},
+	};
+#pragma unroll
+	for (int nt = 0; nt < NT; nt++) {
+		int t = nt * 8 + g;
+		unsigned b[8];
+		if (t < T) {
+			const float4 *xp = (const float4 *)(x + t * K + k);
+#pragma unroll
+			for (int q = 0; q < 4; q++) {
+				float4 v = __ldg(xp + q);
+				b[2 * q] = pack_bf16x2(v.x, v.y);
+				b[2 * q + 1] = pack_bf16x2(v.z, v.w);
+			}
+		} else {
+#pragma unroll
+			for (int q = 0; q < 8; q++) b[q] = 0u;
+		}
+#pragma unroll
+		for (int j = 0; j < 4; j++) mma_16816(acc[nt], a[j][0], a[j][1], a[j][2], a[j][3], b[2 * j], b[2 * j + 1]);
+	}
+}
+
+// mma_tile accumulates the warp's share of K for the 16 rows from m0 of w
+// [N, K]: chunks warp, warp+nw, ..., U of them in flight.
+template <int NT, int U>
+__device__ __forceinline__ void mma_tile(float acc[NT][4], const unsigned short *w, int N, int K, int m0,
+                                         const float *x, int T, int warp, int nw) {
+	int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+	const uint4 *p0 = (const uint4 *)(w + (long long)min(m0 + g, N - 1) * K) + tig * 2;
+	const uint4 *p1 = (const uint4 *)(w + (long long)min(m0 + g + 8, N - 1) * K) + tig * 2;
+	int chunks = K >> 6, c = warp;
+	for (; c + (U - 1) * nw < chunks; c += U * nw) {
+		uint4 v[U][4];
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			int o = (c + u * nw) * 8;
+			v[u][0] = ld_stream(p0 + o);
+			v[u][1] = ld_stream(p0 + o + 1);
+			v[u][2] = ld_stream(p1 + o);
+			v[u][3] = ld_stream(p1 + o + 1);
+		}
+#pragma unroll
+		for (int u = 0; u < U; u++)
+			mma_chunk<NT>(acc, v[u][0], v[u][1], v[u][2], v[u][3], x, K, T, (c + u * nw) * 64 + tig * 16, g);
+	}
+	for (; c < chunks; c += nw) {
+		int o = c * 8;
+		mma_chunk<NT>(acc, ld_stream(p0 + o), ld_stream(p0 + o + 1), ld_stream(p1 + o), ld_stream(p1 + o + 1),
+		              x, K, T, c * 64 + tig * 16, g);
+	}
+}
+
+// mma_reduce adds the warps' tiles: red[t][m] (t < 8·NT, m < 16) is the sum
+// over warps of D[m][t] for every thread after it returns. red has
+// MMA_WARPS·NT·128 floats.
+template <int NT>
+__device__ __forceinline__ void mma_reduce(float acc[NT][4], float *red) {
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5, g = lane >> 2, tig = lane & 3;
+	float *mine = red + warp * NT * 128;
+#pragma unroll
+	for (int nt = 0; nt < NT; nt++) {
+		int t = nt * 8 + 2 * tig;
+		mine[t * 16 + g] = acc[nt][0];
+		mine[(t + 1) * 16 + g] = acc[nt][1];
+		mine[t * 16 + g + 8] = acc[nt][2];
+		mine[(t + 1) * 16 + g + 8] = acc[nt][3];
+	}
+	__syncthreads();
+	for (int i = threadIdx.x; i < NT * 128; i += blockDim.x) {
+		float s = 0.0f;
+		for (int v = 0; v < nw; v++) s += red[v * NT * 128 + i];
+		red[i] = s; // only warp 0's slice is overwritten, after it was read
+	}
+	__syncthreads();
+}
+
+// mma_seg picks the segment of tile blockIdx.x: up to four weights, each
+// with its own output, share one launch.
+struct mma_seg {
+	float *y;
+	const unsigned short *w;
+	int N;
+	int m0;
+};
+
+__device__ __forceinline__ mma_seg mma_pick(float *y0, const unsigned short *w0, int n0, float *y1, const unsigned short *w1, int n1,
+                                            float *y2, const unsigned short *w2, int n2, float *y3, const unsigned short *w3, int n3) {
+	int tile = blockIdx.x, t;
+	t = (n0 + 15) >> 4;
+	if (tile < t) return {y0, w0, n0, tile * 16};
+	tile -= t;
+	t = (n1 + 15) >> 4;
+	if (tile < t) return {y1, w1, n1, tile * 16};
+	tile -= t;
+	t = (n2 + 15) >> 4;
+	if (tile < t) return {y2, w2, n2, tile * 16};
+	tile -= t;
+	return {y3, w3, n3, tile * 16};
+}
+
+template <int NT, int U>
+__device__ __forceinline__ void gemv_mma(float *y0, const unsigned short *w0, int n0, float *y1, const unsigned short *w1, int n1,
+                                         float *y2, const unsigned short *w2, int n2, float *y3, const unsigned short *w3, int n3,
+                                         const float *x, int T, int K) {
+	__shared__ float red[MMA_WARPS * NT * 128];
+	mma_seg s = mma_pick(y0, w0, n0, y1, w1, n1, y2, w2, n2, y3, w3, n3);
+	float acc[NT][4] = {};
+	mma_tile<NT, U>(acc, s.w, s.N, K, s.m0, x, T, threadIdx.x >> 5, blockDim.x >> 5);
+	mma_reduce<NT>(acc, red);
+	for (int i = threadIdx.x; i < NT * 128; i += blockDim.x) {
+		int t = i >> 4, m = s.m0 + (i & 15);
+		if (t < T && m < s.N) s.y[(long long)t * s.N + m] = red[i];
+	}
+}
+
+// gemv_mma_swiglu: y[T, N] = silu(x·gᵀ) ⊙ (x·uᵀ) for the gate and up
+// projections g, u [N, K] of an MLP, in one pass over both.
+template <int NT, int U>
+__device__ __forceinline__ void gemv_mma_swiglu(float *y, const unsigned short *wg, const unsigned short *wu, int N,
+                                                const float *x, int T, int K) {
+	__shared__ float red[2][MMA_WARPS * NT * 128];
+	int m0 = blockIdx.x * 16, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	float ag[NT][4] = {}, au[NT][4] = {};
+	mma_tile<NT, U>(ag, wg, N, K, m0, x, T, warp, nw);
+	mma_tile<NT, U>(au, wu, N, K, m0, x, T, warp, nw);
+	mma_reduce<NT>(ag, red[0]);
+	mma_reduce<NT>(au, red[1]);
+	for (int i = threadIdx.x; i < NT * 128; i += blockDim.x) {
+		int t = i >> 4, m = m0 + (i & 15);
+		if (t < T && m < N) y[(long long)t * N + m] = silu_ref(red[0][i]) * red[1][i];
+	}
+}
+
+#define GEMV_MMA_ENTRY(NT, U)                                                                                              \
+	extern "C" __global__ void __launch_bounds__(MMA_WARPS * 32) gemv_mma_nt##NT(                                        \
+	    float *y0, const unsigned short *w0, int n0, float *y1, const unsigned short *w1, int n1, float *y2,           \
+	    const unsigned short *w2, int n2, float *y3, const unsigned short *w3, int n3, const float *x, int T, int K) {  \
+		gemv_mma<NT, U>(y0, w0, n0, y1, w1, n1, y2, w2, n2, y3, w3, n3, x, T, K);                                    \
+	}                                                                                                                  \
+	extern "C" __global__ void __launch_bounds__(MMA_WARPS * 32) gemv_mma_swiglu_nt##NT(                                 \
+	    float *y, const unsigned short *wg, const unsigned short *wu, int N, const float *x, int T, int K) {           \
+		gemv_mma_swiglu<NT, U>(y, wg, wu, N, x, T, K);                                                                 \
+	}
+
+GEMV_MMA_ENTRY(1, 4)
+GEMV_MMA_ENTRY(2, 4)
+GEMV_MMA_ENTRY(4, 2)

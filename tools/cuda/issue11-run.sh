@@ -1,0 +1,41 @@
+#!/bin/bash
+# One device call for the decode issue (11): the GPU test suite in the
+# background while the 4b-shape model is generated, then the bf16 Linear
+# micro-benchmark (tensor-core GEMV beside the old paths), fidelity
+# (cohort score against HF f32 and bf16 on the same weights), cohort bench,
+# and optionally an ncu profile of one batch-1 decode step (NCU=1).
+# Carry $BIN (default out/) with cohort and cuda.test. Results go to $OUT.
+set -u
+export NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+OUT=${OUT:-/tmp/issue11-out}
+mkdir -p "$OUT"
+BIN=$(cd "${BIN:-out}" && pwd)
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
+(
+	cd kernels/cuda && timeout -k 5 "${TEST_LIMIT:-150}" "$BIN/cuda.test" -test.v -test.count=1 \
+		-test.run "${TESTS:-.}" >/tmp/gpu-tests.log 2>&1
+	echo "cuda.test rc=$?" >>/tmp/gpu-tests.log
+) &
+tests=$!
+WORK=/tmp/fidelity
+"$BIN/cohort" make-model --preset 4b-shape --out $WORK/m4b >/dev/null 2>&1 || echo "make-model failed"
+wait $tests
+grep -E '^(--- |ok|FAIL|PASS|panic)|top-8|graphs captured|greedy|cuda.test rc|Error|error' /tmp/gpu-tests.log | head -80
+cp /tmp/gpu-tests.log "$OUT/gpu-tests.log"
+if [ "${MICRO:-1}" = 1 ]; then
+	(cd kernels/cuda && timeout -k 5 120 "$BIN/cuda.test" -test.run '^$' -test.bench "${MICRO_BENCH:-BenchmarkLinearBF16}" \
+		-test.benchtime "${MICRO_TIME:-5x}" 2>&1) | tee "$OUT/micro.txt" | grep -E 'Benchmark|ok|FAIL|panic'
+fi
+BUDGET=${BUDGET:-300} STAGES=${STAGES:-model ids score ref bench} HF_DTYPES=${HF_DTYPES:-bf16,f32} \
+	LENS=${LENS:-1,128,1024} BATCHES=${BATCHES:-1,8,32,64,128,256} PREFILL=${PREFILL:-1024,8192} \
+	WORK=$WORK OUT="$OUT" bash tools/cuda/fidelity.sh "$BIN/cohort" >/dev/null
+cat "$OUT/summary.txt" 2>/dev/null
+if [ "${NCU:-0}" = 1 ]; then
+	ncu --target-processes all --cache-control none --clock-control none \
+		--launch-skip "${NCU_SKIP:-2000}" --launch-count "${NCU_COUNT:-700}" \
+		--metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size \
+		--csv --page raw --print-units base \
+		"$BIN/cohort" bench --model $WORK/m4b --device cuda --batch "${NCU_BATCH:-1}" --prompt-len 16 --decode-tokens 12 \
+		--prefill 16 --ttft-len 0 >"$OUT/ncu.csv" 2>"$OUT/ncu.err"
+	echo "ncu rc=$? ($(wc -l <"$OUT/ncu.csv") lines)"
+fi
