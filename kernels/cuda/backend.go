@@ -98,6 +98,7 @@ type Backend struct {
 
 	weights     string             // "bf16" or "f32" (Options.Weights)
 	mmaRows     int                // most rows of the tensor-core GEMV (bf16.go)
+	gemvTune    gemvTuning         // its variant (bf16.go)
 	plans       map[ltKey]ltPlan   // prepared cuBLASLt matmuls by shape
 	graph       graphs             // CUDA graphs of decode steps (graph.go)
 	collectives collectives        // device collectives (collective.go)

@@ -107,9 +107,9 @@ const gemvMaxRows = 8
 // gemvWarps is the warps (output columns) of one gemv_bf16 block.
 const gemvWarps = 8
 
-// mmaWarps is MMA_WARPS of kernels/36_gemv_mma.cu: the warps of one
-// gemv_mma block, which split K between them.
-const mmaWarps = 8
+// mmaMaxWarps is MMA_MAX_WARPS of kernels/36_gemv_mma.cu: the most warps
+// of one gemv_mma block, which split K between them.
+const mmaMaxWarps = 16
 
 // mmaMaxRowsDefault is the most rows the tensor-core GEMV serves unless
 // COHORT_CUDA_MMA_ROWS says otherwise; beyond it cuBLASLt runs.
@@ -129,19 +129,49 @@ func mmaRowsFromEnv() (int, error) {
 	return n, nil
 }
 
-// mmaKernel names the tensor-core GEMV entry for T rows (8·NT ≥ T).
-func mmaKernel(prefix string, T int) string {
+// gemvTuning picks the tensor-core GEMV's variant; zero values mean the
+// defaults (tests and benchmarks set them to compare variants).
+type gemvTuning struct {
+	stage int // chunks per pipeline stage (1 or 2; 4-tile kernels have only 1)
+	warps int // warps per block (1..mmaMaxWarps)
+	rows  int // most rows of the CUDA-core GEMV when the tensor-core one does not fit (default gemvMaxRows)
+}
+
+// mmaLaunch returns the entry and block for T rows: the n-tile count 8·NT ≥
+// T, the stage and the warps.
+func (b *Backend) mmaLaunch(prefix string, T int) (string, [3]int) {
+	nt := 4
 	switch {
 	case T <= 8:
-		return prefix + "_nt1"
+		nt = 1
 	case T <= 16:
-		return prefix + "_nt2"
+		nt = 2
 	}
-	return prefix + "_nt4"
+	u := b.gemvTune.stage
+	if u == 0 || nt == 4 {
+		u = 1
+		if nt < 4 {
+			u = 2
+		}
+	}
+	w := b.gemvTune.warps
+	if w <= 0 || w > mmaMaxWarps {
+		w = 8
+	}
+	return fmt.Sprintf("%s_nt%d_u%d", prefix, nt, u), [3]int{32 * w, 1, 1}
 }
 
 // mmaFits reports whether the tensor-core GEMV serves T rows of K columns.
 func (b *Backend) mmaFits(T, K int) bool { return T >= 1 && T <= b.mmaRows && K%64 == 0 }
+
+// gemvFits reports whether the CUDA-core GEMV serves T rows of K columns.
+func (b *Backend) gemvFits(T, K int) bool {
+	rows := b.gemvTune.rows
+	if rows == 0 {
+		rows = gemvMaxRows
+	}
+	return T <= rows && K%8 == 0
+}
 
 // linearBF16 computes y[T, N] = x[T, K]·w[N, K]ᵀ with bf16 w: a
 // bandwidth-bound tensor-core GEMV for decode-sized T (a CUDA-core GEMV
@@ -150,9 +180,10 @@ func (b *Backend) mmaFits(T, K int) bool { return T >= 1 && T <= b.mmaRows && K%
 func (b *Backend) linearBF16(op string, y, x, w *Tensor, T, K, N int) {
 	switch {
 	case b.mmaFits(T, K):
-		b.launch(op, mmaKernel("gemv_mma", T), [3]int{(N + 15) / 16, 1, 1}, [3]int{32 * mmaWarps, 1, 1}, 0,
+		name, block := b.mmaLaunch("gemv_mma", T)
+		b.launch(op, name, [3]int{(N + 15) / 16, 1, 1}, block, 0,
 			y.ptr, w.ptr, N, devptr(0), devptr(0), 0, devptr(0), devptr(0), 0, devptr(0), devptr(0), 0, x.ptr, T, K)
-	case T <= gemvMaxRows && K%8 == 0:
+	case b.gemvFits(T, K):
 		b.launch(op, "gemv_bf16", [3]int{(N + gemvWarps - 1) / gemvWarps, 1, 1}, [3]int{32, gemvWarps, 1}, 0,
 			y.ptr, x.ptr, w.ptr, T, K, N)
 	default:
@@ -190,8 +221,8 @@ func (b *Backend) Linears(x kernels.Tensor, ws ...kernels.Tensor) []kernels.Tens
 			tiles += (N + 15) / 16
 		}
 	}
-	b.launch(op, mmaKernel("gemv_mma", T), [3]int{tiles, 1, 1}, [3]int{32 * mmaWarps, 1, 1}, 0,
-		append(args[:], xt.ptr, T, K)...)
+	name, block := b.mmaLaunch("gemv_mma", T)
+	b.launch(op, name, [3]int{tiles, 1, 1}, block, 0, append(args[:], xt.ptr, T, K)...)
 	return out
 }
 
@@ -218,8 +249,8 @@ func (b *Backend) SwiGLULinear(x, gate, up kernels.Tensor) kernels.Tensor {
 	}
 	N := gt.shape[0]
 	y := b.newTensor(op, T, N)
-	b.launch(op, mmaKernel("gemv_mma_swiglu", T), [3]int{(N + 15) / 16, 1, 1}, [3]int{32 * mmaWarps, 1, 1}, 0,
-		y.ptr, gt.ptr, ut.ptr, N, xt.ptr, T, K)
+	name, block := b.mmaLaunch("gemv_mma_swiglu", T)
+	b.launch(op, name, [3]int{(N + 15) / 16, 1, 1}, block, 0, y.ptr, gt.ptr, ut.ptr, N, xt.ptr, T, K)
 	return y
 }
 

@@ -14,11 +14,18 @@ import (
 // usable of the H200's 4.8 nominal.
 const peakDRAM = 4.3e12
 
-// BenchmarkLinearBF16 times the bf16 Linear of the 4b-shape decode GEMMs
-// at decode batch sizes, the tensor-core GEMV beside what main ran before
-// it (the CUDA-core GEMV up to 8 rows, cuBLASLt beyond), in one process:
-// it reports each path's weight bandwidth, its share of peakDRAM, and the
-// speed-up of the tensor-core path over the old one.
+// gemvVariant is one way to run a bf16 Linear, for BenchmarkLinearBF16.
+type gemvVariant struct {
+	name    string
+	mmaRows int
+	tune    gemvTuning
+}
+
+// BenchmarkLinearBF16 times the bf16 Linear of the 4b-shape decode GEMMs at
+// decode batch sizes, side by side in one process: the tensor-core GEMV's
+// variants (stage chunks u, warps per block w), the CUDA-core GEMV main used
+// up to 8 rows, and cuBLASLt. It reports each one's weight bandwidth in GB/s
+// (peakDRAM is 4300), and the default path's speed-up over cuBLASLt.
 func BenchmarkLinearBF16(b *testing.B) {
 	g := bf16Backend(b)
 	shapes := []struct {
@@ -27,6 +34,13 @@ func BenchmarkLinearBF16(b *testing.B) {
 	}{
 		{"gate", 2560, 9216}, {"down", 9216, 2560}, {"gdn_in", 2560, 12288}, {"attn_o", 4096, 2560}, {"lm_head", 2560, 248320},
 	}
+	variants := []gemvVariant{{name: "default", mmaRows: mmaMaxRowsDefault}}
+	for _, u := range []int{1, 2} {
+		for _, w := range []int{4, 8, 16} {
+			variants = append(variants, gemvVariant{name: fmt.Sprintf("u%dw%d", u, w), mmaRows: mmaMaxRowsDefault, tune: gemvTuning{stage: u, warps: w}})
+		}
+	}
+	variants = append(variants, gemvVariant{name: "cudacore", tune: gemvTuning{rows: 8}}, gemvVariant{name: "cublaslt", tune: gemvTuning{rows: -1}})
 	for _, sh := range shapes {
 		w := g.UploadWeight(make([]float32, sh.K*sh.N), sh.N, sh.K)
 		for _, T := range []int{1, 4, 8, 16, 32} {
@@ -34,26 +48,28 @@ func BenchmarkLinearBF16(b *testing.B) {
 				g := bf16Backend(b)
 				x := g.Upload(randSlice(newRand(uint64(T)), T*sh.K, 1), T, sh.K)
 				bytes := float64(sh.K) * float64(sh.N) * 2
-				mma := timeLinear(b, g, x, w, mmaMaxRowsDefault)
-				old := timeLinear(b, g, x, w, 0)
-				b.ReportMetric(bytes/mma.Seconds()/1e9, "mma_GB/s")
-				b.ReportMetric(100*bytes/mma.Seconds()/peakDRAM, "mma_%peak")
-				b.ReportMetric(bytes/old.Seconds()/1e9, "old_GB/s")
-				b.ReportMetric(old.Seconds()/mma.Seconds(), "speedup")
-				b.ReportMetric(float64(mma.Microseconds()), "mma_us")
+				times := map[string]time.Duration{}
+				for _, v := range variants {
+					if v.name == "cudacore" && T > 8 || v.tune.stage == 2 && T > 16 {
+						continue
+					}
+					times[v.name] = timeLinear(b, g, x, w, v)
+					b.ReportMetric(bytes/times[v.name].Seconds()/1e9, v.name+"_GB/s")
+				}
+				b.ReportMetric(times["cublaslt"].Seconds()/times["default"].Seconds(), "default_vs_cublaslt")
 			})
 		}
 		g.Free(w)
 	}
 }
 
-// timeLinear returns the mean time of one Linear with the tensor-core GEMV
-// serving up to mmaRows rows (0: off), over b.N·20 launches after a warm-up.
-func timeLinear(b *testing.B, g *Backend, x, w kernels.Tensor, mmaRows int) time.Duration {
+// timeLinear returns the mean time of one Linear run as v says, over
+// b.N·20 launches after a warm-up.
+func timeLinear(b *testing.B, g *Backend, x, w kernels.Tensor, v gemvVariant) time.Duration {
 	b.Helper()
-	saved := g.mmaRows
-	defer func() { g.mmaRows = saved }()
-	g.mmaRows = mmaRows
+	rows, tune := g.mmaRows, g.gemvTune
+	defer func() { g.mmaRows, g.gemvTune = rows, tune }()
+	g.mmaRows, g.gemvTune = v.mmaRows, v.tune
 	run := func(n int) {
 		for range n {
 			g.Linear(x, w)

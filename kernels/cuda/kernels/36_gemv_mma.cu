@@ -12,12 +12,19 @@
 // lane holds in each ({2·tig, 2·tig+1, 2·tig+8, 2·tig+9}): weights and
 // activations get the same permutation and the sum is the GEMM's.
 //
-// The MMA_WARPS warps of a block split K between them and add their tiles
-// in shared memory; a grid has one block per 16-row tile of all its
-// segments (up to four weights read against the same x in one launch).
+// The warps of a block (up to MMA_MAX_WARPS) split K between them and add
+// their tiles in shared memory; a grid has one block per 16-row tile of all
+// its segments (up to four weights read against the same x in one launch).
+// Each warp streams its chunks through two register stages of U chunks: the
+// loads of the next stage are in flight while the current one is computed.
+//
+// Activations are split into two bf16 parts, hi = bf16(x) and lo =
+// bf16(x − hi), and both are multiplied (two mmas): hi + lo carries 16
+// mantissa bits, so decode rows keep nearly float32 activations while the
+// weights are read at bf16 cost. The extra tensor-core work is free at these
+// row counts (the kernel is bound by the weight reads).
 
-#define MMA_WARPS 8
-#define MMA_MAX_NT 4
+#define MMA_MAX_WARPS 16
 
 // pack_bf16x2 rounds lo and hi to bf16 (nearest even) into one register,
 // lo in the low half (the first element of an mma operand pair).
@@ -42,71 +49,88 @@ __device__ __forceinline__ void mma_16816(float d[4], unsigned a0, unsigned a1, 
 	             : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// split_bf16x2 splits (v0, v1) into hi = bf16(v) and lo = bf16(v − hi).
+__device__ __forceinline__ void split_bf16x2(float v0, float v1, unsigned &hi, unsigned &lo) {
+	hi = pack_bf16x2(v0, v1);
+	lo = pack_bf16x2(v0 - __uint_as_float(hi << 16), v1 - __uint_as_float(hi & 0xffff0000u));
+}
+
 // mma_chunk adds one 64-wide K chunk: r0 and r1 hold the lane's 16 bf16 of
 // weight rows g and g+8 at position k, x is read at the same positions.
 template <int NT>
-__device__ __forceinline__ void mma_chunk(float acc[NT][4], uint4 r0a, uint4 r0b, uint4 r1a, uint4 r1b,
-                                          const float *x, long long K, int T, int k, int g) {
+__device__ __forceinline__ void mma_chunk(float acc[NT][4], const uint4 r[4], const float *x, long long K, int T, int k, int g) {
 	const unsigned a[4][4] = {
-		{r0a.x, r1a.x, r0a.y, r1a.y},
-		{r0a.z, r1a.z, r0a.w, r1a.w},
-		{r0b.x, r1b.x, r0b.y, r1b.y},
-		{r0b.z, r1b.z, r0b.w, r1b.w},
+		{r[0].x, r[2].x, r[0].y, r[2].y},
+		{r[0].z, r[2].z, r[0].w, r[2].w},
+		{r[1].x, r[3].x, r[1].y, r[3].y},
+		{r[1].z, r[3].z, r[1].w, r[3].w},
 	};
 #pragma unroll
 	for (int nt = 0; nt < NT; nt++) {
 		int t = nt * 8 + g;
-		unsigned b[8];
+		unsigned hi[8], lo[8];
 		if (t < T) {
 			const float4 *xp = (const float4 *)(x + t * K + k);
 #pragma unroll
 			for (int q = 0; q < 4; q++) {
 				float4 v = __ldg(xp + q);
-				b[2 * q] = pack_bf16x2(v.x, v.y);
-				b[2 * q + 1] = pack_bf16x2(v.z, v.w);
+				split_bf16x2(v.x, v.y, hi[2 * q], lo[2 * q]);
+				split_bf16x2(v.z, v.w, hi[2 * q + 1], lo[2 * q + 1]);
 			}
 		} else {
 #pragma unroll
-			for (int q = 0; q < 8; q++) b[q] = 0u;
+			for (int q = 0; q < 8; q++) hi[q] = lo[q] = 0u;
 		}
 #pragma unroll
-		for (int j = 0; j < 4; j++) mma_16816(acc[nt], a[j][0], a[j][1], a[j][2], a[j][3], b[2 * j], b[2 * j + 1]);
+		for (int j = 0; j < 4; j++) {
+			mma_16816(acc[nt], a[j][0], a[j][1], a[j][2], a[j][3], hi[2 * j], hi[2 * j + 1]);
+			mma_16816(acc[nt], a[j][0], a[j][1], a[j][2], a[j][3], lo[2 * j], lo[2 * j + 1]);
+		}
 	}
 }
 
-// mma_tile accumulates the warp's share of K for the 16 rows from m0 of w
-// [N, K]: chunks warp, warp+nw, ..., U of them in flight.
+// mma_stage_load issues the loads of the U chunks c, c+nw, … (those below
+// chunks) of rows p0 and p1.
+template <int U>
+__device__ __forceinline__ void mma_stage_load(uint4 v[U][4], const uint4 *p0, const uint4 *p1, int c, int nw, int chunks) {
+#pragma unroll
+	for (int u = 0; u < U; u++) {
+		int cc = c + u * nw;
+		if (cc < chunks) {
+			v[u][0] = ld_stream(p0 + cc * 8);
+			v[u][1] = ld_stream(p0 + cc * 8 + 1);
+			v[u][2] = ld_stream(p1 + cc * 8);
+			v[u][3] = ld_stream(p1 + cc * 8 + 1);
+		}
+	}
+}
+
+// mma_tile accumulates the warp's share of K (chunks warp, warp+nw, …) for
+// the 16 rows from m0 of w [N, K], two stages of U chunks in flight.
 template <int NT, int U>
 __device__ __forceinline__ void mma_tile(float acc[NT][4], const unsigned short *w, int N, int K, int m0,
                                          const float *x, int T, int warp, int nw) {
 	int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
 	const uint4 *p0 = (const uint4 *)(w + (long long)min(m0 + g, N - 1) * K) + tig * 2;
 	const uint4 *p1 = (const uint4 *)(w + (long long)min(m0 + g + 8, N - 1) * K) + tig * 2;
-	int chunks = K >> 6, c = warp;
-	for (; c + (U - 1) * nw < chunks; c += U * nw) {
-		uint4 v[U][4];
-#pragma unroll
-		for (int u = 0; u < U; u++) {
-			int o = (c + u * nw) * 8;
-			v[u][0] = ld_stream(p0 + o);
-			v[u][1] = ld_stream(p0 + o + 1);
-			v[u][2] = ld_stream(p1 + o);
-			v[u][3] = ld_stream(p1 + o + 1);
-		}
+	int chunks = K >> 6, step = U * nw;
+	uint4 cur[U][4], nxt[U][4];
+	mma_stage_load<U>(cur, p0, p1, warp, nw, chunks);
+	for (int c = warp; c < chunks; c += step) {
+		if (c + step < chunks) mma_stage_load<U>(nxt, p0, p1, c + step, nw, chunks);
 #pragma unroll
 		for (int u = 0; u < U; u++)
-			mma_chunk<NT>(acc, v[u][0], v[u][1], v[u][2], v[u][3], x, K, T, (c + u * nw) * 64 + tig * 16, g);
-	}
-	for (; c < chunks; c += nw) {
-		int o = c * 8;
-		mma_chunk<NT>(acc, ld_stream(p0 + o), ld_stream(p0 + o + 1), ld_stream(p1 + o), ld_stream(p1 + o + 1),
-		              x, K, T, c * 64 + tig * 16, g);
+			if (c + u * nw < chunks) mma_chunk<NT>(acc, cur[u], x, K, T, (c + u * nw) * 64 + tig * 16, g);
+#pragma unroll
+		for (int u = 0; u < U; u++)
+#pragma unroll
+			for (int i = 0; i < 4; i++) cur[u][i] = nxt[u][i];
 	}
 }
 
-// mma_reduce adds the warps' tiles: red[t][m] (t < 8·NT, m < 16) is the sum
-// over warps of D[m][t] for every thread after it returns. red has
-// MMA_WARPS·NT·128 floats.
+// mma_reduce adds the warps' tiles: red[t·16 + m] (t < 8·NT, m < 16) is the
+// sum over warps of D[m][t] for every thread after it returns. red has
+// MMA_MAX_WARPS·NT·128 floats.
 template <int NT>
 __device__ __forceinline__ void mma_reduce(float acc[NT][4], float *red) {
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5, g = lane >> 2, tig = lane & 3;
@@ -128,8 +152,8 @@ __device__ __forceinline__ void mma_reduce(float acc[NT][4], float *red) {
 	__syncthreads();
 }
 
-// mma_seg picks the segment of tile blockIdx.x: up to four weights, each
-// with its own output, share one launch.
+// mma_seg is the segment of tile blockIdx.x: up to four weights, each with
+// its own output, share one launch.
 struct mma_seg {
 	float *y;
 	const unsigned short *w;
@@ -156,7 +180,7 @@ template <int NT, int U>
 __device__ __forceinline__ void gemv_mma(float *y0, const unsigned short *w0, int n0, float *y1, const unsigned short *w1, int n1,
                                          float *y2, const unsigned short *w2, int n2, float *y3, const unsigned short *w3, int n3,
                                          const float *x, int T, int K) {
-	__shared__ float red[MMA_WARPS * NT * 128];
+	__shared__ float red[MMA_MAX_WARPS * NT * 128];
 	mma_seg s = mma_pick(y0, w0, n0, y1, w1, n1, y2, w2, n2, y3, w3, n3);
 	float acc[NT][4] = {};
 	mma_tile<NT, U>(acc, s.w, s.N, K, s.m0, x, T, threadIdx.x >> 5, blockDim.x >> 5);
@@ -172,30 +196,35 @@ __device__ __forceinline__ void gemv_mma(float *y0, const unsigned short *w0, in
 template <int NT, int U>
 __device__ __forceinline__ void gemv_mma_swiglu(float *y, const unsigned short *wg, const unsigned short *wu, int N,
                                                 const float *x, int T, int K) {
-	__shared__ float red[2][MMA_WARPS * NT * 128];
+	__shared__ float red[MMA_MAX_WARPS * NT * 128];
+	__shared__ float gsum[NT * 128];
 	int m0 = blockIdx.x * 16, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
 	float ag[NT][4] = {}, au[NT][4] = {};
 	mma_tile<NT, U>(ag, wg, N, K, m0, x, T, warp, nw);
 	mma_tile<NT, U>(au, wu, N, K, m0, x, T, warp, nw);
-	mma_reduce<NT>(ag, red[0]);
-	mma_reduce<NT>(au, red[1]);
+	mma_reduce<NT>(ag, red);
+	for (int i = threadIdx.x; i < NT * 128; i += blockDim.x) gsum[i] = red[i];
+	__syncthreads();
+	mma_reduce<NT>(au, red);
 	for (int i = threadIdx.x; i < NT * 128; i += blockDim.x) {
 		int t = i >> 4, m = m0 + (i & 15);
-		if (t < T && m < N) y[(long long)t * N + m] = silu_ref(red[0][i]) * red[1][i];
+		if (t < T && m < N) y[(long long)t * N + m] = silu_ref(gsum[i]) * red[i];
 	}
 }
 
 #define GEMV_MMA_ENTRY(NT, U)                                                                                              \
-	extern "C" __global__ void __launch_bounds__(MMA_WARPS * 32) gemv_mma_nt##NT(                                        \
+	extern "C" __global__ void __launch_bounds__(MMA_MAX_WARPS * 32) gemv_mma_nt##NT##_u##U(                            \
 	    float *y0, const unsigned short *w0, int n0, float *y1, const unsigned short *w1, int n1, float *y2,           \
 	    const unsigned short *w2, int n2, float *y3, const unsigned short *w3, int n3, const float *x, int T, int K) {  \
 		gemv_mma<NT, U>(y0, w0, n0, y1, w1, n1, y2, w2, n2, y3, w3, n3, x, T, K);                                    \
 	}                                                                                                                  \
-	extern "C" __global__ void __launch_bounds__(MMA_WARPS * 32) gemv_mma_swiglu_nt##NT(                                 \
+	extern "C" __global__ void __launch_bounds__(MMA_MAX_WARPS * 32) gemv_mma_swiglu_nt##NT##_u##U(                     \
 	    float *y, const unsigned short *wg, const unsigned short *wu, int N, const float *x, int T, int K) {           \
 		gemv_mma_swiglu<NT, U>(y, wg, wu, N, x, T, K);                                                                 \
 	}
 
-GEMV_MMA_ENTRY(1, 4)
-GEMV_MMA_ENTRY(2, 4)
-GEMV_MMA_ENTRY(4, 2)
+GEMV_MMA_ENTRY(1, 1)
+GEMV_MMA_ENTRY(1, 2)
+GEMV_MMA_ENTRY(2, 1)
+GEMV_MMA_ENTRY(2, 2)
+GEMV_MMA_ENTRY(4, 1)
