@@ -54,19 +54,20 @@ fixtures: ## regenerate HF reference fixtures (run on the GPU machine; see tools
 	python3 tools/hfref/make_fixtures.py --out testdata/hf
 
 .PHONY: build-cuda vet-cuda
-# The cuda build needs only the CUDA headers (every CUDA library is opened
-# with dlopen at run time); tools/cuda/cuda-headers.sh finds or fetches them.
-CUDA_ENV = CGO_ENABLED=1 CGO_CFLAGS="-I$$(./tools/cuda/cuda-headers.sh)"
+# The cuda build needs the CUDA headers and, to link libcuda (gorgonia.org/cu),
+# the driver's stub libcuda.so; NVRTC, cuBLASLt and NCCL are opened with dlopen
+# at run time. tools/cuda/cuda-headers.sh finds or fetches both (no GPU needed).
+CUDA_ENV = CGO_ENABLED=1 CGO_CFLAGS="-I$$(./tools/cuda/cuda-headers.sh)" CGO_LDFLAGS="-L$$(./tools/cuda/cuda-headers.sh --lib)"
 
-build-cuda: ## build bin/cohort and bin/cuda.test with the CUDA backend (-tags cuda; fetches the CUDA headers if missing)
+build-cuda: ## build bin/cohort and bin/cuda.test with the CUDA backend (-tags cuda; fetches the CUDA headers and stub libcuda if missing)
 	$(CUDA_ENV) $(GO) vet -tags cuda ./kernels/cuda/ ./nccl/
 	$(CUDA_ENV) $(GO) build -tags cuda -o bin/cohort ./cmd/cohort
 	$(CUDA_ENV) $(GO) test -c -tags cuda -o bin/cuda.test ./kernels/cuda/
 
 vet-cuda: ## compile and vet the cuda build, tests included (no GPU needed)
-	@inc=$$(./tools/cuda/cuda-headers.sh) || { echo "vet-cuda: SKIPPED: the CUDA headers could not be fetched (tools/cuda/cuda-headers.sh failed)" >&2; exit 0; }; \
-	echo "CGO_ENABLED=1 CGO_CFLAGS=-I$$inc $(GO) vet -tags cuda ./..."; \
-	CGO_ENABLED=1 CGO_CFLAGS="-I$$inc" $(GO) vet -tags cuda ./...
+	@inc=$$(./tools/cuda/cuda-headers.sh) && lib=$$(./tools/cuda/cuda-headers.sh --lib) || { echo "vet-cuda: SKIPPED: the CUDA headers and stub libcuda could not be fetched (tools/cuda/cuda-headers.sh failed)" >&2; exit 0; }; \
+	echo "CGO_ENABLED=1 CGO_CFLAGS=-I$$inc CGO_LDFLAGS=-L$$lib $(GO) vet -tags cuda ./..."; \
+	CGO_ENABLED=1 CGO_CFLAGS="-I$$inc" CGO_LDFLAGS="-L$$lib" $(GO) vet -tags cuda ./...
 
 # The generated code is committed: CI and `make test` never need protoc.
 PROTOC_GEN_GO_VERSION := $(shell $(GO) list -m -f '{{.Version}}' google.golang.org/protobuf)

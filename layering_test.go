@@ -5,7 +5,10 @@ package cohort_test
 import (
 	"encoding/json"
 	"io"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -96,6 +99,7 @@ var rules = []rule{
 	{from: "model/sample", forbidden: anyOurs("model/sample"), why: "sampling is a leaf: pure and deterministic", direct: false},
 	{from: "actors/rankpb", forbidden: anyOurs("actors/rankpb"), why: "the wire messages of remote ranks are generated protobuf: they import nothing of ours", direct: false},
 	{from: "actors/planner", forbidden: notStd, why: "the planner is pure: standard library only (no protoactor, kernels or I/O packages of ours)", direct: false},
+	{from: "nccl/dynload", forbidden: notStd, why: "the shared library loader is a leaf: standard library only", direct: false},
 }
 
 // notStd matches every package outside the standard library.
@@ -133,6 +137,38 @@ func TestCgoConfined(t *testing.T) {
 				t.Errorf("tags=%q: %s has cgo files %v; only kernels/cuda and nccl may", tags, p.ImportPath, p.CgoFiles)
 			}
 		}
+	}
+}
+
+// TestOneLoader checks that nccl/dynload is the only code that calls dlopen:
+// every versioned CUDA library (NVRTC, cuBLASLt, NCCL) is found through its
+// one search list, environment override and error.
+func TestOneLoader(t *testing.T) {
+	call := "dl" + "open(" // split so that this file does not match itself
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != "." && (strings.HasPrefix(name, ".") || name == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasPrefix(filepath.ToSlash(path), "nccl/dynload/") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(src), call) {
+			t.Errorf("%s calls dlopen; open shared libraries with nccl/dynload", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

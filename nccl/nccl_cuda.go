@@ -2,14 +2,14 @@
 
 package nccl
 
-// Thin bindings to NCCL (libnccl.so.2) and the few CUDA driver calls the
-// device communicators need, both opened with dlopen at run time: the binary
-// links neither, starts on hosts without them, and says which paths it tried
-// when one is missing. NCCL's header is not needed: the handful of types used
-// here are declared below with NCCL's ABI (enums are ints, ncclUniqueId is
-// 128 bytes, ncclConfig_t starts with size, magic and version, and NCCL copies
-// only `size` bytes of it, keeping its defaults for the fields after ours).
-// The CUDA 11.8 headers of Debian's nvidia-cuda-dev supply the driver types.
+// Thin bindings to NCCL (libnccl.so.2), opened at run time through
+// nccl/dynload: the binary does not link it, and the error says which paths
+// were tried when it is missing. NCCL's header is not needed: the handful of
+// types used here are declared below with NCCL's ABI (enums are ints,
+// ncclUniqueId is 128 bytes, ncclConfig_t starts with size, magic and
+// version, and NCCL copies only `size` bytes of it, keeping its defaults for
+// the fields after ours). The few CUDA driver calls the device
+// communicators need come from gorgonia.org/cu, which links libcuda.
 
 /*
 #cgo LDFLAGS: -ldl
@@ -18,7 +18,6 @@ package nccl
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cuda.h>
 
 typedef struct { char internal[128]; } cn_uniqueId;
 
@@ -110,151 +109,33 @@ static const char *cn_last_error(uintptr_t comm) {
 	return s ? s : "";
 }
 
-// ---- CUDA driver ----
-static CUresult (*d_cuInit)(unsigned int);
-static CUresult (*d_cuDeviceGetCount)(int *);
-static CUresult (*d_cuDeviceGet)(CUdevice *, int);
-static CUresult (*d_cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-static CUresult (*d_cuCtxSetCurrent)(CUcontext);
-static CUresult (*d_cuCtxGetCurrent)(CUcontext *);
-static CUresult (*d_cuCtxGetDevice)(CUdevice *);
-static CUresult (*d_cuMemAlloc)(CUdeviceptr *, size_t);
-static CUresult (*d_cuMemFree)(CUdeviceptr);
-static CUresult (*d_cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
-static CUresult (*d_cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
-static CUresult (*d_cuStreamCreate)(CUstream *, unsigned int);
-static CUresult (*d_cuStreamDestroy)(CUstream);
-static CUresult (*d_cuStreamQuery)(CUstream);
-static CUresult (*d_cuGetErrorName)(CUresult, const char **);
-
-static const char *cn_load_cuda(void *h) {
-	CN_SYM(h, d_cuInit, "cuInit");
-	CN_SYM(h, d_cuDeviceGetCount, "cuDeviceGetCount");
-	CN_SYM(h, d_cuDeviceGet, "cuDeviceGet");
-	CN_SYM(h, d_cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
-	CN_SYM(h, d_cuCtxSetCurrent, "cuCtxSetCurrent");
-	CN_SYM(h, d_cuCtxGetCurrent, "cuCtxGetCurrent");
-	CN_SYM(h, d_cuCtxGetDevice, "cuCtxGetDevice");
-	CN_SYM(h, d_cuMemAlloc, "cuMemAlloc_v2");
-	CN_SYM(h, d_cuMemFree, "cuMemFree_v2");
-	CN_SYM(h, d_cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
-	CN_SYM(h, d_cuMemcpyDtoH, "cuMemcpyDtoH_v2");
-	CN_SYM(h, d_cuStreamCreate, "cuStreamCreate");
-	CN_SYM(h, d_cuStreamDestroy, "cuStreamDestroy_v2");
-	CN_SYM(h, d_cuStreamQuery, "cuStreamQuery");
-	CN_SYM(h, d_cuGetErrorName, "cuGetErrorName");
-	return NULL;
-}
-
-static int cd_init(void) { return d_cuInit(0); }
-static int cd_device_count(int *n) { return d_cuDeviceGetCount(n); }
-// cd_set_device makes device ordinal's primary context current on the
-// calling thread (retaining it; the primary context is shared with NCCL's
-// CUDA runtime and with kernels/cuda).
-static int cd_set_device(int ordinal) {
-	CUdevice d;
-	CUcontext c = NULL;
-	CUresult r = d_cuDeviceGet(&d, ordinal);
-	if (r != CUDA_SUCCESS) return r;
-	r = d_cuDevicePrimaryCtxRetain(&c, d);
-	if (r != CUDA_SUCCESS) return r;
-	return d_cuCtxSetCurrent(c);
-}
-// cd_current_device returns the ordinal of the current context's device,
-// or -1 when no context is current.
-static int cd_current_device(int *ordinal) {
-	CUcontext c = NULL;
-	CUdevice d = -1;
-	*ordinal = -1;
-	CUresult r = d_cuCtxGetCurrent(&c);
-	if (r != CUDA_SUCCESS || c == NULL) return r;
-	r = d_cuCtxGetDevice(&d);
-	*ordinal = (int)d;
-	return r;
-}
-static int cd_alloc(uint64_t *p, size_t n) {
-	CUdeviceptr d = 0;
-	CUresult r = d_cuMemAlloc(&d, n);
-	*p = (uint64_t)d;
-	return r;
-}
-static int cd_free(uint64_t p) { return d_cuMemFree((CUdeviceptr)p); }
-static int cd_htod_async(uint64_t dst, const void *src, size_t n, uintptr_t stream) {
-	return d_cuMemcpyHtoDAsync((CUdeviceptr)dst, src, n, (CUstream)stream);
-}
-static int cd_dtoh(void *dst, uint64_t src, size_t n) { return d_cuMemcpyDtoH(dst, (CUdeviceptr)src, n); }
-static int cd_stream_create(uintptr_t *s) {
-	CUstream st = NULL;
-	CUresult r = d_cuStreamCreate(&st, CU_STREAM_NON_BLOCKING);
-	*s = (uintptr_t)st;
-	return r;
-}
-static int cd_stream_destroy(uintptr_t s) { return d_cuStreamDestroy((CUstream)s); }
-static int cd_stream_query(uintptr_t s) { return d_cuStreamQuery((CUstream)s); }
-static const char *cd_error_name(int r) {
-	const char *s = NULL;
-	if (d_cuGetErrorName == NULL || d_cuGetErrorName((CUresult)r, &s) != CUDA_SUCCESS || s == NULL) return "CUDA_ERROR_UNKNOWN_CODE";
-	return s;
-}
-
-static void *cn_dlopen(const char *path) { return dlopen(path, RTLD_NOW | RTLD_LOCAL); }
-static const char *cn_dlerror(void) { const char *e = dlerror(); return e ? e : "unknown dlopen error"; }
 */
 import "C"
 
 import (
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"cohort/nccl/dynload"
 )
 
-// Library search lists (the environment variable, when set, comes first).
+// ncclSpec is where NCCL is looked for ($COHORT_NCCL_PATH first, when set).
 // On the H200 machines libnccl.so.2 exists only in the torch virtualenv.
-var (
-	ncclCandidates = []string{
-		"libnccl.so.2",
-		"/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2",
-		"/usr/local/cuda/lib64/libnccl.so.2",
-	}
-	cudaCandidates = []string{"libcuda.so.1", "libcuda.so"}
-)
+var ncclSpec = dynload.Spec{What: "NCCL (libnccl.so.2)", Env: "COHORT_NCCL_PATH", Paths: []string{
+	"libnccl.so.2",
+	"/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2",
+	"/usr/local/cuda/lib64/libnccl.so.2",
+}}
 
 var (
 	ncclOnce sync.Once
 	ncclPath string
 	ncclErr  error
-
-	cudaOnce sync.Once
-	cudaErr  error
 )
-
-// openLibrary dlopens the first loadable of env's value and candidates and
-// resolves its symbols with load; the error names every path tried.
-func openLibrary(what, env string, candidates []string, load func(unsafe.Pointer) *C.char) (string, error) {
-	var paths []string
-	if v := os.Getenv(env); v != "" {
-		paths = append(paths, v)
-	}
-	paths = append(paths, candidates...)
-	var tried []string
-	for _, p := range paths {
-		cp := C.CString(p)
-		h := C.cn_dlopen(cp)
-		C.free(unsafe.Pointer(cp))
-		if h == nil {
-			tried = append(tried, fmt.Sprintf("%s (%s)", p, C.GoString(C.cn_dlerror())))
-			continue
-		}
-		if missing := load(h); missing != nil {
-			tried = append(tried, fmt.Sprintf("%s (lacks symbol %s)", p, C.GoString(missing)))
-			continue
-		}
-		return p, nil
-	}
-	return "", fmt.Errorf("nccl: cannot load %s; set %s to its path; tried: %s", what, env, strings.Join(tried, "; "))
-}
 
 // loadNCCL sets NCCL_NVLS_ENABLE=0 (NVLink multicast must stay off on the
 // GPU machines; NCCL reads its environment at its first call) and opens
@@ -265,26 +146,14 @@ func loadNCCL() error {
 			ncclErr = fmt.Errorf("nccl: setting NCCL_NVLS_ENABLE=0: %w", err)
 			return
 		}
-		ncclPath, ncclErr = openLibrary("NCCL (libnccl.so.2)", "COHORT_NCCL_PATH", ncclCandidates,
-			func(h unsafe.Pointer) *C.char { return C.cn_load_nccl(h) })
-	})
-	return ncclErr
-}
-
-// loadCUDA opens libcuda and initializes the driver, once per process.
-func loadCUDA() error {
-	cudaOnce.Do(func() {
-		var path string
-		path, cudaErr = openLibrary("the CUDA driver (libcuda)", "COHORT_LIBCUDA_PATH", cudaCandidates,
-			func(h unsafe.Pointer) *C.char { return C.cn_load_cuda(h) })
-		if cudaErr != nil {
+		lib, err := dynload.Open(ncclSpec, func(h unsafe.Pointer) string { return C.GoString(C.cn_load_nccl(h)) })
+		if err != nil {
+			ncclErr = fmt.Errorf("nccl: %w", err)
 			return
 		}
-		if r := C.cd_init(); r != 0 {
-			cudaErr = fmt.Errorf("nccl: cuInit (%s): %w", path, cuErr("cuInit", r))
-		}
+		ncclPath = lib.Path
 	})
-	return cudaErr
+	return ncclErr
 }
 
 // Version returns the NCCL version code (e.g. 22809 for 2.28.9) and the
@@ -302,14 +171,11 @@ func Version() (int, string, error) {
 
 // CUDADeviceCount returns the number of CUDA devices of this host.
 func CUDADeviceCount() (int, error) {
-	if err := loadCUDA(); err != nil {
-		return 0, err
+	n, err := cu.NumDevices()
+	if err != nil {
+		return 0, fmt.Errorf("nccl: %w", cuErr("cuDeviceGetCount", err))
 	}
-	var n C.int
-	if r := C.cd_device_count(&n); r != 0 {
-		return 0, fmt.Errorf("nccl: %w", cuErr("cuDeviceGetCount", r))
-	}
-	return int(n), nil
+	return n, nil
 }
 
 // ncclRes is an ncclResult_t.
@@ -358,54 +224,71 @@ func ncclResultErr(rank int, call string, r ncclRes, detail string) error {
 // CUDAError is a failed CUDA driver call of the nccl package.
 type CUDAError struct {
 	Call string
-	Code int
+	Err  error // gorgonia.org/cu's error (its CUresult)
 }
 
-func (e *CUDAError) Error() string {
-	return fmt.Sprintf("%s: %s (%d)", e.Call, C.GoString(C.cd_error_name(C.int(e.Code))), e.Code)
-}
+func (e *CUDAError) Error() string { return e.Call + ": " + e.Err.Error() }
 
-func cuErr(call string, r C.int) error {
-	if r == 0 {
+func (e *CUDAError) Unwrap() error { return e.Err }
+
+func cuErr(call string, err error) error {
+	if err == nil {
 		return nil
 	}
-	return &CUDAError{Call: call, Code: int(r)}
+	return &CUDAError{Call: call, Err: err}
 }
-
-// cudaNotReady is CUDA_ERROR_NOT_READY (cuStreamQuery of a busy stream).
-const cudaNotReady = 600
 
 // ---- small CUDA helpers (device thread; context current) ----
 
+// Streams are kept as raw CUstream values (uintptr), the form NCCL and
+// kernels/cuda's Backend.Stream use; cu.Stream is a struct holding only
+// that pointer (the constants stop compiling if that changes).
+const (
+	_ = unsafe.Sizeof(cu.Stream{}) - unsafe.Sizeof(uintptr(0))
+	_ = unsafe.Sizeof(uintptr(0)) - unsafe.Sizeof(cu.Stream{})
+)
+
+func streamOf(s uintptr) cu.Stream { return *(*cu.Stream)(unsafe.Pointer(&s)) }
+
 // setDevice makes device's primary context current on the calling thread,
-// which must be locked to its OS thread.
+// which must be locked to its OS thread. The context is retained (it is
+// shared with NCCL's CUDA runtime and with kernels/cuda).
 func setDevice(device int) error {
-	if err := loadCUDA(); err != nil {
-		return err
+	call := fmt.Sprintf("setting device %d current", device)
+	d, err := cu.GetDevice(device)
+	if err != nil {
+		return cuErr(call+": cuDeviceGet", err)
 	}
-	return cuErr(fmt.Sprintf("setting device %d current", device), C.cd_set_device(C.int(device)))
+	ctx, err := d.RetainPrimaryCtx()
+	if err != nil {
+		return cuErr(call+": cuDevicePrimaryCtxRetain", err)
+	}
+	return cuErr(call+": cuCtxSetCurrent", cu.SetCurrentContext(ctx))
 }
 
 // currentDevice returns the device of the calling thread's current
 // context, or -1 if none is current.
 func currentDevice() (int, error) {
-	if err := loadCUDA(); err != nil {
-		return -1, err
+	ctx, err := cu.CurrentContext()
+	if err != nil {
+		return -1, cuErr("cuCtxGetCurrent", err)
 	}
-	var d C.int
-	if r := C.cd_current_device(&d); r != 0 {
-		return -1, cuErr("cuCtxGetCurrent/cuCtxGetDevice", r)
+	if ctx == (cu.CUContext{}) {
+		return -1, nil
+	}
+	d, err := cu.CurrentDevice()
+	if err != nil {
+		return -1, cuErr("cuCtxGetDevice", err)
 	}
 	return int(d), nil
 }
 
 func devAlloc(bytes int) (uint64, error) {
-	var p C.uint64_t
-	err := cuErr(fmt.Sprintf("cuMemAlloc(%d bytes)", bytes), C.cd_alloc(&p, C.size_t(bytes)))
-	return uint64(p), err
+	p, err := cu.MemAlloc(int64(bytes))
+	return uint64(p), cuErr(fmt.Sprintf("cuMemAlloc(%d bytes)", bytes), err)
 }
 
-func devFree(p uint64) error { return cuErr("cuMemFree", C.cd_free(C.uint64_t(p))) }
+func devFree(p uint64) error { return cuErr("cuMemFree", cu.MemFree(cu.DevicePtr(p))) }
 
 // htodAsync enqueues a copy of src (host memory; pageable memory is staged
 // before the call returns) to dst on stream.
@@ -413,7 +296,7 @@ func htodAsync(dst uint64, src []float32, stream uintptr) error {
 	if len(src) == 0 {
 		return nil
 	}
-	return cuErr("cuMemcpyHtoDAsync", C.cd_htod_async(C.uint64_t(dst), unsafe.Pointer(&src[0]), C.size_t(len(src)*4), C.uintptr_t(stream)))
+	return cuErr("cuMemcpyHtoDAsync", cu.MemcpyHtoDAsync(cu.DevicePtr(dst), unsafe.Pointer(&src[0]), int64(len(src)*4), streamOf(stream)))
 }
 
 // dtoh copies device memory to dst (synchronous on the legacy stream: the
@@ -422,28 +305,32 @@ func dtoh(dst []float32, src uint64) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	return cuErr("cuMemcpyDtoH", C.cd_dtoh(unsafe.Pointer(&dst[0]), C.uint64_t(src), C.size_t(len(dst)*4)))
+	return cuErr("cuMemcpyDtoH", cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), cu.DevicePtr(src), int64(len(dst)*4)))
 }
 
+// streamCreate makes a non-blocking stream in the current context.
 func streamCreate() (uintptr, error) {
-	var s C.uintptr_t
-	err := cuErr("cuStreamCreate", C.cd_stream_create(&s))
-	return uintptr(s), err
+	s, err := cu.MakeStream(cu.NonBlocking)
+	if err != nil {
+		return 0, cuErr("cuStreamCreate", err)
+	}
+	return uintptr(unsafe.Pointer(s.C())), nil
 }
 
 func streamDestroy(s uintptr) error {
-	return cuErr("cuStreamDestroy", C.cd_stream_destroy(C.uintptr_t(s)))
+	st := streamOf(s)
+	return cuErr("cuStreamDestroy", st.Destroy())
 }
 
 // streamDone reports whether every operation queued on s has completed.
 func streamDone(s uintptr) (bool, error) {
-	switch r := C.cd_stream_query(C.uintptr_t(s)); r {
-	case 0:
+	switch err := streamOf(s).Query(); err {
+	case nil:
 		return true, nil
-	case cudaNotReady:
+	case cu.NotReady:
 		return false, nil
 	default:
-		return false, cuErr("cuStreamQuery", r)
+		return false, cuErr("cuStreamQuery", err)
 	}
 }
 

@@ -9,12 +9,13 @@
 // pure fp32 (CUBLAS_COMPUTE_32F), and collectives copy through the host to
 // the rank's nccl.Communicator.
 //
-// The CUDA driver, NVRTC and cuBLASLt are opened with dlopen, so a binary
-// built with -tags cuda starts on hosts without a GPU and New reports what
-// is missing. Search order (first loadable wins; the error lists every path
-// tried):
+// The CUDA driver API comes from gorgonia.org/cu, which links libcuda.so.1
+// and initializes the driver in its package init: a binary built with
+// -tags cuda needs the NVIDIA driver to start, and exits at start-up if
+// cuInit fails. NVRTC and cuBLASLt, whose sonames differ between CUDA 11, 12
+// and 13, are opened at run time through nccl/dynload; search order (first
+// loadable wins; the error lists every path tried):
 //
-//	driver:   $COHORT_LIBCUDA_PATH, libcuda.so.1, libcuda.so
 //	NVRTC:    $COHORT_NVRTC_PATH, /usr/local/cuda/lib64/libnvrtc.so.13,
 //	          /usr/local/cuda/lib64/libnvrtc.so.12, libnvrtc.so.13,
 //	          libnvrtc.so.12, libnvrtc.so
@@ -131,9 +132,6 @@ const ltWorkspace = 32 << 20
 // its OS thread (runtime.LockOSThread): the device context is made current
 // on that thread, and every later call on the Backend must come from it.
 func New(o Options) (*Backend, error) {
-	if err := loadDriver(); err != nil {
-		return nil, err
-	}
 	n, err := deviceCount()
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
@@ -252,7 +250,7 @@ func (b *Backend) Info() string {
 	s := fmt.Sprintf("cuda: device %d %q sm_%d%d, %d SMs, driver %d, kernels %s, %s weights, gemm %s",
 		b.device, b.name, b.ccMaj, b.ccMin, b.sms, driverVersion(), b.image, b.weights, b.gemm)
 	if b.gemm == "cublaslt" {
-		s += fmt.Sprintf(" (cuBLASLt %d from %s)", cublasLtVersion(), libLt.path)
+		s += fmt.Sprintf(" (cuBLASLt %d from %s)", cublasLtVersion(), libLt.Path)
 	} else if b.gemmNote != "" {
 		s += " (" + b.gemmNote + ")"
 	}
@@ -349,14 +347,14 @@ func (b *Backend) Close() error {
 		errs = append(errs, memFree(b.ws))
 		b.ws = 0
 	}
-	if b.mod != 0 {
+	if b.mod != (module{}) {
 		errs = append(errs, moduleUnload(b.mod))
-		b.mod = 0
+		b.mod = module{}
 	}
-	if b.stream != 0 {
+	if b.stream != (cuStream{}) {
 		errs = append(errs, streamDestroy(b.stream))
-		setThreadStream(0)
-		b.stream = 0
+		setThreadStream(cuStream{})
+		b.stream = cuStream{}
 	}
 	errs = append(errs, primaryCtxRelease(b.device))
 	if err := errors.Join(errs...); err != nil {
@@ -760,7 +758,7 @@ func blockFor(n int) int {
 
 // Stream returns the CUstream on which every op of the backend is ordered,
 // for device-side collectives (NCCL) that must run in that order.
-func (b *Backend) Stream() uintptr { return uintptr(b.stream) }
+func (b *Backend) Stream() uintptr { return uintptr(rawStream(b.stream)) }
 
 // DevicePointer returns t's device address and its number of float32
 // elements, for device-side collectives.

@@ -2,16 +2,25 @@
 
 package cuda
 
-// This file is the package's only cgo: thin bindings to the CUDA driver API
-// (libcuda), NVRTC and cuBLASLt. Every library is opened with dlopen at run
-// time, so the binary links none of them, starts on hosts without a GPU, and
-// works with whichever CUDA major version the host has (the sonames differ
-// between CUDA 11, 12 and 13). The CUDA 11.8 headers of Debian's
-// nvidia-cuda-dev supply the types; the entry points used here kept their
-// ABI through CUDA 13.
+// The CUDA driver API comes from gorgonia.org/cu (devices, contexts, memory,
+// modules, streams, peer access), which links libcuda (-lcuda; its soname,
+// libcuda.so.1, is the same for every driver) and initializes the driver in
+// its package init. This file is the package's only cgo, for what cu lacks:
+//
+//   - the thread's stream (cw_stream) on which every copy, memset, launch
+//     and GEMM of a rank's thread is ordered;
+//   - kernel launches without per-launch allocations (cu's Launch mallocs
+//     its parameter arrays on every call);
+//   - stream capture and graph instantiate/launch, and page-locked host
+//     memory (cuMemHostAlloc), which cu does not wrap;
+//   - NVRTC and cuBLASLt, opened at run time through nccl/dynload because
+//     their sonames differ between CUDA 11, 12 and 13.
+//
+// The CUDA 11.8 headers of Debian's nvidia-cuda-dev supply the types; the
+// entry points used here kept their ABI through CUDA 13.
 
 /*
-#cgo LDFLAGS: -ldl
+#cgo LDFLAGS: -lcuda -ldl
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,202 +29,71 @@ package cuda
 #include <nvrtc.h>
 #include <cublasLt.h>
 
-// ---- libcuda ----
-static CUresult (*p_cuInit)(unsigned int);
-static CUresult (*p_cuDriverGetVersion)(int *);
-static CUresult (*p_cuDeviceGetCount)(int *);
-static CUresult (*p_cuDeviceGet)(CUdevice *, int);
-static CUresult (*p_cuDeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
-static CUresult (*p_cuDeviceGetName)(char *, int, CUdevice);
-static CUresult (*p_cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-static CUresult (*p_cuDevicePrimaryCtxRelease)(CUdevice);
-static CUresult (*p_cuCtxSetCurrent)(CUcontext);
-static CUresult (*p_cuCtxSynchronize)(void);
-static CUresult (*p_cuMemAlloc)(CUdeviceptr *, size_t);
-static CUresult (*p_cuMemFree)(CUdeviceptr);
-static CUresult (*p_cuMemGetInfo)(size_t *, size_t *);
-static CUresult (*p_cuMemHostAlloc)(void **, size_t, unsigned int);
-static CUresult (*p_cuMemFreeHost)(void *);
-static CUresult (*p_cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
-static CUresult (*p_cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
-static CUresult (*p_cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
-static CUresult (*p_cuMemsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
-static CUresult (*p_cuStreamCreate)(CUstream *, unsigned int);
-static CUresult (*p_cuStreamDestroy)(CUstream);
-static CUresult (*p_cuStreamSynchronize)(CUstream);
-static CUresult (*p_cuStreamBeginCapture)(CUstream, CUstreamCaptureMode);
-static CUresult (*p_cuStreamEndCapture)(CUstream, CUgraph *);
-static CUresult (*p_cuGraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
-static CUresult (*p_cuGraphLaunch)(CUgraphExec, CUstream);
-static CUresult (*p_cuGraphExecDestroy)(CUgraphExec);
-static CUresult (*p_cuGraphDestroy)(CUgraph);
-static CUresult (*p_cuGraphGetNodes)(CUgraph, CUgraphNode *, size_t *);
+// ---- libcuda (linked) ----
 
 // cw_stream is the calling thread's stream: every copy, memset, launch and
-// GEMM below is ordered on it. Each rank's backend runs on one OS thread
-// and sets it when it binds its context (cw_set_stream).
+// GEMM of the package is ordered on it. Each rank's backend runs on one OS
+// thread and sets it when it binds its context (cw_set_stream).
 static __thread CUstream cw_stream = NULL;
-static void cw_set_stream(uintptr_t s) { cw_stream = (CUstream)s; }
-static CUresult (*p_cuModuleLoadData)(CUmodule *, const void *);
-static CUresult (*p_cuModuleUnload)(CUmodule);
-static CUresult (*p_cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
-static CUresult (*p_cuLaunchKernel)(CUfunction, unsigned int, unsigned int, unsigned int,
-	unsigned int, unsigned int, unsigned int, unsigned int, CUstream, void **, void **);
-static CUresult (*p_cuGetErrorName)(CUresult, const char **);
-static CUresult (*p_cuGetErrorString)(CUresult, const char **);
-
-#define COHORT_SYM(h, var, name) do { *(void **)(&var) = dlsym(h, name); if (!var) return name; } while (0)
-
-// cw_load_cuda resolves the driver entry points; it returns the first
-// missing symbol's name, or NULL.
-static const char *cw_load_cuda(void *h) {
-	COHORT_SYM(h, p_cuInit, "cuInit");
-	COHORT_SYM(h, p_cuDriverGetVersion, "cuDriverGetVersion");
-	COHORT_SYM(h, p_cuDeviceGetCount, "cuDeviceGetCount");
-	COHORT_SYM(h, p_cuDeviceGet, "cuDeviceGet");
-	COHORT_SYM(h, p_cuDeviceGetAttribute, "cuDeviceGetAttribute");
-	COHORT_SYM(h, p_cuDeviceGetName, "cuDeviceGetName");
-	COHORT_SYM(h, p_cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
-	COHORT_SYM(h, p_cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
-	COHORT_SYM(h, p_cuCtxSetCurrent, "cuCtxSetCurrent");
-	COHORT_SYM(h, p_cuCtxSynchronize, "cuCtxSynchronize");
-	COHORT_SYM(h, p_cuMemAlloc, "cuMemAlloc_v2");
-	COHORT_SYM(h, p_cuMemFree, "cuMemFree_v2");
-	COHORT_SYM(h, p_cuMemGetInfo, "cuMemGetInfo_v2");
-	COHORT_SYM(h, p_cuMemHostAlloc, "cuMemHostAlloc");
-	COHORT_SYM(h, p_cuMemFreeHost, "cuMemFreeHost");
-	COHORT_SYM(h, p_cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
-	COHORT_SYM(h, p_cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
-	COHORT_SYM(h, p_cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
-	COHORT_SYM(h, p_cuMemsetD32Async, "cuMemsetD32Async");
-	COHORT_SYM(h, p_cuStreamCreate, "cuStreamCreate");
-	COHORT_SYM(h, p_cuStreamDestroy, "cuStreamDestroy_v2");
-	COHORT_SYM(h, p_cuStreamSynchronize, "cuStreamSynchronize");
-	COHORT_SYM(h, p_cuStreamBeginCapture, "cuStreamBeginCapture_v2");
-	COHORT_SYM(h, p_cuStreamEndCapture, "cuStreamEndCapture");
-	COHORT_SYM(h, p_cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
-	COHORT_SYM(h, p_cuGraphLaunch, "cuGraphLaunch");
-	COHORT_SYM(h, p_cuGraphExecDestroy, "cuGraphExecDestroy");
-	COHORT_SYM(h, p_cuGraphDestroy, "cuGraphDestroy");
-	COHORT_SYM(h, p_cuGraphGetNodes, "cuGraphGetNodes");
-	COHORT_SYM(h, p_cuModuleLoadData, "cuModuleLoadData");
-	COHORT_SYM(h, p_cuModuleUnload, "cuModuleUnload");
-	COHORT_SYM(h, p_cuModuleGetFunction, "cuModuleGetFunction");
-	COHORT_SYM(h, p_cuLaunchKernel, "cuLaunchKernel");
-	COHORT_SYM(h, p_cuGetErrorName, "cuGetErrorName");
-	COHORT_SYM(h, p_cuGetErrorString, "cuGetErrorString");
-	return NULL;
-}
-
-static int cw_cuInit(void) { return p_cuInit(0); }
-static int cw_cuDriverGetVersion(int *v) { return p_cuDriverGetVersion(v); }
-static int cw_cuDeviceGetCount(int *n) { return p_cuDeviceGetCount(n); }
-static int cw_cuDeviceGet(int *dev, int ordinal) {
-	CUdevice d;
-	CUresult r = p_cuDeviceGet(&d, ordinal);
-	*dev = (int)d;
-	return r;
-}
-static int cw_cuDeviceGetAttribute(int *v, int attr, int dev) {
-	return p_cuDeviceGetAttribute(v, (CUdevice_attribute)attr, (CUdevice)dev);
-}
-static int cw_cuDeviceGetName(char *name, int n, int dev) { return p_cuDeviceGetName(name, n, (CUdevice)dev); }
-static int cw_cuDevicePrimaryCtxRetain(uintptr_t *ctx, int dev) {
-	CUcontext c = NULL;
-	CUresult r = p_cuDevicePrimaryCtxRetain(&c, (CUdevice)dev);
-	*ctx = (uintptr_t)c;
-	return r;
-}
-static int cw_cuDevicePrimaryCtxRelease(int dev) { return p_cuDevicePrimaryCtxRelease((CUdevice)dev); }
-static int cw_cuCtxSetCurrent(uintptr_t ctx) { return p_cuCtxSetCurrent((CUcontext)ctx); }
-static int cw_cuCtxSynchronize(void) { return p_cuCtxSynchronize(); }
-static int cw_cuMemAlloc(uint64_t *ptr, size_t n) {
-	CUdeviceptr p = 0;
-	CUresult r = p_cuMemAlloc(&p, n);
-	*ptr = (uint64_t)p;
-	return r;
-}
-static int cw_cuMemFree(uint64_t ptr) { return p_cuMemFree((CUdeviceptr)ptr); }
-static int cw_cuMemGetInfo(size_t *free, size_t *total) { return p_cuMemGetInfo(free, total); }
-// The blocking copies are ordered on the thread's stream and wait for it.
-static int cw_cuMemcpyHtoD(uint64_t dst, const void *src, size_t n) {
-	CUresult r = p_cuMemcpyHtoDAsync((CUdeviceptr)dst, src, n, cw_stream);
-	return r != CUDA_SUCCESS ? r : p_cuStreamSynchronize(cw_stream);
-}
-static int cw_cuMemcpyDtoH(void *dst, uint64_t src, size_t n) {
-	CUresult r = p_cuMemcpyDtoHAsync(dst, (CUdeviceptr)src, n, cw_stream);
-	return r != CUDA_SUCCESS ? r : p_cuStreamSynchronize(cw_stream);
-}
-static int cw_cuMemcpyDtoD(uint64_t dst, uint64_t src, size_t n) { return p_cuMemcpyDtoDAsync((CUdeviceptr)dst, (CUdeviceptr)src, n, cw_stream); }
-static int cw_cuMemsetD32(uint64_t dst, unsigned int v, size_t n) { return p_cuMemsetD32Async((CUdeviceptr)dst, v, n, cw_stream); }
-static int cw_cuStreamCreate(uintptr_t *s) {
-	CUstream st = NULL;
-	CUresult r = p_cuStreamCreate(&st, CU_STREAM_NON_BLOCKING);
-	*s = (uintptr_t)st;
-	return r;
-}
-static int cw_cuStreamDestroy(uintptr_t s) { return p_cuStreamDestroy((CUstream)s); }
-static int cw_cuStreamSynchronize(void) { return p_cuStreamSynchronize(cw_stream); }
-// Capture is relaxed: other threads (other ranks) may call unsafe APIs such
-// as cuMemAlloc while this one captures.
-static int cw_begin_capture(void) { return p_cuStreamBeginCapture(cw_stream, CU_STREAM_CAPTURE_MODE_RELAXED); }
-static int cw_end_capture(uintptr_t *exec, size_t *nodes) {
-	CUgraph g = NULL;
-	CUgraphExec e = NULL;
-	*exec = 0; *nodes = 0;
-	CUresult r = p_cuStreamEndCapture(cw_stream, &g);
-	if (r != CUDA_SUCCESS) return r;
-	p_cuGraphGetNodes(g, NULL, nodes);
-	r = p_cuGraphInstantiateWithFlags(&e, g, 0);
-	p_cuGraphDestroy(g);
-	*exec = (uintptr_t)e;
-	return r;
-}
-static int cw_graph_launch(uintptr_t exec) { return p_cuGraphLaunch((CUgraphExec)exec, cw_stream); }
-static int cw_graph_destroy(uintptr_t exec) { return p_cuGraphExecDestroy((CUgraphExec)exec); }
-static int cw_cuMemHostAlloc(void **p, size_t n) { return p_cuMemHostAlloc(p, n, 0); }
-static int cw_cuMemFreeHost(void *p) { return p_cuMemFreeHost(p); }
-// cw_cuMemcpyHtoDAsync copies on the thread's stream (like cw_launch), so
-// the copy is ordered with every kernel launch.
-static int cw_cuMemcpyHtoDAsync(uint64_t dst, const void *src, size_t n) {
-	return p_cuMemcpyHtoDAsync((CUdeviceptr)dst, src, n, cw_stream);
-}
-static int cw_cuModuleLoadData(uintptr_t *mod, const void *image) {
-	CUmodule m = NULL;
-	CUresult r = p_cuModuleLoadData(&m, image);
-	*mod = (uintptr_t)m;
-	return r;
-}
-static int cw_cuModuleUnload(uintptr_t mod) { return p_cuModuleUnload((CUmodule)mod); }
-static int cw_cuModuleGetFunction(uintptr_t *fn, uintptr_t mod, const char *name) {
-	CUfunction f = NULL;
-	CUresult r = p_cuModuleGetFunction(&f, (CUmodule)mod, name);
-	*fn = (uintptr_t)f;
-	return r;
-}
+static void cw_set_stream(void *s) { cw_stream = (CUstream)s; }
+static void *cw_get_stream(void) { return (void *)cw_stream; }
 
 // cw_launch launches fn on the thread's stream. Every parameter is
 // passed in an 8-byte slot of args; the driver reads as many bytes as the
 // kernel's parameter has, so 4-byte ints and floats sit in the low half of
 // their slot (x86-64 and arm64 are little-endian).
-static int cw_launch(uintptr_t fn, unsigned gx, unsigned gy, unsigned gz,
+static CUresult cw_launch(void *fn, unsigned gx, unsigned gy, unsigned gz,
 		unsigned bx, unsigned by, unsigned bz, unsigned shmem, uint64_t *args, int nargs) {
 	void *ptrs[32];
 	if (nargs > 32) return CUDA_ERROR_INVALID_VALUE;
 	for (int i = 0; i < nargs; i++) ptrs[i] = &args[i];
-	return p_cuLaunchKernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shmem, cw_stream, ptrs, NULL);
+	return cuLaunchKernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shmem, cw_stream, ptrs, NULL);
 }
 
-static const char *cw_cuErrorName(int r) {
+// Capture is relaxed: other threads (other ranks) may call unsafe APIs such
+// as cuMemAlloc while this one captures.
+static CUresult cw_begin_capture(void) { return cuStreamBeginCapture(cw_stream, CU_STREAM_CAPTURE_MODE_RELAXED); }
+static CUresult cw_end_capture(uintptr_t *exec, size_t *nodes) {
+	CUgraph g = NULL;
+	CUgraphExec e = NULL;
+	*exec = 0; *nodes = 0;
+	CUresult r = cuStreamEndCapture(cw_stream, &g);
+	if (r != CUDA_SUCCESS) return r;
+	cuGraphGetNodes(g, NULL, nodes);
+	r = cuGraphInstantiateWithFlags(&e, g, 0);
+	cuGraphDestroy(g);
+	*exec = (uintptr_t)e;
+	return r;
+}
+static CUresult cw_graph_launch(uintptr_t exec) { return cuGraphLaunch((CUgraphExec)exec, cw_stream); }
+static CUresult cw_graph_destroy(uintptr_t exec) { return cuGraphExecDestroy((CUgraphExec)exec); }
+
+static CUresult cw_host_alloc(void **p, size_t n) { return cuMemHostAlloc(p, n, 0); }
+// cw_mapped_alloc allocates page-locked host memory mapped into every
+// context (portable, device-mapped) and returns its device address.
+static CUresult cw_mapped_alloc(void **host, uint64_t *dev, size_t n) {
+	CUdeviceptr d = 0;
+	CUresult r = cuMemHostAlloc(host, n, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+	if (r != CUDA_SUCCESS) return r;
+	r = cuMemHostGetDevicePointer(&d, *host, 0);
+	*dev = (uint64_t)d;
+	return r;
+}
+
+static const char *cw_error_name(CUresult r) {
 	const char *s = NULL;
-	if (p_cuGetErrorName == NULL || p_cuGetErrorName((CUresult)r, &s) != CUDA_SUCCESS || s == NULL) return "CUDA_ERROR_UNKNOWN_CODE";
+	if (cuGetErrorName(r, &s) != CUDA_SUCCESS || s == NULL) return "CUDA_ERROR_UNKNOWN_CODE";
 	return s;
 }
-static const char *cw_cuErrorString(int r) {
+static const char *cw_error_string(CUresult r) {
 	const char *s = NULL;
-	if (p_cuGetErrorString == NULL || p_cuGetErrorString((CUresult)r, &s) != CUDA_SUCCESS || s == NULL) return "";
+	if (cuGetErrorString(r, &s) != CUDA_SUCCESS || s == NULL) return "";
 	return s;
 }
+
+// COHORT_SYM resolves one entry point of a dlopen'ed library (the bind
+// functions below, called by nccl/dynload); it returns the missing name.
+#define COHORT_SYM(h, var, name) do { *(void **)(&var) = dlsym(h, name); if (!var) return name; } while (0)
 
 // ---- NVRTC ----
 static nvrtcResult (*p_nvrtcVersion)(int *, int *);
@@ -413,234 +291,252 @@ static int cw_lt_plan_run(uintptr_t handle, cw_lt_plan *p, uint64_t A, uint64_t 
 		&beta, (const void *)D, p->ld, (void *)D, p->ld, &p->algo, (void *)ws, p->wsSize, (cudaStream_t)cw_stream);
 }
 
-// ---- dlopen ----
-static void *cw_dlopen(const char *path) { return dlopen(path, RTLD_NOW | RTLD_LOCAL); }
-static const char *cw_dlerror(void) { const char *e = dlerror(); return e ? e : "unknown dlopen error"; }
 */
 import "C"
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"cohort/nccl/dynload"
 )
 
 // devptr is a device address (CUdeviceptr).
 type devptr uint64
 
-// cuError is a failed CUDA driver call.
+// cuError is a failed CUDA driver call: code is set for this file's own
+// calls, err for gorgonia.org/cu's.
 type cuError struct {
 	call string
-	code int
+	code C.CUresult
+	err  error
 }
 
 func (e *cuError) Error() string {
-	name := C.GoString(C.cw_cuErrorName(C.int(e.code)))
-	msg := C.GoString(C.cw_cuErrorString(C.int(e.code)))
-	return fmt.Sprintf("%s: %s (%d): %s", e.call, name, e.code, msg)
+	if e.err != nil {
+		return e.call + ": " + e.err.Error()
+	}
+	return fmt.Sprintf("%s: %s (%d): %s", e.call, C.GoString(C.cw_error_name(e.code)), int(e.code),
+		C.GoString(C.cw_error_string(e.code)))
 }
 
-func cuCheck(call string, r C.int) error {
-	if r == 0 {
+func (e *cuError) Unwrap() error { return e.err }
+
+// cuCheck turns the result of one of this file's driver calls into an error.
+func cuCheck(call string, r C.CUresult) error {
+	if r == C.CUDA_SUCCESS {
 		return nil
 	}
-	return &cuError{call: call, code: int(r)}
+	return &cuError{call: call, code: r}
 }
 
-// library is one dlopen'ed shared library.
-type library struct {
-	handle unsafe.Pointer
-	path   string
+// cuWrap names the call of a failed gorgonia.org/cu function.
+func cuWrap(call string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &cuError{call: call, err: err}
 }
 
-// openLibrary dlopens the first loadable of env's value (if set) and the
-// candidates, then resolves its symbols with load. The error names every
-// path tried and why it failed.
-func openLibrary(what, env string, candidates []string, load func(unsafe.Pointer) *C.char) (*library, error) {
-	var paths []string
-	if v := os.Getenv(env); v != "" {
-		paths = append(paths, v)
-	}
-	paths = append(paths, candidates...)
-	var tried []string
-	for _, p := range paths {
-		cp := C.CString(p)
-		h := C.cw_dlopen(cp)
-		C.free(unsafe.Pointer(cp))
-		if h == nil {
-			tried = append(tried, fmt.Sprintf("%s (%s)", p, C.GoString(C.cw_dlerror())))
-			continue
-		}
-		if missing := load(h); missing != nil {
-			tried = append(tried, fmt.Sprintf("%s (lacks symbol %s)", p, C.GoString(missing)))
-			continue
-		}
-		return &library{handle: h, path: p}, nil
-	}
-	return nil, fmt.Errorf("cuda: cannot load %s; set %s to its path; tried: %s", what, env, strings.Join(tried, "; "))
-}
+// cu's handles (Stream, Function) are structs holding one C pointer. The
+// thread's stream lives in C and a kernel launch needs the raw CUfunction,
+// which cu v0.9.6 does not export, so they are converted here. These
+// constants stop compiling (a negative uintptr) if a handle's size changes.
+const (
+	_ = unsafe.Sizeof(cu.Stream{}) - unsafe.Sizeof(uintptr(0))
+	_ = unsafe.Sizeof(uintptr(0)) - unsafe.Sizeof(cu.Stream{})
+	_ = unsafe.Sizeof(cu.Function{}) - unsafe.Sizeof(uintptr(0))
+	_ = unsafe.Sizeof(uintptr(0)) - unsafe.Sizeof(cu.Function{})
+)
+
+func rawStream(s cu.Stream) unsafe.Pointer { return unsafe.Pointer(s.C()) }
+
+func streamOf(p unsafe.Pointer) cu.Stream { return *(*cu.Stream)(unsafe.Pointer(&p)) }
+
+func rawFunction(f cu.Function) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&f)) }
+
+// Library search lists (nccl/dynload: $Env first when set, then Paths).
+var (
+	nvrtcSpec = dynload.Spec{What: "NVRTC (libnvrtc)", Env: "COHORT_NVRTC_PATH", Paths: []string{
+		"/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so.12",
+		"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}}
+	cublasLtSpec = dynload.Spec{What: "cuBLASLt (libcublasLt)", Env: "COHORT_CUBLASLT_PATH", Paths: []string{
+		"/usr/local/cuda/lib64/libcublasLt.so.13", "/usr/local/cuda/lib64/libcublasLt.so.12",
+		"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}}
+)
 
 var (
-	libcudaOnce sync.Once
-	libcuda     *library
-	libcudaErr  error
-
 	nvrtcOnce sync.Once
-	libnvrtc  *library
+	libnvrtc  *dynload.Library
 	nvrtcErr  error
 
 	ltOnce sync.Once
-	libLt  *library
+	libLt  *dynload.Library
 	ltErr  error
 )
 
-// Library search lists. The environment variable, when set, is tried first.
-var (
-	cudaCandidates     = []string{"libcuda.so.1", "libcuda.so"}
-	nvrtcCandidates    = []string{"/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so.12", "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}
-	cublasLtCandidates = []string{"/usr/local/cuda/lib64/libcublasLt.so.13", "/usr/local/cuda/lib64/libcublasLt.so.12", "libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}
-)
-
-// loadDriver opens libcuda and initializes the driver (once per process).
-func loadDriver() error {
-	libcudaOnce.Do(func() {
-		libcuda, libcudaErr = openLibrary("the CUDA driver (libcuda)", "COHORT_LIBCUDA_PATH", cudaCandidates,
-			func(h unsafe.Pointer) *C.char { return C.cw_load_cuda(h) })
-		if libcudaErr != nil {
-			return
-		}
-		if err := cuCheck("cuInit", C.cw_cuInit()); err != nil {
-			libcudaErr = fmt.Errorf("cuda: %w (driver %s)", err, libcuda.path)
-		}
-	})
-	return libcudaErr
-}
-
 func loadNVRTC() error {
 	nvrtcOnce.Do(func() {
-		libnvrtc, nvrtcErr = openLibrary("NVRTC (libnvrtc)", "COHORT_NVRTC_PATH", nvrtcCandidates,
-			func(h unsafe.Pointer) *C.char { return C.cw_load_nvrtc(h) })
+		libnvrtc, nvrtcErr = dynload.Open(nvrtcSpec, func(h unsafe.Pointer) string {
+			return C.GoString(C.cw_load_nvrtc(h))
+		})
+		if nvrtcErr != nil {
+			nvrtcErr = fmt.Errorf("cuda: %w", nvrtcErr)
+		}
 	})
 	return nvrtcErr
 }
 
 func loadCublasLt() error {
 	ltOnce.Do(func() {
-		libLt, ltErr = openLibrary("cuBLASLt (libcublasLt)", "COHORT_CUBLASLT_PATH", cublasLtCandidates,
-			func(h unsafe.Pointer) *C.char { return C.cw_load_cublaslt(h) })
+		libLt, ltErr = dynload.Open(cublasLtSpec, func(h unsafe.Pointer) string {
+			return C.GoString(C.cw_load_cublaslt(h))
+		})
+		if ltErr != nil {
+			ltErr = fmt.Errorf("cuda: %w", ltErr)
+		}
 	})
 	return ltErr
 }
 
 // ---- driver wrappers ----
 
-func driverVersion() int {
-	var v C.int
-	if C.cw_cuDriverGetVersion(&v) != 0 {
-		return -1
-	}
-	return int(v)
-}
+func driverVersion() int { return cu.Version() }
 
 func deviceCount() (int, error) {
-	var n C.int
-	err := cuCheck("cuDeviceGetCount", C.cw_cuDeviceGetCount(&n))
-	return int(n), err
+	n, err := cu.NumDevices()
+	return n, cuWrap("cuDeviceGetCount", err)
 }
 
 func deviceGet(ordinal int) (int, error) {
-	var d C.int
-	err := cuCheck("cuDeviceGet", C.cw_cuDeviceGet(&d, C.int(ordinal)))
-	return int(d), err
+	d, err := cu.GetDevice(ordinal)
+	return int(d), cuWrap("cuDeviceGet", err)
 }
 
 const (
-	attrComputeCapabilityMajor = C.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
-	attrComputeCapabilityMinor = C.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
-	attrMultiprocessorCount    = C.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+	attrComputeCapabilityMajor = cu.ComputeCapabilityMajor
+	attrComputeCapabilityMinor = cu.ComputeCapabilityMinor
+	attrMultiprocessorCount    = cu.MultiprocessorCount
 )
 
-func deviceAttribute(dev int, attr int) (int, error) {
-	var v C.int
-	err := cuCheck("cuDeviceGetAttribute", C.cw_cuDeviceGetAttribute(&v, C.int(attr), C.int(dev)))
-	return int(v), err
+func deviceAttribute(dev int, attr cu.DeviceAttribute) (int, error) {
+	v, err := cu.Device(dev).Attribute(attr)
+	return v, cuWrap("cuDeviceGetAttribute", err)
 }
 
 func deviceName(dev int) string {
-	buf := make([]byte, 256)
-	if C.cw_cuDeviceGetName((*C.char)(unsafe.Pointer(&buf[0])), C.int(len(buf)), C.int(dev)) != 0 {
+	name, err := cu.Device(dev).Name()
+	if err != nil {
 		return "?"
 	}
-	return C.GoString((*C.char)(unsafe.Pointer(&buf[0])))
+	return name
 }
 
 // cuContext is a CUcontext handle.
-type cuContext uintptr
+type cuContext = cu.CUContext
 
 func primaryCtxRetain(dev int) (cuContext, error) {
-	var c C.uintptr_t
-	err := cuCheck("cuDevicePrimaryCtxRetain", C.cw_cuDevicePrimaryCtxRetain(&c, C.int(dev)))
-	return cuContext(c), err
+	c, err := cu.Device(dev).RetainPrimaryCtx()
+	return c, cuWrap("cuDevicePrimaryCtxRetain", err)
 }
 
 func primaryCtxRelease(dev int) error {
-	return cuCheck("cuDevicePrimaryCtxRelease", C.cw_cuDevicePrimaryCtxRelease(C.int(dev)))
+	return cuWrap("cuDevicePrimaryCtxRelease", cu.Device(dev).ReleasePrimaryCtx())
 }
 
-func ctxSetCurrent(c cuContext) error {
-	return cuCheck("cuCtxSetCurrent", C.cw_cuCtxSetCurrent(C.uintptr_t(c)))
+func ctxSetCurrent(c cuContext) error { return cuWrap("cuCtxSetCurrent", cu.SetCurrentContext(c)) }
+
+func ctxSynchronize() error { return cuWrap("cuCtxSynchronize", cu.Synchronize()) }
+
+// canAccessPeer reports whether device dev can map peer's memory.
+func canAccessPeer(dev, peer int) (bool, error) {
+	can, err := cu.Device(dev).CanAccessPeer(cu.Device(peer))
+	return can != 0, cuWrap("cuDeviceCanAccessPeer", err)
 }
 
-func ctxSynchronize() error { return cuCheck("cuCtxSynchronize", C.cw_cuCtxSynchronize()) }
+// enablePeerAccess maps peer context's memory into the current context;
+// "already enabled" (NCCL may have done it) counts as success.
+func enablePeerAccess(peer cuContext) error {
+	if err := peer.EnablePeerAccess(0); err != nil && err != cu.PeerAccessAlreadyEnabled {
+		return cuWrap("cuCtxEnablePeerAccess", err)
+	}
+	return nil
+}
 
 func memAlloc(bytes int64) (devptr, error) {
-	var p C.uint64_t
-	err := cuCheck(fmt.Sprintf("cuMemAlloc(%d bytes)", bytes), C.cw_cuMemAlloc(&p, C.size_t(bytes)))
-	return devptr(p), err
+	p, err := cu.MemAlloc(bytes)
+	if err != nil {
+		return 0, cuWrap(fmt.Sprintf("cuMemAlloc(%d bytes)", bytes), err)
+	}
+	return devptr(p), nil
 }
 
-func memFree(p devptr) error { return cuCheck("cuMemFree", C.cw_cuMemFree(C.uint64_t(p))) }
+func memFree(p devptr) error { return cuWrap("cuMemFree", cu.MemFree(cu.DevicePtr(p))) }
 
 func memInfo() (free, total int64, err error) {
-	var f, t C.size_t
-	err = cuCheck("cuMemGetInfo", C.cw_cuMemGetInfo(&f, &t))
-	return int64(f), int64(t), err
+	free, total, err = cu.MemInfo()
+	return free, total, cuWrap("cuMemGetInfo", err)
 }
 
+// threadStream is the calling thread's stream (see setThreadStream).
+func threadStream() cu.Stream { return streamOf(C.cw_get_stream()) }
+
 // memcpyHtoD copies bytes from host memory src (which holds no Go
-// pointers) to dst.
+// pointers) to dst, ordered on the thread's stream, and waits for it.
 func memcpyHtoD(dst devptr, src unsafe.Pointer, bytes int64) error {
 	if bytes == 0 {
 		return nil
 	}
-	return cuCheck("cuMemcpyHtoD", C.cw_cuMemcpyHtoD(C.uint64_t(dst), src, C.size_t(bytes)))
+	s := threadStream()
+	if err := cu.MemcpyHtoDAsync(cu.DevicePtr(dst), src, bytes, s); err != nil {
+		return cuWrap("cuMemcpyHtoD", err)
+	}
+	return cuWrap("cuMemcpyHtoD: cuStreamSynchronize", s.Synchronize())
 }
 
+// memcpyDtoH copies bytes from src to host memory dst, ordered on the
+// thread's stream, and waits for it.
 func memcpyDtoH(dst unsafe.Pointer, src devptr, bytes int64) error {
 	if bytes == 0 {
 		return nil
 	}
-	return cuCheck("cuMemcpyDtoH", C.cw_cuMemcpyDtoH(dst, C.uint64_t(src), C.size_t(bytes)))
+	s := threadStream()
+	if err := cu.MemcpyDtoHAsync(dst, cu.DevicePtr(src), bytes, s); err != nil {
+		return cuWrap("cuMemcpyDtoH", err)
+	}
+	return cuWrap("cuMemcpyDtoH: cuStreamSynchronize", s.Synchronize())
 }
 
+// memcpyDtoD enqueues a device-to-device copy on the thread's stream.
 func memcpyDtoD(dst, src devptr, bytes int64) error {
 	if bytes == 0 {
 		return nil
 	}
-	return cuCheck("cuMemcpyDtoD", C.cw_cuMemcpyDtoD(C.uint64_t(dst), C.uint64_t(src), C.size_t(bytes)))
+	return cuWrap("cuMemcpyDtoD", cu.MemcpyDtoDAsync(cu.DevicePtr(dst), cu.DevicePtr(src), bytes, threadStream()))
 }
 
 // memHostAlloc allocates bytes of page-locked host memory (outside the Go
 // heap).
 func memHostAlloc(bytes int64) (unsafe.Pointer, error) {
 	var p unsafe.Pointer
-	err := cuCheck(fmt.Sprintf("cuMemHostAlloc(%d bytes)", bytes), C.cw_cuMemHostAlloc(&p, C.size_t(bytes)))
+	err := cuCheck(fmt.Sprintf("cuMemHostAlloc(%d bytes)", bytes), C.cw_host_alloc(&p, C.size_t(bytes)))
 	return p, err
 }
 
-func memFreeHost(p unsafe.Pointer) error { return cuCheck("cuMemFreeHost", C.cw_cuMemFreeHost(p)) }
+// memMappedAlloc allocates bytes of page-locked host memory mapped into
+// every context and returns its host and device addresses.
+func memMappedAlloc(bytes int64) (unsafe.Pointer, devptr, error) {
+	var host unsafe.Pointer
+	var dev C.uint64_t
+	err := cuCheck("cuMemHostAlloc(mapped)", C.cw_mapped_alloc(&host, &dev, C.size_t(bytes)))
+	return host, devptr(dev), err
+}
+
+func memFreeHost(p unsafe.Pointer) error { return cuWrap("cuMemFreeHost", cu.MemFreeHost(p)) }
 
 // memcpyHtoDAsync enqueues a copy of bytes from page-locked host memory src
 // to dst on the thread's stream and returns without waiting; src must
@@ -649,53 +545,48 @@ func memcpyHtoDAsync(dst devptr, src unsafe.Pointer, bytes int64) error {
 	if bytes == 0 {
 		return nil
 	}
-	return cuCheck("cuMemcpyHtoDAsync", C.cw_cuMemcpyHtoDAsync(C.uint64_t(dst), src, C.size_t(bytes)))
+	return cuWrap("cuMemcpyHtoDAsync", cu.MemcpyHtoDAsync(cu.DevicePtr(dst), src, bytes, threadStream()))
 }
 
+// memsetD32 enqueues setting n 32-bit words at dst to v on the thread's
+// stream.
 func memsetD32(dst devptr, v uint32, n int64) error {
 	if n == 0 {
 		return nil
 	}
-	return cuCheck("cuMemsetD32", C.cw_cuMemsetD32(C.uint64_t(dst), C.uint(v), C.size_t(n)))
+	return cuWrap("cuMemsetD32", cu.MemsetD32Async(cu.DevicePtr(dst), uint(v), n, threadStream()))
 }
 
 // module is a loaded CUmodule; function a CUfunction.
 type (
-	module   uintptr
-	function uintptr
+	module   = cu.Module
+	function = cu.Function
 )
 
 // moduleLoadData loads a PTX (NUL-terminated) or cubin image.
 func moduleLoadData(image []byte) (module, error) {
 	if len(image) == 0 {
-		return 0, fmt.Errorf("cuda: empty module image")
+		return module{}, fmt.Errorf("cuda: empty module image")
 	}
-	cimg := C.CBytes(image)
-	defer C.free(cimg)
-	var m C.uintptr_t
-	err := cuCheck("cuModuleLoadData", C.cw_cuModuleLoadData(&m, cimg))
-	return module(m), err
+	m, err := cu.LoadData(string(image))
+	return m, cuWrap("cuModuleLoadData", err)
 }
 
-func moduleUnload(m module) error {
-	return cuCheck("cuModuleUnload", C.cw_cuModuleUnload(C.uintptr_t(m)))
-}
+func moduleUnload(m module) error { return cuWrap("cuModuleUnload", m.Unload()) }
 
 func moduleGetFunction(m module, name string) (function, error) {
-	cn := C.CString(name)
-	defer C.free(unsafe.Pointer(cn))
-	var f C.uintptr_t
-	err := cuCheck("cuModuleGetFunction("+name+")", C.cw_cuModuleGetFunction(&f, C.uintptr_t(m), cn))
-	return function(f), err
+	f, err := m.Function(name)
+	return f, cuWrap("cuModuleGetFunction("+name+")", err)
 }
 
-// launchKernel launches f with its parameters packed one per 8-byte slot.
+// launchKernel launches f on the thread's stream with its parameters packed
+// one per 8-byte slot (at most 32).
 func launchKernel(f function, grid, block [3]int, shmem int, args []uint64) error {
 	var p *C.uint64_t
 	if len(args) > 0 {
 		p = (*C.uint64_t)(unsafe.Pointer(&args[0]))
 	}
-	return cuCheck("cuLaunchKernel", C.cw_launch(C.uintptr_t(f),
+	return cuCheck("cuLaunchKernel", C.cw_launch(rawFunction(f),
 		C.uint(grid[0]), C.uint(grid[1]), C.uint(grid[2]),
 		C.uint(block[0]), C.uint(block[1]), C.uint(block[2]),
 		C.uint(shmem), p, C.int(len(args))))
@@ -792,27 +683,24 @@ func cublasLtVersion() int { return int(C.cw_cublasLtGetVersion()) }
 // ---- streams and graphs ----
 
 // cuStream is a CUstream.
-type cuStream uintptr
+type cuStream = cu.Stream
 
 // streamCreate makes a non-blocking stream (not ordered with the legacy
 // default stream).
 func streamCreate() (cuStream, error) {
-	var st C.uintptr_t
-	err := cuCheck("cuStreamCreate", C.cw_cuStreamCreate(&st))
-	return cuStream(st), err
+	s, err := cu.MakeStream(cu.NonBlocking)
+	return s, cuWrap("cuStreamCreate", err)
 }
 
-func streamDestroy(s cuStream) error {
-	return cuCheck("cuStreamDestroy", C.cw_cuStreamDestroy(C.uintptr_t(s)))
-}
+func streamDestroy(s cuStream) error { return cuWrap("cuStreamDestroy", s.Destroy()) }
 
 // setThreadStream makes s the calling OS thread's stream for every later
 // copy, memset, launch and GEMM of this package on that thread.
-func setThreadStream(s cuStream) { C.cw_set_stream(C.uintptr_t(s)) }
+func setThreadStream(s cuStream) { C.cw_set_stream(rawStream(s)) }
 
 // streamSynchronize waits for the thread's stream.
 func streamSynchronize() error {
-	return cuCheck("cuStreamSynchronize", C.cw_cuStreamSynchronize())
+	return cuWrap("cuStreamSynchronize", threadStream().Synchronize())
 }
 
 // graphExec is an instantiated CUDA graph (CUgraphExec).

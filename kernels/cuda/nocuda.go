@@ -1,9 +1,9 @@
 //go:build !cuda
 
 // Package cuda is the GPU implementation of kernels.Backend. It is built
-// only with -tags cuda (it is the only cgo in kernels and opens the CUDA
-// driver, NVRTC and cuBLASLt with dlopen at run time); without the tag, New
-// reports that the binary has no CUDA support.
+// only with -tags cuda (it is the only cgo in kernels, links libcuda through
+// gorgonia.org/cu and opens NVRTC and cuBLASLt at run time); without the
+// tag, New reports that the binary has no CUDA support.
 package cuda
 
 import (

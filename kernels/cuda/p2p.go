@@ -14,59 +14,10 @@ package cuda
 // exchange, so either all use it or none does. Its buffers are never freed:
 // a peer may still read them until the group is gone, and they are small
 // (2·256 KiB per rank and group generation).
-//
-// The driver calls below are opened from the same libcuda as driver.go.
-
-/*
-#cgo LDFLAGS: -ldl
-#include <dlfcn.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <cuda.h>
-
-static CUresult (*r_cuDeviceCanAccessPeer)(int *, CUdevice, CUdevice);
-static CUresult (*r_cuCtxEnablePeerAccess)(CUcontext, unsigned int);
-static CUresult (*r_cuMemHostAlloc)(void **, size_t, unsigned int);
-static CUresult (*r_cuMemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned int);
-
-#define R_SYM(h, var, name) do { *(void **)(&var) = dlsym(h, name); if (!var) return name; } while (0)
-
-static const char *r_load(const char *path) {
-	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	if (h == NULL) return "dlopen";
-	R_SYM(h, r_cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer");
-	R_SYM(h, r_cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess");
-	R_SYM(h, r_cuMemHostAlloc, "cuMemHostAlloc");
-	R_SYM(h, r_cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2");
-	return NULL;
-}
-
-static int r_can_access_peer(int *can, int dev, int peer) {
-	return r_cuDeviceCanAccessPeer(can, (CUdevice)dev, (CUdevice)peer);
-}
-// r_enable_peer maps peer context's memory into the current context;
-// "already enabled" (NCCL may have done it) counts as success.
-static int r_enable_peer(uintptr_t peerCtx) {
-	CUresult r = r_cuCtxEnablePeerAccess((CUcontext)peerCtx, 0);
-	return r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED ? CUDA_SUCCESS : r;
-}
-// r_mapped_alloc allocates page-locked host memory mapped into every
-// context (portable, device-mapped) and returns its device address.
-static int r_mapped_alloc(void **host, uint64_t *dev, size_t n) {
-	CUdeviceptr d = 0;
-	CUresult r = r_cuMemHostAlloc(host, n, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
-	if (r != CUDA_SUCCESS) return r;
-	r = r_cuMemHostGetDevicePointer(&d, *host, 0);
-	*dev = (uint64_t)d;
-	return r;
-}
-*/
-import "C"
 
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -83,26 +34,6 @@ const (
 	p2pBlocks  = 32
 	p2pThreads = 512
 )
-
-var (
-	p2pLoadOnce sync.Once
-	p2pLoadErr  error
-)
-
-func loadP2P() error {
-	p2pLoadOnce.Do(func() {
-		if err := loadDriver(); err != nil {
-			p2pLoadErr = err
-			return
-		}
-		cp := C.CString(libcuda.path)
-		defer C.free(unsafe.Pointer(cp))
-		if missing := C.r_load(cp); missing != nil {
-			p2pLoadErr = fmt.Errorf("cuda: %s: cannot resolve %s", libcuda.path, C.GoString(missing))
-		}
-	})
-	return p2pLoadErr
-}
 
 // p2pGroup is one rank's side of the one-shot all-reduce.
 type p2pGroup struct {
@@ -154,9 +85,6 @@ func (b *Backend) newP2P(ctx context.Context, rank int, lp nccl.LocalPeers) (*p2
 // abort flag, and enables access to every peer's memory. It returns why
 // this rank cannot take part ("" if it can; p.region is then set).
 func (p *p2pGroup) prepare(b *Backend, devs []int) string {
-	if err := loadP2P(); err != nil {
-		return err.Error()
-	}
 	me := devs[p.rank]
 	for r, d := range devs {
 		if r == p.rank {
@@ -166,11 +94,11 @@ func (p *p2pGroup) prepare(b *Backend, devs []int) string {
 		if err != nil {
 			return err.Error()
 		}
-		var can C.int
-		if err := cuCheck("cuDeviceCanAccessPeer", C.r_can_access_peer(&can, C.int(b.device), C.int(dev))); err != nil {
+		can, err := canAccessPeer(b.device, dev)
+		if err != nil {
 			return err.Error()
 		}
-		if can == 0 {
+		if !can {
 			return fmt.Sprintf("device %d cannot access device %d's memory", me, d)
 		}
 		// The peer's primary context (shared with its rank and with NCCL);
@@ -179,8 +107,8 @@ func (p *p2pGroup) prepare(b *Backend, devs []int) string {
 		if err != nil {
 			return err.Error()
 		}
-		if err := cuCheck(fmt.Sprintf("cuCtxEnablePeerAccess(device %d)", d), C.r_enable_peer(C.uintptr_t(pctx))); err != nil {
-			return err.Error()
+		if err := enablePeerAccess(pctx); err != nil {
+			return fmt.Sprintf("device %d: %v", d, err)
 		}
 	}
 	// Keep this device's primary context alive as long as the process: the
@@ -189,12 +117,11 @@ func (p *p2pGroup) prepare(b *Backend, devs []int) string {
 	if _, err := primaryCtxRetain(b.device); err != nil {
 		return err.Error()
 	}
-	var host unsafe.Pointer
-	var dev C.uint64_t
-	if err := cuCheck("cuMemHostAlloc(mapped)", C.r_mapped_alloc(&host, &dev, 64)); err != nil {
+	host, dev, err := memMappedAlloc(64)
+	if err != nil {
 		return err.Error()
 	}
-	p.abortHost, p.abortDev = (*uint32)(host), devptr(dev)
+	p.abortHost, p.abortDev = (*uint32)(host), dev
 	atomic.StoreUint32(p.abortHost, 0)
 	bytes := p2pRegionBytes(p.size, p.cap)
 	region, err := memAlloc(bytes)

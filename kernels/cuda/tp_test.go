@@ -27,9 +27,6 @@ import (
 // with enough devices NCCL must load.
 func multiGPU(t testing.TB, n int) int {
 	t.Helper()
-	if err := loadDriver(); err != nil {
-		t.Skipf("no GPU: %v", err)
-	}
 	have, err := deviceCount()
 	if err != nil || have < n {
 		t.Skipf("%d GPUs (%v); the test needs %d", have, err, n)

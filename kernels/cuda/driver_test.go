@@ -1,0 +1,63 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"math"
+	"testing"
+	"unsafe"
+)
+
+// TestDriverHotPath checks the calls a step makes hundreds of times (a
+// launch, a memset, an async copy on the thread's stream) allocate nothing
+// on the Go heap, and that they are ordered on the thread's stream: the
+// copy sees the kernel's result without a context-wide synchronize.
+func TestDriverHotPath(t *testing.T) {
+	b := gpu(t)
+	const n = 256
+	y, err := memAlloc(n * 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer memFree(y)
+	one := make([]float32, n)
+	for i := range one {
+		one[i] = 1
+	}
+	x, err := memAlloc(n * 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer memFree(x)
+	if err := memcpyHtoD(x, unsafe.Pointer(&one[0]), n*4); err != nil {
+		t.Fatal(err)
+	}
+	f, ok := b.funcs["add_f32"]
+	if !ok {
+		t.Fatal("no kernel add_f32")
+	}
+	args := []uint64{uint64(y), uint64(x), uint64(x), n}
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := memcpyHtoDAsync(x, unsafe.Pointer(&one[0]), n*4); err != nil {
+			t.Fatal(err)
+		}
+		if err := memsetD32(y, math.Float32bits(7), n); err != nil {
+			t.Fatal(err)
+		}
+		if err := launchKernel(f, [3]int{1, 1, 1}, [3]int{128, 1, 1}, 0, args); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("copy + memset + launch allocate %v times per call, want 0", allocs)
+	}
+	got := make([]float32, n)
+	if err := memcpyDtoH(unsafe.Pointer(&got[0]), y, n*4); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range got {
+		if v != 2 {
+			t.Fatalf("y[%d] = %v after memset 7 then y = x + x with x = 1, want 2", i, v)
+		}
+	}
+}
