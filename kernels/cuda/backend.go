@@ -100,6 +100,7 @@ type Backend struct {
 	weights     string             // "bf16" or "f32" (Options.Weights)
 	mmaRows     int                // most rows of the tensor-core GEMV (bf16.go)
 	gemvTune    gemvTuning         // its variant (bf16.go)
+	mmaCnt      devptr             // its tile counters (zero between launches)
 	plans       map[ltKey]ltPlan   // prepared cuBLASLt matmuls by shape
 	graph       graphs             // CUDA graphs of decode steps (graph.go)
 	collectives collectives        // device collectives (collective.go)
@@ -174,6 +175,10 @@ func New(o Options) (*Backend, error) {
 	}
 	setThreadStream(b.stream)
 	if err := b.init(); err != nil {
+		b.Close()
+		return nil, err
+	}
+	if err := b.initMMA(); err != nil {
 		b.Close()
 		return nil, err
 	}

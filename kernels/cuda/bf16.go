@@ -132,14 +132,32 @@ func mmaRowsFromEnv() (int, error) {
 // gemvTuning picks the tensor-core GEMV's variant; zero values mean the
 // defaults (tests and benchmarks set them to compare variants).
 type gemvTuning struct {
-	stage int // chunks per pipeline stage (1 or 2; 4-tile kernels have only 1)
-	warps int // warps per block (1..mmaMaxWarps)
-	rows  int // most rows of the CUDA-core GEMV when the tensor-core one does not fit (default gemvMaxRows)
+	warps int // warps per block (1..mmaMaxWarps; default 4)
+	split int // blocks per 16-row tile (default: enough warps to fill the device)
+	rows  int // most rows of the CUDA-core GEMV when the tensor-core one does not fit (default gemvMaxRows; -1: none)
 }
 
-// mmaLaunch returns the entry and block for T rows: the n-tile count 8·NT ≥
-// T, the stage and the warps.
-func (b *Backend) mmaLaunch(prefix string, T int) (string, [3]int) {
+// mmaCounters is the size of the tile counters of split tiles (one per tile,
+// two for SwiGLULinear): launches with more tiles do not split.
+const mmaCounters = 1 << 14
+
+// mmaWarpsTarget is the warps per SM a launch aims for: enough loads in
+// flight to keep HBM busy. Measured on the H200 (BenchmarkLinearBF16): 4
+// warps per block and about this many warps per SM read 47 MB matrices at
+// 3.0–3.2 TB/s; 160 tiles of 8 warps (N = 2560) only reached 2.2 TB/s.
+const mmaWarpsTarget = 24
+
+// mmaPlan is one tensor-core GEMV launch: its entry, grid and block, and
+// the blocks per tile (split).
+type mmaPlan struct {
+	name        string
+	grid, block [3]int
+	split       int
+}
+
+// mmaLaunch plans the tensor-core GEMV of T rows over tiles 16-row tiles of
+// K columns: the n-tile count 8·NT ≥ T, the warps per block and the split.
+func (b *Backend) mmaLaunch(prefix string, T, tiles, K int) mmaPlan {
 	nt := 4
 	switch {
 	case T <= 8:
@@ -147,18 +165,48 @@ func (b *Backend) mmaLaunch(prefix string, T int) (string, [3]int) {
 	case T <= 16:
 		nt = 2
 	}
-	u := b.gemvTune.stage
-	if u == 0 || nt == 4 {
-		u = 1
-		if nt < 4 {
-			u = 2
-		}
-	}
 	w := b.gemvTune.warps
 	if w <= 0 || w > mmaMaxWarps {
-		w = 8
+		w = 4
 	}
-	return fmt.Sprintf("%s_nt%d_u%d", prefix, nt, u), [3]int{32 * w, 1, 1}
+	split := b.gemvTune.split
+	if split <= 0 {
+		split = (b.sms*mmaWarpsTarget + tiles*w/2) / (tiles * w)
+	}
+	split = max(1, min(split, K/64/(2*w)))
+	if 2*tiles > mmaCounters {
+		split = 1
+	}
+	return mmaPlan{name: fmt.Sprintf("%s_nt%d", prefix, nt), grid: [3]int{tiles, split, 1}, block: [3]int{32 * w, 1, 1}, split: split}
+}
+
+// initMMA allocates the zeroed tile counters (before any step, so never
+// inside a graph capture).
+func (b *Backend) initMMA() error {
+	p, err := memAlloc(mmaCounters * 4)
+	if err != nil {
+		return fmt.Errorf("cuda: GEMV tile counters: %w", err)
+	}
+	b.permanent[p] = mmaCounters * 4
+	b.mmaCnt = p
+	if err := memsetD32(p, 0, mmaCounters); err != nil {
+		return fmt.Errorf("cuda: GEMV tile counters: %w", err)
+	}
+	return nil
+}
+
+// mmaWorkspace returns the partial-sum workspace and tile counters of a
+// split launch (parts: 1, or 2 for SwiGLULinear), or zeros when it does not
+// split.
+func (b *Backend) mmaWorkspace(op string, p mmaPlan, T, parts int) (ws, cnt devptr) {
+	if p.split == 1 {
+		return 0, 0
+	}
+	nt := (T + 7) / 8
+	if nt == 3 {
+		nt = 4
+	}
+	return b.allocScratch(op, int64(parts*p.grid[0]*p.split*nt*128*4)), b.mmaCnt
 }
 
 // mmaFits reports whether the tensor-core GEMV serves T rows of K columns.
@@ -180,9 +228,10 @@ func (b *Backend) gemvFits(T, K int) bool {
 func (b *Backend) linearBF16(op string, y, x, w *Tensor, T, K, N int) {
 	switch {
 	case b.mmaFits(T, K):
-		name, block := b.mmaLaunch("gemv_mma", T)
-		b.launch(op, name, [3]int{(N + 15) / 16, 1, 1}, block, 0,
-			y.ptr, w.ptr, N, devptr(0), devptr(0), 0, devptr(0), devptr(0), 0, devptr(0), devptr(0), 0, x.ptr, T, K)
+		p := b.mmaLaunch("gemv_mma", T, (N+15)/16, K)
+		ws, cnt := b.mmaWorkspace(op, p, T, 1)
+		b.launch(op, p.name, p.grid, p.block, 0,
+			y.ptr, w.ptr, N, devptr(0), devptr(0), 0, devptr(0), devptr(0), 0, devptr(0), devptr(0), 0, x.ptr, T, K, ws, cnt)
 	case b.gemvFits(T, K):
 		b.launch(op, "gemv_bf16", [3]int{(N + gemvWarps - 1) / gemvWarps, 1, 1}, [3]int{32, gemvWarps, 1}, 0,
 			y.ptr, x.ptr, w.ptr, T, K, N)
@@ -221,8 +270,9 @@ func (b *Backend) Linears(x kernels.Tensor, ws ...kernels.Tensor) []kernels.Tens
 			tiles += (N + 15) / 16
 		}
 	}
-	name, block := b.mmaLaunch("gemv_mma", T)
-	b.launch(op, name, [3]int{tiles, 1, 1}, block, 0, append(args[:], xt.ptr, T, K)...)
+	p := b.mmaLaunch("gemv_mma", T, tiles, K)
+	part, cnt := b.mmaWorkspace(op, p, T, 1)
+	b.launch(op, p.name, p.grid, p.block, 0, append(args[:], xt.ptr, T, K, part, cnt)...)
 	return out
 }
 
@@ -249,8 +299,9 @@ func (b *Backend) SwiGLULinear(x, gate, up kernels.Tensor) kernels.Tensor {
 	}
 	N := gt.shape[0]
 	y := b.newTensor(op, T, N)
-	name, block := b.mmaLaunch("gemv_mma_swiglu", T)
-	b.launch(op, name, [3]int{(N + 15) / 16, 1, 1}, block, 0, y.ptr, gt.ptr, ut.ptr, N, xt.ptr, T, K)
+	p := b.mmaLaunch("gemv_mma_swiglu", T, (N+15)/16, K)
+	ws, cnt := b.mmaWorkspace(op, p, T, 2)
+	b.launch(op, p.name, p.grid, p.block, 0, y.ptr, gt.ptr, ut.ptr, N, xt.ptr, T, K, ws, cnt)
 	return y
 }
 

@@ -54,6 +54,7 @@ func TestLinearBF16(t *testing.T) {
 	for _, tc := range []struct{ T, K, N int }{
 		{1, 64, 40}, {3, 2560, 300}, {8, 1024, 17}, {1, 9216, 64}, {9, 512, 300}, {64, 2560, 96}, {5, 40, 33},
 		{16, 2560, 33}, {17, 4096, 50}, {32, 128, 16}, {24, 192, 16}, {2, 640, 248}, {33, 256, 20},
+		{1, 9216, 2560}, {4, 4096, 40}, {8, 4096, 2560}, // split tiles
 	} {
 		t.Run(fmt.Sprintf("T%d_K%d_N%d", tc.T, tc.K, tc.N), func(t *testing.T) {
 			g := bf16Backend(t) // subtests run on their own goroutines
@@ -64,9 +65,15 @@ func TestLinearBF16(t *testing.T) {
 			if !asTensor("test", gw).bf16 {
 				t.Fatal("UploadWeight did not store a bf16 matrix")
 			}
-			got := g.Download(g.Linear(g.Upload(x, tc.T, tc.K), gw))
+			gx := g.Upload(x, tc.T, tc.K)
+			got := g.Download(g.Linear(gx, gw))
 			want := c.Download(c.Linear(c.Upload(oracleActivations(g, x, tc.T, tc.K), tc.T, tc.K), c.Upload(w, tc.N, tc.K)))
 			checkClose(t, "Linear", got, want, 2e-5)
+			// Split tiles add their partial sums in a fixed order: a second
+			// run gives the same bits.
+			if again := g.Download(g.Linear(gx, gw)); !slices.Equal(again, got) {
+				t.Errorf("a second Linear differs (relative %.3g)", relDiff(again, got))
+			}
 			g.ResetScratch()
 		})
 	}
@@ -94,6 +101,7 @@ func TestFusedLinearBF16(t *testing.T) {
 		Ns   []int
 	}{
 		{1, 2560, []int{8192, 4096, 32, 32}}, {7, 256, []int{48, 16, 16}}, {12, 512, []int{100, 200}},
+		{12, 4096, []int{100, 200}}, {3, 9216, []int{2560, 2560}}, // split tiles
 		{32, 128, []int{64, 64, 64, 64, 64}}, {40, 128, []int{16, 32}},
 	} {
 		t.Run(fmt.Sprintf("T%d_K%d_%v", tc.T, tc.K, tc.Ns), func(t *testing.T) {

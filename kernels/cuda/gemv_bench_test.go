@@ -23,7 +23,8 @@ type gemvVariant struct {
 
 // BenchmarkLinearBF16 times the bf16 Linear of the 4b-shape decode GEMMs at
 // decode batch sizes, side by side in one process: the tensor-core GEMV's
-// variants (stage chunks u, warps per block w), the CUDA-core GEMV main used
+// variants (warps per block w, blocks per tile s, 0 = automatic), the
+// CUDA-core GEMV main used
 // up to 8 rows, and cuBLASLt. It reports each one's weight bandwidth in GB/s
 // (peakDRAM is 4300), and the default path's speed-up over cuBLASLt.
 func BenchmarkLinearBF16(b *testing.B) {
@@ -35,9 +36,9 @@ func BenchmarkLinearBF16(b *testing.B) {
 		{"gate", 2560, 9216}, {"down", 9216, 2560}, {"gdn_in", 2560, 12288}, {"attn_o", 4096, 2560}, {"lm_head", 2560, 248320},
 	}
 	variants := []gemvVariant{{name: "default", mmaRows: mmaMaxRowsDefault}}
-	for _, u := range []int{1, 2} {
-		for _, w := range []int{4, 8, 16} {
-			variants = append(variants, gemvVariant{name: fmt.Sprintf("u%dw%d", u, w), mmaRows: mmaMaxRowsDefault, tune: gemvTuning{stage: u, warps: w}})
+	for _, w := range []int{4, 8} {
+		for _, split := range []int{0, 1} {
+			variants = append(variants, gemvVariant{name: fmt.Sprintf("w%ds%d", w, split), mmaRows: mmaMaxRowsDefault, tune: gemvTuning{warps: w, split: split}})
 		}
 	}
 	variants = append(variants, gemvVariant{name: "cudacore", tune: gemvTuning{rows: 8}}, gemvVariant{name: "cublaslt", tune: gemvTuning{rows: -1}})
@@ -50,7 +51,7 @@ func BenchmarkLinearBF16(b *testing.B) {
 				bytes := float64(sh.K) * float64(sh.N) * 2
 				times := map[string]time.Duration{}
 				for _, v := range variants {
-					if v.name == "cudacore" && T > 8 || v.tune.stage == 2 && T > 16 {
+					if v.name == "cudacore" && T > 8 {
 						continue
 					}
 					times[v.name] = timeLinear(b, g, x, w, v)

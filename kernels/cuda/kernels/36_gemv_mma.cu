@@ -13,8 +13,11 @@
 // activations get the same permutation and the sum is the GEMM's.
 //
 // The warps of a block (up to MMA_MAX_WARPS) split K between them and add
-// their tiles in shared memory; a grid has one block per 16-row tile of all
-// its segments (up to four weights read against the same x in one launch).
+// their tiles in shared memory; a grid has gridDim.y blocks per 16-row tile
+// of all its segments (up to four weights read against the same x in one
+// launch). When several blocks share a tile (few, long rows: N = 2560,
+// K = 9216), each writes its sum to a workspace and the last to finish adds
+// them in block order, so the result does not depend on timing.
 // Each warp streams its chunks through two register stages of U chunks: the
 // loads of the next stage are in flight while the current one is computed.
 //
@@ -152,6 +155,7 @@ __device__ __forceinline__ void mma_reduce(float acc[NT][4], float *red) {
 	__syncthreads();
 }
 
+
 // mma_seg is the segment of tile blockIdx.x: up to four weights, each with
 // its own output, share one launch.
 struct mma_seg {
@@ -176,15 +180,55 @@ __device__ __forceinline__ mma_seg mma_pick(float *y0, const unsigned short *w0,
 	return {y3, w3, n3, tile * 16};
 }
 
+// mma_combine returns, in red, the sum of the gridDim.y partial tiles of
+// tile blockIdx.x, and whether this block is the one that writes it (the
+// last to arrive). ws holds gridDim.x·gridDim.y·NT·128 floats; cnt has a
+// zero counter per tile, reset here for the next launch.
+template <int NT>
+__device__ __forceinline__ bool mma_combine(float *red, float *ws, int *cnt) {
+	int S = gridDim.y;
+	if (S == 1) return true;
+	__shared__ int last;
+	float *part = ws + ((long long)blockIdx.x * S) * NT * 128;
+	for (int i = threadIdx.x; i < NT * 128; i += blockDim.x) part[blockIdx.y * NT * 128 + i] = red[i];
+	__threadfence();
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		last = atomicAdd(cnt + blockIdx.x, 1) == S - 1;
+		if (last) cnt[blockIdx.x] = 0;
+	}
+	__syncthreads();
+	if (!last) return false;
+	__threadfence();
+	for (int i = threadIdx.x; i < NT * 128; i += blockDim.x) {
+		float v = 0.0f;
+		for (int b = 0; b < S; b++) v += __ldcg(part + b * NT * 128 + i);
+		red[i] = v;
+	}
+	__syncthreads();
+	return true;
+}
+
+// gemv_mma_block accumulates this block's share of a tile's K (warp
+// blockIdx.y·nw + warp of gridDim.y·nw) and leaves the tile's total in red
+// when it returns true.
+template <int NT, int U>
+__device__ __forceinline__ bool gemv_mma_block(float acc[NT][4], float *red, const unsigned short *w, int N, int K, int m0,
+                                               const float *x, int T, float *ws, int *cnt) {
+	int nw = blockDim.x >> 5;
+	mma_tile<NT, U>(acc, w, N, K, m0, x, T, blockIdx.y * nw + (threadIdx.x >> 5), gridDim.y * nw);
+	mma_reduce<NT>(acc, red);
+	return mma_combine<NT>(red, ws, cnt);
+}
+
 template <int NT, int U>
 __device__ __forceinline__ void gemv_mma(float *y0, const unsigned short *w0, int n0, float *y1, const unsigned short *w1, int n1,
                                          float *y2, const unsigned short *w2, int n2, float *y3, const unsigned short *w3, int n3,
-                                         const float *x, int T, int K) {
+                                         const float *x, int T, int K, float *ws, int *cnt) {
 	__shared__ float red[MMA_MAX_WARPS * NT * 128];
 	mma_seg s = mma_pick(y0, w0, n0, y1, w1, n1, y2, w2, n2, y3, w3, n3);
 	float acc[NT][4] = {};
-	mma_tile<NT, U>(acc, s.w, s.N, K, s.m0, x, T, threadIdx.x >> 5, blockDim.x >> 5);
-	mma_reduce<NT>(acc, red);
+	if (!gemv_mma_block<NT, U>(acc, red, s.w, s.N, K, s.m0, x, T, ws, cnt)) return;
 	for (int i = threadIdx.x; i < NT * 128; i += blockDim.x) {
 		int t = i >> 4, m = s.m0 + (i & 15);
 		if (t < T && m < s.N) s.y[(long long)t * s.N + m] = red[i];
@@ -192,39 +236,51 @@ __device__ __forceinline__ void gemv_mma(float *y0, const unsigned short *w0, in
 }
 
 // gemv_mma_swiglu: y[T, N] = silu(x·gᵀ) ⊙ (x·uᵀ) for the gate and up
-// projections g, u [N, K] of an MLP, in one pass over both.
+// projections g, u [N, K] of an MLP, in one pass over both (the gate's
+// tiles are 0..tiles-1 of the workspace, the up's tiles..2·tiles-1).
 template <int NT, int U>
 __device__ __forceinline__ void gemv_mma_swiglu(float *y, const unsigned short *wg, const unsigned short *wu, int N,
-                                                const float *x, int T, int K) {
+                                                const float *x, int T, int K, float *ws, int *cnt) {
 	__shared__ float red[MMA_MAX_WARPS * NT * 128];
 	__shared__ float gsum[NT * 128];
-	int m0 = blockIdx.x * 16, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	int m0 = blockIdx.x * 16;
 	float ag[NT][4] = {}, au[NT][4] = {};
-	mma_tile<NT, U>(ag, wg, N, K, m0, x, T, warp, nw);
-	mma_tile<NT, U>(au, wu, N, K, m0, x, T, warp, nw);
-	mma_reduce<NT>(ag, red);
+	long long off = (long long)gridDim.x * gridDim.y * NT * 128;
+	bool mine = gemv_mma_block<NT, U>(ag, red, wg, N, K, m0, x, T, ws, cnt);
 	for (int i = threadIdx.x; i < NT * 128; i += blockDim.x) gsum[i] = red[i];
 	__syncthreads();
-	mma_reduce<NT>(au, red);
+	// The up projection's partials and counters follow the gate's, so the
+	// block that writes is the last for both.
+	bool up = gemv_mma_block<NT, U>(au, red, wu, N, K, m0, x, T, ws + off, cnt + gridDim.x);
+	if (!up) return;
+	if (!mine && gridDim.y > 1) {
+		// The gate's total was written by another block: read it back.
+		for (int i = threadIdx.x; i < NT * 128; i += blockDim.x) {
+			float v = 0.0f;
+			for (int b = 0; b < (int)gridDim.y; b++) v += __ldcg(ws + ((long long)blockIdx.x * gridDim.y + b) * NT * 128 + i);
+			gsum[i] = v;
+		}
+		__syncthreads();
+	}
 	for (int i = threadIdx.x; i < NT * 128; i += blockDim.x) {
 		int t = i >> 4, m = m0 + (i & 15);
 		if (t < T && m < N) y[(long long)t * N + m] = silu_ref(gsum[i]) * red[i];
 	}
 }
 
-#define GEMV_MMA_ENTRY(NT, U)                                                                                              \
-	extern "C" __global__ void __launch_bounds__(MMA_MAX_WARPS * 32) gemv_mma_nt##NT##_u##U(                            \
+#define GEMV_MMA_ENTRY(NT)                                                                                                 \
+	extern "C" __global__ void __launch_bounds__(MMA_MAX_WARPS * 32) gemv_mma_nt##NT(                                    \
 	    float *y0, const unsigned short *w0, int n0, float *y1, const unsigned short *w1, int n1, float *y2,           \
-	    const unsigned short *w2, int n2, float *y3, const unsigned short *w3, int n3, const float *x, int T, int K) {  \
-		gemv_mma<NT, U>(y0, w0, n0, y1, w1, n1, y2, w2, n2, y3, w3, n3, x, T, K);                                    \
+	    const unsigned short *w2, int n2, float *y3, const unsigned short *w3, int n3, const float *x, int T, int K,    \
+	    float *ws, int *cnt) {                                                                                         \
+		gemv_mma<NT, 1>(y0, w0, n0, y1, w1, n1, y2, w2, n2, y3, w3, n3, x, T, K, ws, cnt);                           \
 	}                                                                                                                  \
-	extern "C" __global__ void __launch_bounds__(MMA_MAX_WARPS * 32) gemv_mma_swiglu_nt##NT##_u##U(                     \
-	    float *y, const unsigned short *wg, const unsigned short *wu, int N, const float *x, int T, int K) {           \
-		gemv_mma_swiglu<NT, U>(y, wg, wu, N, x, T, K);                                                                 \
+	extern "C" __global__ void __launch_bounds__(MMA_MAX_WARPS * 32) gemv_mma_swiglu_nt##NT(                             \
+	    float *y, const unsigned short *wg, const unsigned short *wu, int N, const float *x, int T, int K, float *ws,  \
+	    int *cnt) {                                                                                                    \
+		gemv_mma_swiglu<NT, 1>(y, wg, wu, N, x, T, K, ws, cnt);                                                        \
 	}
 
-GEMV_MMA_ENTRY(1, 1)
-GEMV_MMA_ENTRY(1, 2)
-GEMV_MMA_ENTRY(2, 1)
-GEMV_MMA_ENTRY(2, 2)
-GEMV_MMA_ENTRY(4, 1)
+GEMV_MMA_ENTRY(1)
+GEMV_MMA_ENTRY(2)
+GEMV_MMA_ENTRY(4)
