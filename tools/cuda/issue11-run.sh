@@ -30,6 +30,15 @@ BUDGET=${BUDGET:-300} STAGES=${STAGES:-model ids score ref bench} HF_DTYPES=${HF
 	LENS=${LENS:-1,128,1024} BATCHES=${BATCHES:-1,8,32,64,128,256} PREFILL=${PREFILL:-1024,8192} \
 	WORK=$WORK OUT="$OUT" bash tools/cuda/fidelity.sh "$BIN/cohort" >/dev/null
 cat "$OUT/summary.txt" 2>/dev/null
+if [ "${AB:-0}" = 1 ]; then
+	# Side by side: binaries carried as $BIN/<name>.xz (e.g. before and after a change).
+	for name in ${AB_BINS:-cohort-before cohort-cu}; do
+		xz -dkf "$BIN/$name.xz" && chmod +x "$BIN/$name" || continue
+		echo "=== $name"
+		"$BIN/$name" bench --model $WORK/m4b --device cuda --batch "${AB_BATCHES:-1,32,128}" --prefill 1024 --decode-tokens 32 \
+			--ttft-len 0 2>/dev/null | grep -E '^ +[0-9]+ +[0-9.]+ ' | tee "$OUT/ab-$name.txt"
+	done
+fi
 if [ "${NCU:-0}" = 1 ]; then
 	ncu --target-processes all --cache-control none --clock-control none \
 		--launch-skip "${NCU_SKIP:-2000}" --launch-count "${NCU_COUNT:-700}" \
