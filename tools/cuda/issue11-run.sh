@@ -34,9 +34,9 @@ if [ "${AB:-0}" = 1 ]; then
 	# Side by side: binaries carried as $BIN/<name>.xz (e.g. before and after a change).
 	for name in ${AB_BINS:-cohort-before cohort-cu}; do
 		xz -dkf "$BIN/$name.xz" && chmod +x "$BIN/$name" || continue
-		echo "=== $name"
+		echo "=== $name" | tee -a "$OUT/ab.txt"
 		"$BIN/$name" bench --model $WORK/m4b --device cuda --batch "${AB_BATCHES:-1,32,128}" --prefill 1024 --decode-tokens 32 \
-			--ttft-len 0 2>/dev/null | grep -E '^ +[0-9]+ +[0-9.]+ ' | tee "$OUT/ab-$name.txt"
+			--ttft-len 0 2>/dev/null | grep -E '^ +[0-9]+ +[0-9.]+ ' | tee -a "$OUT/ab.txt"
 	done
 fi
 if [ "${NCU:-0}" = 1 ]; then
@@ -45,6 +45,6 @@ if [ "${NCU:-0}" = 1 ]; then
 		--metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size \
 		--csv --page raw --print-units base \
 		"$BIN/cohort" bench --model $WORK/m4b --device cuda --batch "${NCU_BATCH:-1}" --prompt-len 16 --decode-tokens 12 \
-		--prefill 16 --ttft-len 0 >"$OUT/ncu.csv" 2>"$OUT/ncu.err"
+		--prefill 16 --ttft-len 0 >"$OUT/ncu.csv" 2>/tmp/ncu.err
 	echo "ncu rc=$? ($(wc -l <"$OUT/ncu.csv") lines)"
 fi
