@@ -205,7 +205,7 @@ func (g *generation) report(c *choice) {
 		return
 	}
 	m := metrics.RequestMetrics{PromptTokens: c.usage.PromptTokens, GenerationTokens: c.usage.CompletionTokens,
-		E2E: c.end.Sub(g.arrival), Queue: max(c.queue, 0), InterToken: c.inter, Finish: c.finish}
+		E2E: c.end.Sub(g.arrival), Queue: max(c.queue, 0), InterToken: c.inter, Finish: metricsFinish(c.finish)}
 	if m.PromptTokens == 0 {
 		m.PromptTokens = len(g.j.prompts[c.prompt])
 	}
@@ -218,16 +218,29 @@ func (g *generation) report(c *choice) {
 	g.s.metrics.RequestFinished(m)
 }
 
+// metricsFinish is the finished_reason label of a finish: vLLM's engine
+// reasons, so a cancelled request counts as "abort" and a tool call as the
+// "stop" it ended with.
+func metricsFinish(finish string) string {
+	switch finish {
+	case "cancelled":
+		return "abort"
+	case "tool_calls":
+		return "stop"
+	}
+	return finish
+}
+
 // abandon cancels every unfinished choice (the client is gone or the
-// server is stopping) and records them as cancelled.
+// server is stopping), recording each as aborted first.
 func (g *generation) abandon() {
 	for _, c := range g.choices {
 		if c.done {
 			continue
 		}
-		c.st.Cancel()
 		c.done, c.finish, c.end = true, "cancelled", time.Now()
 		g.report(c)
+		c.st.Cancel()
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"slices"
@@ -56,6 +57,78 @@ type commonFields struct {
 	StopTokenIDs      []int64  `json:"stop_token_ids"`
 	IgnoreEOS         *bool    `json:"ignore_eos"`
 	MinTokens         *int64   `json:"min_tokens"`
+
+	SkipSpecialTokens          *bool `json:"skip_special_tokens"`
+	IncludeStopStrInOutput     *bool `json:"include_stop_str_in_output"`
+	SpacesBetweenSpecialTokens *bool `json:"spaces_between_special_tokens"` // accepted; see the README
+}
+
+// SamplingDefaults are the values unset sampling fields of a request take
+// instead of OpenAI's defaults (temperature 1, top_p 1, top-k and min-p
+// off, repetition penalty 1). A nil field keeps OpenAI's default.
+type SamplingDefaults struct {
+	Temperature       *float64
+	TopP              *float64
+	TopK              *int
+	MinP              *float64
+	RepetitionPenalty *float64
+}
+
+// String lists the defaults that are set, as name=value pairs.
+func (d SamplingDefaults) String() string {
+	var parts []string
+	add := func(name string, v *float64) {
+		if v != nil {
+			parts = append(parts, name+"="+strconv.FormatFloat(*v, 'g', -1, 64))
+		}
+	}
+	add("temperature", d.Temperature)
+	add("top_p", d.TopP)
+	if d.TopK != nil {
+		parts = append(parts, "top_k="+strconv.Itoa(*d.TopK))
+	}
+	add("min_p", d.MinP)
+	add("repetition_penalty", d.RepetitionPenalty)
+	return strings.Join(parts, " ")
+}
+
+// validate checks the defaults against the same bounds as requests.
+func (d SamplingDefaults) validate() error {
+	p := d.params()
+	switch {
+	case !(p.Temperature >= 0 && p.Temperature <= 100):
+		return fmt.Errorf("httpapi: default temperature %g is outside [0, 100]", p.Temperature)
+	case !(p.TopP > 0 && p.TopP <= 1):
+		return fmt.Errorf("httpapi: default top_p %g is outside (0, 1]", p.TopP)
+	case p.TopK < -1:
+		return fmt.Errorf("httpapi: default top_k %d must be -1, 0 or positive", p.TopK)
+	case !(p.MinP >= 0 && p.MinP <= 1):
+		return fmt.Errorf("httpapi: default min_p %g is outside [0, 1]", p.MinP)
+	case !(p.RepetitionPenalty > 0 && p.RepetitionPenalty <= 10):
+		return fmt.Errorf("httpapi: default repetition_penalty %g is outside (0, 10]", p.RepetitionPenalty)
+	}
+	return nil
+}
+
+// params returns the sampling parameters a request starts from.
+func (d SamplingDefaults) params() sample.Params {
+	p := sample.Params{Temperature: 1, TopP: 1, RepetitionPenalty: 1}
+	if d.Temperature != nil {
+		p.Temperature = *d.Temperature
+	}
+	if d.TopP != nil {
+		p.TopP = *d.TopP
+	}
+	if d.TopK != nil {
+		p.TopK = *d.TopK
+	}
+	if d.MinP != nil {
+		p.MinP = *d.MinP
+	}
+	if d.RepetitionPenalty != nil {
+		p.RepetitionPenalty = *d.RepetitionPenalty
+	}
+	return p
 }
 
 // completionRequest is POST /v1/completions.
@@ -215,7 +288,7 @@ func isNull(raw json.RawMessage) bool {
 
 // sampling validates the shared fields into j.base and j's options.
 func (s *Server) sampling(c *commonFields, j *job) *apiError {
-	p := sample.Params{Temperature: 1, TopP: 1, RepetitionPenalty: 1}
+	p := s.opts.Sampling.params()
 	if c.Temperature != nil {
 		if t := *c.Temperature; !(t >= 0 && t <= 100) {
 			return badRequest("temperature", "temperature %g must be in [0, 100]", t)
@@ -303,6 +376,8 @@ func (s *Server) sampling(c *commonFields, j *job) *apiError {
 	if c.IgnoreEOS != nil {
 		j.base.IgnoreEOS = *c.IgnoreEOS
 	}
+	j.base.SkipSpecialTokens = c.SkipSpecialTokens == nil || *c.SkipSpecialTokens
+	j.base.IncludeStopStr = c.IncludeStopStrInOutput != nil && *c.IncludeStopStrInOutput
 	if c.Stream != nil {
 		j.stream = *c.Stream
 	}
@@ -708,8 +783,11 @@ func parseLogitBias(m map[string]float64, vocab int) ([]sample.TokenBias, *apiEr
 	out := make([]sample.TokenBias, 0, len(m))
 	for k, v := range m {
 		id, err := strconv.ParseInt(k, 10, 32)
-		if err != nil {
-			return nil, badRequest("logit_bias", "logit_bias key %q is not a token id", k)
+		if err != nil || strings.TrimLeft(k, "0123456789") != "" { // no sign, as for the other keys
+			if strings.HasPrefix(k, "-") && err == nil {
+				return nil, badRequest("logit_bias", "logit_bias token %d is outside the vocabulary [0, %d)", id, vocab)
+			}
+			return nil, badRequest("logit_bias", "logit_bias key %q is not a token id (want decimal digits, such as \"42\")", k)
 		}
 		if id < 0 || id >= int64(vocab) {
 			return nil, badRequest("logit_bias", "logit_bias token %d is outside the vocabulary [0, %d)", id, vocab)
