@@ -150,7 +150,7 @@ type chatRequest struct {
 	MaxCompletionTokens  *int64            `json:"max_completion_tokens"`
 	Tools                json.RawMessage   `json:"tools"`
 	ToolChoice           json.RawMessage   `json:"tool_choice"`
-	ParallelToolCalls    *bool             `json:"parallel_tool_calls"` // ignored: there are no tools
+	ParallelToolCalls    *bool             `json:"parallel_tool_calls"`
 	ResponseFormat       json.RawMessage   `json:"response_format"`
 	Functions            json.RawMessage   `json:"functions"`
 	FunctionCall         json.RawMessage   `json:"function_call"`
@@ -173,14 +173,17 @@ type chatRequest struct {
 
 // chatMessage is one entry of messages.
 type chatMessage struct {
-	Role         string          `json:"role"`
-	Content      json.RawMessage `json:"content"`
-	Name         *string         `json:"name"`    // accepted, ignored
-	Refusal      *string         `json:"refusal"` // accepted, ignored
-	ToolCalls    json.RawMessage `json:"tool_calls"`
-	ToolCallID   *string         `json:"tool_call_id"`
-	FunctionCall json.RawMessage `json:"function_call"`
-	Audio        json.RawMessage `json:"audio"`
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	Name      *string         `json:"name"`    // accepted, ignored
+	Refusal   *string         `json:"refusal"` // accepted, ignored
+	ToolCalls json.RawMessage `json:"tool_calls"`
+	// ReasoningContent is an assistant turn's reasoning (vLLM's field), for
+	// templates that render it.
+	ReasoningContent *string         `json:"reasoning_content"`
+	ToolCallID       *string         `json:"tool_call_id"`
+	FunctionCall     json.RawMessage `json:"function_call"`
+	Audio            json.RawMessage `json:"audio"`
 }
 
 // tokenizeRequest is POST /tokenize.
@@ -213,7 +216,8 @@ type job struct {
 	usage     bool // stream_options.include_usage
 	logprobs  bool
 	echo      bool
-	echoOnly  bool // echo with max_tokens 0: the prompt alone, no completion
+	echoOnly  bool       // echo with max_tokens 0: the prompt alone, no completion
+	tools     *toolSetup // chat with tools (nil: none)
 }
 
 func (j *job) choices() int { return len(j.prompts) * j.n }
@@ -610,11 +614,12 @@ func (s *Server) chatJob(body []byte) (*job, *apiError) {
 	if aerr := s.sampling(&r.commonFields, j); aerr != nil {
 		return nil, aerr
 	}
+	tools, aerr := parseTools(r.Tools, r.ToolChoice, r.ParallelToolCalls)
+	if aerr != nil {
+		return nil, aerr
+	}
+	j.tools = tools
 	switch {
-	case !isNull(r.Tools) && string(bytes.TrimSpace(r.Tools)) != "[]":
-		return nil, notSupported("tools")
-	case !isNull(r.ToolChoice) && string(bytes.TrimSpace(r.ToolChoice)) != `"none"`:
-		return nil, notSupported("tool_choice")
 	case !isNull(r.Functions):
 		return nil, notSupported("functions")
 	case !isNull(r.FunctionCall):
@@ -652,9 +657,22 @@ func (s *Server) chatJob(body []byte) (*job, *apiError) {
 		}
 		j.base.TopLogprobs = int(*r.TopLogprobs)
 	}
-	text, aerr := s.renderChat(r.Messages, true, r.ChatTemplateKwargs)
+	var defs []any
+	if tools != nil {
+		defs = tools.defs
+	}
+	text, aerr := s.renderChatTools(r.Messages, defs, true, r.ChatTemplateKwargs)
 	if aerr != nil {
 		return nil, aerr
+	}
+	if tools.forced() {
+		// tool_choice required or named: the prompt opens the call, after
+		// closing a think block the template left open (the call comes
+		// after the reasoning; here there is none).
+		if openThink(text) {
+			text += "\n</think>\n\n"
+		}
+		text += tools.callPrefix()
 	}
 	if aerr := s.addTextPrompt(j, text, "messages"); aerr != nil {
 		return nil, aerr
@@ -672,6 +690,12 @@ func (s *Server) chatJob(body []byte) (*job, *apiError) {
 
 // renderChat validates messages and renders them with the chat template.
 func (s *Server) renderChat(msgs []chatMessage, addGenerationPrompt bool, kwargs map[string]any) (string, *apiError) {
+	return s.renderChatTools(msgs, nil, addGenerationPrompt, kwargs)
+}
+
+// renderChatTools is renderChat with the request's tools (decoded JSON)
+// for the template.
+func (s *Server) renderChatTools(msgs []chatMessage, tools []any, addGenerationPrompt bool, kwargs map[string]any) (string, *apiError) {
 	if s.tmpl == nil {
 		return "", badRequest("messages", "this model has no chat template; use /v1/completions")
 	}
@@ -683,21 +707,40 @@ func (s *Server) renderChat(msgs []chatMessage, addGenerationPrompt bool, kwargs
 		param := "messages[" + itoa(i) + "]"
 		role := m.Role
 		switch role {
-		case "system", "user", "assistant":
+		case "system", "user", "assistant", "tool":
 		case "developer":
 			role = "system"
-		case "tool", "function":
-			return "", badRequest(param+".role", "%s messages are not supported (this server has no tool calling)", role)
+		case "function":
+			return "", badRequest(param+".role", "function messages (the deprecated functions API) are not supported; use tool messages")
 		case "":
 			return "", badRequest(param+".role", "%s.role is required", param)
 		default:
-			return "", badRequest(param+".role", "unknown role %q (want system, developer, user or assistant)", m.Role)
+			return "", badRequest(param+".role", "unknown role %q (want system, developer, user, assistant or tool)", m.Role)
 		}
-		if !isNull(m.ToolCalls) && string(bytes.TrimSpace(m.ToolCalls)) != "[]" {
-			return "", notSupported(param + ".tool_calls")
+		msg := chattemplate.Message{Role: role}
+		if !isNull(m.ToolCalls) {
+			if role != "assistant" {
+				return "", badRequest(param+".tool_calls", "only assistant messages have tool_calls")
+			}
+			calls, aerr := parseToolCalls(m.ToolCalls, param+".tool_calls")
+			if aerr != nil {
+				return "", aerr
+			}
+			msg.ToolCalls = calls
 		}
-		if m.ToolCallID != nil {
-			return "", notSupported(param + ".tool_call_id")
+		switch {
+		case role == "tool" && (m.ToolCallID == nil || *m.ToolCallID == ""):
+			return "", badRequest(param+".tool_call_id", "%s.tool_call_id is required for tool messages", param)
+		case role != "tool" && m.ToolCallID != nil:
+			return "", badRequest(param+".tool_call_id", "only tool messages have a tool_call_id")
+		case role == "tool":
+			msg.ToolCallID = *m.ToolCallID
+		}
+		if m.ReasoningContent != nil {
+			if role != "assistant" {
+				return "", badRequest(param+".reasoning_content", "only assistant messages have reasoning_content")
+			}
+			msg.ReasoningContent = *m.ReasoningContent
 		}
 		if !isNull(m.FunctionCall) {
 			return "", notSupported(param + ".function_call")
@@ -709,9 +752,10 @@ func (s *Server) renderChat(msgs []chatMessage, addGenerationPrompt bool, kwargs
 		if aerr != nil {
 			return "", aerr
 		}
-		out[i] = chattemplate.Message{Role: role, Content: content}
+		msg.Content = content
+		out[i] = msg
 	}
-	text, err := s.tmpl.Render(out, addGenerationPrompt, kwargs)
+	text, err := s.tmpl.RenderTools(out, tools, addGenerationPrompt, kwargs)
 	if err != nil {
 		return "", badRequest("messages", "the chat template rejected the conversation: %v", err)
 	}

@@ -143,3 +143,22 @@ func TestReadGenerationFiles(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseGenerationConfig: any input parses or fails cleanly, and what
+// parses has sorted, non-negative EOS ids without repeats.
+func FuzzParseGenerationConfig(f *testing.F) {
+	f.Add(`{"eos_token_id": [248046, 248044], "temperature": 0.6, "top_k": 20, "top_p": 0.95}`)
+	f.Add(`{"eos_token_id": 3}`)
+	f.Add(`{"eos_token_id": null, "top_k": 50}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		g, err := ParseGenerationConfig([]byte(s))
+		if err != nil {
+			return
+		}
+		for i, id := range g.EOS {
+			if id < 0 || (i > 0 && id <= g.EOS[i-1]) {
+				t.Fatalf("EOS %v", g.EOS)
+			}
+		}
+	})
+}
