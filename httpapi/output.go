@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"cohort/httpapi/reasoning"
 	"cohort/httpapi/toolcall"
 )
 
@@ -13,6 +14,7 @@ type deltaKind uint8
 
 const (
 	contentDelta   deltaKind = iota
+	reasoningDelta           // reasoning (the think block)
 	callStartDelta           // a tool call's id and name
 	callArgsDelta            // a fragment of a tool call's JSON arguments
 )
@@ -20,7 +22,7 @@ const (
 // outDelta is one piece of a chat choice's output, in order.
 type outDelta struct {
 	kind deltaKind
-	text string // content, or the arguments fragment
+	text string // content, reasoning, or the arguments fragment
 	call int    // the tool call's index
 	id   string // callStartDelta: the call's id
 	name string // callStartDelta: the function
@@ -32,21 +34,26 @@ type toolCallOut struct {
 	args     strings.Builder
 }
 
-// chatOutput splits one chat choice's generated text into content and tool
-// calls (when the request has tools), incrementally: feed takes each text
-// delta, finish ends the output. It also keeps the whole result for
-// non-streamed responses.
+// chatOutput splits one chat choice's generated text into reasoning (when
+// the template thinks), content and tool calls (when the request has
+// tools), incrementally: feed takes each text delta, finish ends the
+// output. Tool calls are looked for only in the content, after the
+// reasoning. It also keeps the whole result for non-streamed responses.
 type chatOutput struct {
-	tools *toolcall.Parser // nil: the text is all content
-	ids   []string
+	think *reasoning.Parser // nil: no reasoning split
+	tools *toolcall.Parser  // nil: the content has no calls
 
-	content strings.Builder
-	calls   []*toolCallOut
-	out     []outDelta
+	reasoning strings.Builder
+	content   strings.Builder
+	calls     []*toolCallOut
+	out       []outDelta
 }
 
 func newChatOutput(j *job) *chatOutput {
 	o := &chatOutput{}
+	if j.reasoning {
+		o.think = reasoning.NewParser(j.thinkOpen)
+	}
 	if j.tools.parse() {
 		o.tools = j.tools.parser()
 	}
@@ -69,6 +76,40 @@ func (o *chatOutput) finish() []outDelta {
 }
 
 func (o *chatOutput) add(text string, final bool) {
+	if o.think == nil {
+		o.addContent(text, final)
+		return
+	}
+	var evs []reasoning.Event
+	if text != "" {
+		evs = o.think.Feed(text)
+	}
+	for _, ev := range evs {
+		o.thinkEvent(ev)
+	}
+	if final {
+		for _, ev := range o.think.Finish() {
+			o.thinkEvent(ev)
+		}
+		o.addContent("", true)
+	}
+}
+
+func (o *chatOutput) thinkEvent(ev reasoning.Event) {
+	if !ev.Reasoning {
+		o.addContent(ev.Text, false)
+		return
+	}
+	o.reasoning.WriteString(ev.Text)
+	if n := len(o.out); n > 0 && o.out[n-1].kind == reasoningDelta {
+		o.out[n-1].text += ev.Text
+		return
+	}
+	o.out = append(o.out, outDelta{kind: reasoningDelta, text: ev.Text})
+}
+
+// addContent takes content text: tool calls are parsed out of it.
+func (o *chatOutput) addContent(text string, final bool) {
 	if o.tools == nil {
 		o.emitContent(text)
 		return
@@ -133,13 +174,22 @@ func newCallID() string {
 	return string(b)
 }
 
-// appendMessage writes a finished chat choice's message object.
+// appendMessage writes a finished chat choice's message object; with the
+// reasoning split on it has reasoning_content (null without reasoning).
 func (o *chatOutput) appendMessage(b []byte) []byte {
 	b = append(b, `{"role":"assistant","content":`...)
-	if o.content.Len() == 0 && len(o.calls) > 0 {
+	if o.content.Len() == 0 && (len(o.calls) > 0 || o.reasoning.Len() > 0) {
 		b = append(b, "null"...)
 	} else {
 		b = appendString(b, o.content.String())
+	}
+	if o.think != nil {
+		b = append(b, `,"reasoning_content":`...)
+		if o.reasoning.Len() == 0 {
+			b = append(b, "null"...)
+		} else {
+			b = appendString(b, o.reasoning.String())
+		}
 	}
 	if len(o.calls) > 0 {
 		b = append(b, `,"tool_calls":[`...)
@@ -178,7 +228,11 @@ func appendDelta(b []byte, d outDelta) []byte {
 		b = appendString(b, d.text)
 		return append(b, "}}]}"...)
 	}
-	b = append(b, `{"content":`...)
+	if d.kind == reasoningDelta {
+		b = append(b, `{"reasoning_content":`...)
+	} else {
+		b = append(b, `{"content":`...)
+	}
 	b = appendString(b, d.text)
 	return append(b, '}')
 }

@@ -218,6 +218,8 @@ type job struct {
 	echo      bool
 	echoOnly  bool       // echo with max_tokens 0: the prompt alone, no completion
 	tools     *toolSetup // chat with tools (nil: none)
+	reasoning bool       // chat: split the think block off the output
+	thinkOpen bool       // the prompt ends inside a think block
 }
 
 func (j *job) choices() int { return len(j.prompts) * j.n }
@@ -665,6 +667,11 @@ func (s *Server) chatJob(body []byte) (*job, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
+	// Reasoning is split off when the template thinks (it writes <think>)
+	// and enable_thinking is not false; a forced tool call starts at once.
+	j.reasoning = strings.Contains(s.opts.ChatTemplate, "<think>") && r.ChatTemplateKwargs["enable_thinking"] != false &&
+		!tools.forced()
+	j.thinkOpen = openThink(text)
 	if tools.forced() {
 		// tool_choice required or named: the prompt opens the call, after
 		// closing a think block the template left open (the call comes
