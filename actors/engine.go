@@ -23,6 +23,9 @@ import (
 type Config struct {
 	Checkpoint *model.Checkpoint
 	Tokenizer  *tokenizer.Tokenizer
+	// EOS lists the ids that end a request unless it sets IgnoreEOS. Nil
+	// means every one the checkpoint declares (Checkpoint.EOS).
+	EOS        []int32
 	TP         int            // tensor-parallel degree (ranks)
 	NewBackend BackendFactory // makes each rank's backend
 	// NewComms makes the communicators of one rank-group generation, one per
@@ -87,6 +90,13 @@ func (c *Config) defaults() {
 	if c.Capacity.MaxModelLen == 0 {
 		c.Capacity.MaxModelLen = c.Checkpoint.Config.MaxPositions
 	}
+	if c.EOS == nil {
+		var tok model.TokenIDs
+		if c.Tokenizer != nil {
+			tok = c.Tokenizer
+		}
+		c.EOS = c.Checkpoint.EOS(tok)
+	}
 }
 
 // Info describes a running engine.
@@ -140,7 +150,7 @@ func Start(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	cfg.defaults()
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(quietLogger))
-	e := &Engine{sys: sys, tok: cfg.Tokenizer, eos: cfg.Checkpoint.Config.EOS, health: supervision.NewHealth("loading"), done: make(chan struct{}),
+	e := &Engine{sys: sys, tok: cfg.Tokenizer, eos: cfg.EOS, health: supervision.NewHealth("loading"), done: make(chan struct{}),
 		executors: &sync.WaitGroup{}}
 	if cfg.Remote != nil {
 		rc := *cfg.Remote

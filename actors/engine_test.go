@@ -280,6 +280,34 @@ func TestStopStringsAcrossTokens(t *testing.T) {
 	if got != want || last.Finish != "stop" {
 		t.Fatalf("with stop %q: got %q (finish %q), want %q", stop, got, last.Finish, want)
 	}
+	r.IncludeStopStr = true // vLLM's include_stop_str_in_output: the text ends with the stop string
+	_, got, last = collect(t, mustSubmit(t, e, r))
+	if want += stop; got != want || last.Finish != "stop" {
+		t.Fatalf("with stop %q, IncludeStopStr: got %q (finish %q), want %q", stop, got, last.Finish, want)
+	}
+}
+
+// TestSkipSpecialTokens: with SkipSpecialTokens a generated special token
+// (here <|im_start|>, forced by a bias; not an EOS) leaves no text; without
+// it the token's text is in the output.
+func TestSkipSpecialTokens(t *testing.T) {
+	tm := openPreset(t, "tiny")
+	e := startEngine(t, tm, 1, nil)
+	special, ok := tm.tok.TokenID("<|im_start|>")
+	if !ok || !tm.tok.IsSpecial(special) {
+		t.Fatal("the tiny tokenizer has no special <|im_start|>")
+	}
+	for _, tt := range []struct {
+		skip bool
+		want string
+	}{{false, "<|im_start|><|im_start|>"}, {true, ""}} {
+		r := Request{Prompt: []int32{10, 20}, MaxTokens: 2, SkipSpecialTokens: tt.skip,
+			Params: sample.Params{LogitBias: []sample.TokenBias{{ID: special, Bias: 100}}}}
+		toks, text, last := collect(t, mustSubmit(t, e, r))
+		if text != tt.want || len(toks) != 2 || last.Finish != "length" {
+			t.Errorf("SkipSpecialTokens %v: text %q tokens %v finish %q, want %q", tt.skip, text, toks, last.Finish, tt.want)
+		}
+	}
 }
 
 func mustSubmit(t testing.TB, e *Engine, r Request) *Stream {

@@ -29,6 +29,16 @@ type Request struct {
 	// first (with TopLogprobs alternatives); they come with the first
 	// generated token's event (Event.PromptLogprobs).
 	PromptLogprobs bool
+	// SkipSpecialTokens leaves the text of special tokens (the tokenizer's
+	// added tokens marked special, such as <|im_end|>) out of the output,
+	// as vLLM's skip_special_tokens (which defaults to true there; the
+	// zero value here keeps them).
+	SkipSpecialTokens bool
+	// IncludeStopStr keeps the matched stop string, or the text of the EOS
+	// or stop token id that ended the request, in the output (vLLM's
+	// include_stop_str_in_output; a special token still follows
+	// SkipSpecialTokens).
+	IncludeStopStr bool
 }
 
 // requestActor owns one request's output: detokenization (streaming-safe
@@ -37,6 +47,7 @@ type requestActor struct {
 	req    *Request
 	sched  *actor.PID
 	stream *Stream
+	tok    *tokenizer.Tokenizer
 	dec    *tokenizer.StreamDecoder
 	held   string // text withheld because it may begin a stop string
 	usage  Usage
@@ -45,7 +56,7 @@ type requestActor struct {
 
 func newRequestActor(req *Request, sched *actor.PID, stream *Stream, tok *tokenizer.Tokenizer) actor.Producer {
 	return func() actor.Actor {
-		return &requestActor{req: req, sched: sched, stream: stream, dec: tok.NewStreamDecoder(),
+		return &requestActor{req: req, sched: sched, stream: stream, tok: tok, dec: tok.NewStreamDecoder(),
 			usage: Usage{PromptTokens: len(req.Prompt)}}
 	}
 }
@@ -72,7 +83,7 @@ func (a *requestActor) token(ctx actor.Context, msg *TokenGenerated) {
 		ScheduledAt: msg.ScheduledAt, PromptLogprobs: a.prompt}
 	a.prompt = nil
 	text := a.held
-	if !msg.StopToken {
+	if (!msg.StopToken || a.req.IncludeStopStr) && !(a.req.SkipSpecialTokens && a.tok.IsSpecial(ev.Token)) {
 		text += a.dec.Add(ev.Token)
 	}
 	if msg.Finish != "" {
@@ -99,16 +110,20 @@ func (a *requestActor) push(ev Event) {
 	a.stream.push(ev)
 }
 
-// matchStop returns the text before the earliest stop string in text.
+// matchStop returns the text before the earliest stop string in text (up
+// to its end with IncludeStopStr).
 func (a *requestActor) matchStop(text string) (string, bool) {
-	best := -1
+	best, end := -1, 0
 	for _, s := range a.req.Stop {
 		if i := strings.Index(text, s); i >= 0 && (best < 0 || i < best) {
-			best = i
+			best, end = i, i+len(s)
 		}
 	}
 	if best < 0 {
 		return "", false
+	}
+	if a.req.IncludeStopStr {
+		return text[:end], true
 	}
 	return text[:best], true
 }

@@ -283,7 +283,7 @@ func (s *schedulerActor) record(f *inflightStep) []delivery {
 			ev.ScheduledAt = l.scheduled
 		}
 		switch {
-		case !l.req.IgnoreEOS && slices.Contains(s.cfg.Checkpoint.Config.EOS, tok), slices.Contains(l.req.StopTokenIDs, tok):
+		case !l.req.IgnoreEOS && slices.Contains(s.cfg.EOS, tok), slices.Contains(l.req.StopTokenIDs, tok):
 			ev.Finish, ev.StopToken = "stop", true
 		case l.generated >= l.req.MaxTokens || slices.Contains(byPlanner, smp.ID):
 			ev.Finish = "length"

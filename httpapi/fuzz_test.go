@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"cohort/actors"
+	"cohort/model/modelgen"
 )
 
 // fuzzServer serves requests in-process (no network) on a fake engine
@@ -18,7 +19,7 @@ func fuzzServer(t testing.TB) *Server {
 		return []actors.Event{{Token: 97, Text: "a", HasToken: true, Logprob: -1, Top: topN(r.TopLogprobs),
 			Finish: "length", Usage: actors.Usage{PromptTokens: len(r.Prompt), CompletionTokens: 1}}}
 	}
-	s, err := newServer(f, Options{ModelName: "fake", Tokenizer: synthTokenizer(t), ChatTemplate: chatML})
+	s, err := newServer(f, Options{ModelName: "fake", Tokenizer: synthTokenizer(t), ChatTemplate: modelgen.ChatTemplate})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,6 +52,10 @@ var fuzzSeeds = []string{
 	`{"messages":[{"role":"assistant","content":null}],"max_completion_tokens":3}`, `{"messages":[{"role":"tool","content":"x"}]}`,
 	`{"messages":"hi"}`, `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, `{"model":"other","prompt":"x"}`,
 	`{"prompt":"x","seed":-5,"n":16}`, `{"prompt":"x","unknown":{}}`,
+	`{"messages":[{"role":"user","content":"w"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"integer"}}}}}],"tool_choice":"required","stream":true}`,
+	`{"messages":[{"role":"user","content":"w"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":false}`,
+	`{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},{"role":"tool","content":"r","tool_call_id":"1"}]}`,
+	`{"messages":[{"role":"user","content":"w"}],"tools":[],"chat_template_kwargs":{"enable_thinking":true}}`,
 }
 
 func FuzzCompletionRequest(f *testing.F) {

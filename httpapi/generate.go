@@ -35,6 +35,7 @@ type generation struct {
 	cancel  context.CancelFunc
 	prefix  []byte // a chunk's JSON up to the choices list
 	buf     []byte
+	delta   []byte // a chat chunk's delta object
 
 	fanIn chan fanItem // n > 1 streams: events of every choice
 }
@@ -55,10 +56,11 @@ type choice struct {
 	queue               time.Duration
 	inter               []time.Duration
 
-	text   []byte    // the whole text (non-stream)
-	lps    []tokenLP // logprobs (non-stream)
-	offset int       // characters emitted so far (completions text_offset)
-	echoed bool      // stream: the echoed prompt chunk was written
+	out    *chatOutput // chat: content and tool calls of the output
+	text   []byte      // the whole text (non-stream)
+	lps    []tokenLP   // logprobs (non-stream)
+	offset int         // characters emitted so far (completions text_offset)
+	echoed bool        // stream: the echoed prompt chunk was written
 }
 
 type tokenLP struct {
@@ -166,7 +168,11 @@ func (g *generation) submit() *apiError {
 				return aerr
 			}
 			idx := len(g.choices)
-			g.choices = append(g.choices, &choice{index: idx, prompt: p, st: st, obs: g.span.Choice(idx)})
+			c := &choice{index: idx, prompt: p, st: st, obs: g.span.Choice(idx)}
+			if j.chat {
+				c.out = newChatOutput(j)
+			}
+			g.choices = append(g.choices, c)
 		}
 	}
 	return nil
@@ -205,7 +211,7 @@ func (g *generation) report(c *choice) {
 		return
 	}
 	m := metrics.RequestMetrics{PromptTokens: c.usage.PromptTokens, GenerationTokens: c.usage.CompletionTokens,
-		E2E: c.end.Sub(g.arrival), Queue: max(c.queue, 0), InterToken: c.inter, Finish: c.finish}
+		E2E: c.end.Sub(g.arrival), Queue: max(c.queue, 0), InterToken: c.inter, Finish: metricsFinish(c.finish)}
 	if m.PromptTokens == 0 {
 		m.PromptTokens = len(g.j.prompts[c.prompt])
 	}
@@ -218,16 +224,29 @@ func (g *generation) report(c *choice) {
 	g.s.metrics.RequestFinished(m)
 }
 
+// metricsFinish is the finished_reason label of a finish: vLLM's engine
+// reasons, so a cancelled request counts as "abort" and a tool call as the
+// "stop" it ended with.
+func metricsFinish(finish string) string {
+	switch finish {
+	case "cancelled":
+		return "abort"
+	case "tool_calls":
+		return "stop"
+	}
+	return finish
+}
+
 // abandon cancels every unfinished choice (the client is gone or the
-// server is stopping) and records them as cancelled.
+// server is stopping), recording each as aborted first.
 func (g *generation) abandon() {
 	for _, c := range g.choices {
 		if c.done {
 			continue
 		}
-		c.st.Cancel()
 		c.done, c.finish, c.end = true, "cancelled", time.Now()
 		g.report(c)
+		c.st.Cancel()
 	}
 }
 
@@ -314,10 +333,14 @@ func (g *generation) collect() reply {
 		}
 		b = append(b, `{"index":`...)
 		b = appendInt(b, c.index)
+		finish := c.finish
 		if g.j.chat {
-			b = append(b, `,"message":{"role":"assistant","content":`...)
-			b = appendString(b, string(c.text))
-			b = append(b, `},"logprobs":`...)
+			c.out.feed(string(c.text))
+			c.out.finish()
+			finish = c.out.finishReason(c.finish)
+			b = append(b, `,"message":`...)
+			b = c.out.appendMessage(b)
+			b = append(b, `,"logprobs":`...)
 			b = g.appendChatLogprobs(b, c.lps)
 		} else {
 			b = append(b, `,"text":`...)
@@ -326,7 +349,7 @@ func (g *generation) collect() reply {
 			b = g.appendCompletionLogprobs(b, c.lps)
 		}
 		b = append(b, `,"finish_reason":`...)
-		b = appendString(b, c.finish)
+		b = appendString(b, finish)
 		b = append(b, '}')
 	}
 	b = append(b, `],"usage":`...)
@@ -527,17 +550,27 @@ func (g *generation) writeSSE(w *bufio.Writer) {
 		if g.j.echoOnly {
 			ev.Text, ev.HasToken = "", false
 		}
-		if ev.Text != "" || (g.j.logprobs && ev.HasToken) {
-			var lps []tokenLP
-			if g.j.logprobs && ev.HasToken {
-				lps = []tokenLP{{id: ev.Token, logprob: ev.Logprob, top: ev.Top, offset: c.offset}}
+		var lps []tokenLP
+		if g.j.logprobs && ev.HasToken {
+			lps = []tokenLP{{id: ev.Token, logprob: ev.Logprob, top: ev.Top, offset: c.offset}}
+		}
+		switch {
+		case g.j.chat:
+			g.writeChatDeltas(w, c, c.out.feed(ev.Text), lps)
+			if ev.Finish != "" {
+				g.writeChatDeltas(w, c, c.out.finish(), nil)
 			}
+		case ev.Text != "" || lps != nil:
 			g.writeChunk(w, c, "", ev.Text, lps, "")
 			c.offset += utf8.RuneCountInString(ev.Text)
 		}
 		if ev.Finish != "" {
 			remaining--
-			g.writeChunk(w, c, "{}", "", nil, ev.Finish)
+			finish := ev.Finish
+			if g.j.chat {
+				finish = c.out.finishReason(ev.Finish)
+			}
+			g.writeChunk(w, c, "{}", "", nil, finish)
 		}
 		if err := w.Flush(); err != nil {
 			g.gone()
@@ -556,6 +589,21 @@ func (g *generation) writeSSE(w *bufio.Writer) {
 	}
 	w.WriteString("data: [DONE]\n\n")
 	w.Flush()
+}
+
+// writeChatDeltas writes one chunk per delta of a chat choice, the token's
+// logprobs (if any) on the first; a token that completed no delta still
+// gets a chunk for its logprobs.
+func (g *generation) writeChatDeltas(w *bufio.Writer, c *choice, deltas []outDelta, lps []tokenLP) {
+	if len(deltas) == 0 && lps != nil {
+		g.writeChunk(w, c, `{"content":""}`, "", lps, "")
+		return
+	}
+	for _, d := range deltas {
+		g.delta = appendDelta(g.delta[:0], d)
+		g.writeChunk(w, c, string(g.delta), "", lps, "")
+		lps = nil
+	}
 }
 
 // gone handles a client that disconnected.

@@ -437,6 +437,16 @@ func TestTranslation(t *testing.T) {
 			if p := r.Params; p.Temperature != 1 || p.TopP != 1 || p.RepetitionPenalty != 1 || p.TopK != 0 {
 				t.Errorf("params %+v", p)
 			}
+			if !r.SkipSpecialTokens || r.IncludeStopStr {
+				t.Errorf("skip_special_tokens %v include_stop_str_in_output %v, want vLLM's defaults true, false",
+					r.SkipSpecialTokens, r.IncludeStopStr)
+			}
+		}},
+		{"output flags", "/v1/completions", `{"prompt":"hi","skip_special_tokens":false,"include_stop_str_in_output":true,
+			"spaces_between_special_tokens":false}`, func(t *testing.T, reqs []actors.Request) {
+			if r := reqs[0]; r.SkipSpecialTokens || !r.IncludeStopStr {
+				t.Errorf("request %+v", r)
+			}
 		}},
 		{"sampling", "/v1/completions", `{"prompt":"hi","max_tokens":5,"temperature":0.5,"top_p":0.9,"top_k":40,"min_p":0.1,
 			"seed":7,"presence_penalty":0.5,"frequency_penalty":-0.5,"repetition_penalty":1.2,"stop":"x",
@@ -511,6 +521,48 @@ func TestTranslation(t *testing.T) {
 	}
 }
 
+// TestSamplingDefaults: generation_config.json's defaults (Options.Sampling)
+// fill the fields a request leaves unset, and a request's own values win.
+func TestSamplingDefaults(t *testing.T) {
+	temp, topP, minP, rep, topK := 0.6, 0.95, 0.05, 1.1, 20
+	defaults := SamplingDefaults{Temperature: &temp, TopP: &topP, TopK: &topK, MinP: &minP, RepetitionPenalty: &rep}
+	tests := []struct {
+		name, body string
+		want       sample.Params
+	}{
+		{"unset", `{"prompt":"hi","max_tokens":1}`,
+			sample.Params{Temperature: 0.6, TopP: 0.95, TopK: 20, MinP: 0.05, RepetitionPenalty: 1.1}},
+		{"overridden", `{"prompt":"hi","max_tokens":1,"temperature":0,"top_p":1,"top_k":-1,"min_p":0,"repetition_penalty":1}`,
+			sample.Params{Temperature: 0, TopP: 1, TopK: -1, MinP: 0, RepetitionPenalty: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeEngine()
+			url, _ := startFake(t, f, func(o *Options) { o.Sampling = defaults })
+			if res, body := do(t, http.MethodPost, url+"/v1/completions", tt.body); res.StatusCode != 200 {
+				t.Fatalf("status %d: %s", res.StatusCode, body)
+			}
+			got := f.requests()[0].Params
+			got.Seed = 0 // random for unseeded sampling
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("params %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestSamplingDefaultsValidated: out-of-range defaults (a bad
+// generation_config.json) fail New instead of failing every request.
+func TestSamplingDefaultsValidated(t *testing.T) {
+	hot, topK := 500.0, -3
+	for _, d := range []SamplingDefaults{{Temperature: &hot}, {TopK: &topK}} {
+		_, err := newServer(newFakeEngine(), Options{ModelName: "fake", Tokenizer: synthTokenizer(t), Sampling: d})
+		if err == nil || !strings.Contains(err.Error(), "default") {
+			t.Errorf("defaults %s: err %v", d, err)
+		}
+	}
+}
+
 // TestValidation: every bad request is a 4xx with the envelope naming the
 // parameter; none reaches the engine.
 func TestValidation(t *testing.T) {
@@ -568,6 +620,10 @@ func TestValidation(t *testing.T) {
 		{"logit_bias range", "/v1/completions", `{"prompt":"a","logit_bias":{"5":101}}`, 400, "logit_bias", ""},
 		{"logit_bias type", "/v1/completions", `{"prompt":"a","logit_bias":{"5":"big"}}`, 400, "logit_bias", ""},
 		{"logit_bias twice", "/v1/completions", `{"prompt":"a","logit_bias":{"5":1,"05":2}}`, 400, "logit_bias", ""},
+		{"logit_bias plus sign", "/v1/completions", `{"prompt":"a","logit_bias":{"+5":1}}`, 400, "logit_bias", ""},
+		{"logit_bias space", "/v1/completions", `{"prompt":"a","logit_bias":{" 5":1}}`, 400, "logit_bias", ""},
+		{"logit_bias empty key", "/v1/completions", `{"prompt":"a","logit_bias":{"":1}}`, 400, "logit_bias", ""},
+		{"skip_special_tokens type", "/v1/completions", `{"prompt":"a","skip_special_tokens":"no"}`, 400, "skip_special_tokens", ""},
 		{"suffix", "/v1/completions", `{"prompt":"a","suffix":"z"}`, 400, "suffix", "unsupported_parameter"},
 		{"best_of", "/v1/completions", `{"prompt":"a","best_of":3}`, 400, "best_of", ""},
 		{"min_tokens negative", "/v1/completions", `{"prompt":"a","min_tokens":-1}`, 400, "min_tokens", ""},
@@ -576,13 +632,35 @@ func TestValidation(t *testing.T) {
 		{"no messages", "/v1/chat/completions", `{"messages":[]}`, 400, "messages", ""},
 		{"missing messages", "/v1/chat/completions", `{}`, 400, "messages", ""},
 		{"bad role", "/v1/chat/completions", `{"messages":[{"role":"robot","content":"a"}]}`, 400, "messages[0].role", ""},
-		{"tool role", "/v1/chat/completions", `{"messages":[{"role":"tool","content":"a"}]}`, 400, "messages[0].role", ""},
+		{"tool message without tool_call_id", "/v1/chat/completions", `{"messages":[{"role":"tool","content":"a"}]}`, 400, "messages[0].tool_call_id", ""},
+		{"function role", "/v1/chat/completions", `{"messages":[{"role":"function","content":"a","name":"f"}]}`, 400, "messages[0].role", ""},
+		{"tool_call_id on a user message", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a","tool_call_id":"x"}]}`, 400, "messages[0].tool_call_id", ""},
+		{"tool message without content", "/v1/chat/completions", `{"messages":[{"role":"tool","tool_call_id":"x"}]}`, 400, "messages[0].content", ""},
+		{"tool_calls on a user message", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a","tool_calls":[]}]}`, 400, "messages[0].tool_calls", ""},
+		{"reasoning_content on a user message", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a","reasoning_content":"r"}]}`, 400, "messages[0].reasoning_content", ""},
+		{"tool call arguments not JSON", "/v1/chat/completions", `{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"{oops"}}]}]}`, 400, "messages[0].tool_calls[0].function.arguments", ""},
+		{"tool call arguments an array", "/v1/chat/completions", `{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"[1]"}}]}]}`, 400, "messages[0].tool_calls[0].function.arguments", ""},
+		{"tool call type", "/v1/chat/completions", `{"messages":[{"role":"assistant","tool_calls":[{"id":"1","type":"custom","function":{"name":"f"}}]}]}`, 400, "messages[0].tool_calls[0].type", ""},
+		{"tools not a list", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"tools":{"type":"function"}}`, 400, "tools", ""},
+		{"tool type", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"tools":[{"type":"web_search"}]}`, 400, "tools[0].type", ""},
+		{"tool without function", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function"}]}`, 400, "tools[0].function", ""},
+		{"tool name", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"a b"}}]}`, 400, "tools[0].function.name", ""},
+		{"tool name empty", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":""}}]}`, 400, "tools[0].function.name", ""},
+		{"tool names twice", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"f"}}]}`, 400, "tools[1].function.name", ""},
+		{"tool unknown field", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"f"},"extra":1}]}`, 400, "tools[0].extra", ""},
+		{"tool parameters not an object", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"f","parameters":[1]}}]}`, 400, "tools[0].function.parameters", ""},
+		{"tool properties not an object", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":3}}}]}`, 400, "tools[0].function.parameters", ""},
+		{"tool_choice unknown", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"any"}`, 400, "tool_choice", ""},
+		{"tool_choice names a missing tool", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}}`, 400, "tool_choice", ""},
+		{"tool_choice object type", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"allowed_tools"}}`, 400, "tool_choice", ""},
+		{"tool_choice required without tools", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"tools":[],"tool_choice":"required"}`, 400, "tool_choice", ""},
+		{"tool_choice auto without tools", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"tool_choice":"auto"}`, 400, "tool_choice", ""},
+		{"functions", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"functions":[]}`, 400, "functions", "unsupported_parameter"},
 		{"null user content", "/v1/chat/completions", `{"messages":[{"role":"user","content":null}]}`, 400, "messages[0].content", ""},
 		{"image part", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, 400, "messages[0].content[0].type", ""},
 		{"part without text", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"text"}]}]}`, 400, "messages[0].content[0].text", ""},
 		{"content number", "/v1/chat/completions", `{"messages":[{"role":"user","content":5}]}`, 400, "messages[0].content", ""},
-		{"tools", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"f"}}]}`, 400, "tools", "unsupported_parameter"},
-		{"tool_calls", "/v1/chat/completions", `{"messages":[{"role":"assistant","content":"a","tool_calls":[{"id":"1"}]}]}`, 400, "messages[0].tool_calls", "unsupported_parameter"},
+		{"tool_calls without a function", "/v1/chat/completions", `{"messages":[{"role":"assistant","content":"a","tool_calls":[{"id":"1"}]}]}`, 400, "messages[0].tool_calls[0].function.name", ""},
 		{"response_format json", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"response_format":{"type":"json_object"}}`, 400, "response_format", ""},
 		{"top_logprobs without logprobs", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"top_logprobs":2}`, 400, "top_logprobs", ""},
 		{"top_logprobs range", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"}],"logprobs":true,"top_logprobs":21}`, 400, "top_logprobs", ""},
@@ -647,6 +725,12 @@ func TestClientDisconnectCancels(t *testing.T) {
 				case <-deadline:
 					t.Fatalf("stream %d was not cancelled after the client left", i)
 				}
+			}
+			// Recorded before the cancel, under vLLM's label.
+			_, metricsBody := do(t, http.MethodGet, url+"/metrics", "")
+			want := fmt.Sprintf(`vllm:request_success_total{model_name="fake",finished_reason="abort"} %d`, n)
+			if !strings.Contains(string(metricsBody), want+"\n") {
+				t.Errorf("metrics lack %q", want)
 			}
 		})
 	}

@@ -38,9 +38,19 @@ type realServer struct {
 
 func startReal(t testing.TB, tp int) *realServer {
 	t.Helper()
+	return startRealEdited(t, tp, nil)
+}
+
+// startRealEdited is startReal on a tiny checkpoint that edit changes
+// (its directory) before it is opened.
+func startRealEdited(t testing.TB, tp int, edit func(dir string)) *realServer {
+	t.Helper()
 	dir := t.TempDir()
 	if err := modelgen.Write(dir, modelgen.Presets["tiny"]); err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(dir)
 	}
 	ck, err := model.Open(dir)
 	if err != nil {

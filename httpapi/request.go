@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"slices"
@@ -56,6 +57,78 @@ type commonFields struct {
 	StopTokenIDs      []int64  `json:"stop_token_ids"`
 	IgnoreEOS         *bool    `json:"ignore_eos"`
 	MinTokens         *int64   `json:"min_tokens"`
+
+	SkipSpecialTokens          *bool `json:"skip_special_tokens"`
+	IncludeStopStrInOutput     *bool `json:"include_stop_str_in_output"`
+	SpacesBetweenSpecialTokens *bool `json:"spaces_between_special_tokens"` // accepted; see the README
+}
+
+// SamplingDefaults are the values unset sampling fields of a request take
+// instead of OpenAI's defaults (temperature 1, top_p 1, top-k and min-p
+// off, repetition penalty 1). A nil field keeps OpenAI's default.
+type SamplingDefaults struct {
+	Temperature       *float64
+	TopP              *float64
+	TopK              *int
+	MinP              *float64
+	RepetitionPenalty *float64
+}
+
+// String lists the defaults that are set, as name=value pairs.
+func (d SamplingDefaults) String() string {
+	var parts []string
+	add := func(name string, v *float64) {
+		if v != nil {
+			parts = append(parts, name+"="+strconv.FormatFloat(*v, 'g', -1, 64))
+		}
+	}
+	add("temperature", d.Temperature)
+	add("top_p", d.TopP)
+	if d.TopK != nil {
+		parts = append(parts, "top_k="+strconv.Itoa(*d.TopK))
+	}
+	add("min_p", d.MinP)
+	add("repetition_penalty", d.RepetitionPenalty)
+	return strings.Join(parts, " ")
+}
+
+// validate checks the defaults against the same bounds as requests.
+func (d SamplingDefaults) validate() error {
+	p := d.params()
+	switch {
+	case !(p.Temperature >= 0 && p.Temperature <= 100):
+		return fmt.Errorf("httpapi: default temperature %g is outside [0, 100]", p.Temperature)
+	case !(p.TopP > 0 && p.TopP <= 1):
+		return fmt.Errorf("httpapi: default top_p %g is outside (0, 1]", p.TopP)
+	case p.TopK < -1:
+		return fmt.Errorf("httpapi: default top_k %d must be -1, 0 or positive", p.TopK)
+	case !(p.MinP >= 0 && p.MinP <= 1):
+		return fmt.Errorf("httpapi: default min_p %g is outside [0, 1]", p.MinP)
+	case !(p.RepetitionPenalty > 0 && p.RepetitionPenalty <= 10):
+		return fmt.Errorf("httpapi: default repetition_penalty %g is outside (0, 10]", p.RepetitionPenalty)
+	}
+	return nil
+}
+
+// params returns the sampling parameters a request starts from.
+func (d SamplingDefaults) params() sample.Params {
+	p := sample.Params{Temperature: 1, TopP: 1, RepetitionPenalty: 1}
+	if d.Temperature != nil {
+		p.Temperature = *d.Temperature
+	}
+	if d.TopP != nil {
+		p.TopP = *d.TopP
+	}
+	if d.TopK != nil {
+		p.TopK = *d.TopK
+	}
+	if d.MinP != nil {
+		p.MinP = *d.MinP
+	}
+	if d.RepetitionPenalty != nil {
+		p.RepetitionPenalty = *d.RepetitionPenalty
+	}
+	return p
 }
 
 // completionRequest is POST /v1/completions.
@@ -77,7 +150,7 @@ type chatRequest struct {
 	MaxCompletionTokens  *int64            `json:"max_completion_tokens"`
 	Tools                json.RawMessage   `json:"tools"`
 	ToolChoice           json.RawMessage   `json:"tool_choice"`
-	ParallelToolCalls    *bool             `json:"parallel_tool_calls"` // ignored: there are no tools
+	ParallelToolCalls    *bool             `json:"parallel_tool_calls"`
 	ResponseFormat       json.RawMessage   `json:"response_format"`
 	Functions            json.RawMessage   `json:"functions"`
 	FunctionCall         json.RawMessage   `json:"function_call"`
@@ -100,14 +173,17 @@ type chatRequest struct {
 
 // chatMessage is one entry of messages.
 type chatMessage struct {
-	Role         string          `json:"role"`
-	Content      json.RawMessage `json:"content"`
-	Name         *string         `json:"name"`    // accepted, ignored
-	Refusal      *string         `json:"refusal"` // accepted, ignored
-	ToolCalls    json.RawMessage `json:"tool_calls"`
-	ToolCallID   *string         `json:"tool_call_id"`
-	FunctionCall json.RawMessage `json:"function_call"`
-	Audio        json.RawMessage `json:"audio"`
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	Name      *string         `json:"name"`    // accepted, ignored
+	Refusal   *string         `json:"refusal"` // accepted, ignored
+	ToolCalls json.RawMessage `json:"tool_calls"`
+	// ReasoningContent is an assistant turn's reasoning (vLLM's field), for
+	// templates that render it.
+	ReasoningContent *string         `json:"reasoning_content"`
+	ToolCallID       *string         `json:"tool_call_id"`
+	FunctionCall     json.RawMessage `json:"function_call"`
+	Audio            json.RawMessage `json:"audio"`
 }
 
 // tokenizeRequest is POST /tokenize.
@@ -140,7 +216,10 @@ type job struct {
 	usage     bool // stream_options.include_usage
 	logprobs  bool
 	echo      bool
-	echoOnly  bool // echo with max_tokens 0: the prompt alone, no completion
+	echoOnly  bool       // echo with max_tokens 0: the prompt alone, no completion
+	tools     *toolSetup // chat with tools (nil: none)
+	reasoning bool       // chat: split the think block off the output
+	thinkOpen bool       // the prompt ends inside a think block
 }
 
 func (j *job) choices() int { return len(j.prompts) * j.n }
@@ -215,7 +294,7 @@ func isNull(raw json.RawMessage) bool {
 
 // sampling validates the shared fields into j.base and j's options.
 func (s *Server) sampling(c *commonFields, j *job) *apiError {
-	p := sample.Params{Temperature: 1, TopP: 1, RepetitionPenalty: 1}
+	p := s.opts.Sampling.params()
 	if c.Temperature != nil {
 		if t := *c.Temperature; !(t >= 0 && t <= 100) {
 			return badRequest("temperature", "temperature %g must be in [0, 100]", t)
@@ -303,6 +382,8 @@ func (s *Server) sampling(c *commonFields, j *job) *apiError {
 	if c.IgnoreEOS != nil {
 		j.base.IgnoreEOS = *c.IgnoreEOS
 	}
+	j.base.SkipSpecialTokens = c.SkipSpecialTokens == nil || *c.SkipSpecialTokens
+	j.base.IncludeStopStr = c.IncludeStopStrInOutput != nil && *c.IncludeStopStrInOutput
 	if c.Stream != nil {
 		j.stream = *c.Stream
 	}
@@ -535,11 +616,12 @@ func (s *Server) chatJob(body []byte) (*job, *apiError) {
 	if aerr := s.sampling(&r.commonFields, j); aerr != nil {
 		return nil, aerr
 	}
+	tools, aerr := parseTools(r.Tools, r.ToolChoice, r.ParallelToolCalls)
+	if aerr != nil {
+		return nil, aerr
+	}
+	j.tools = tools
 	switch {
-	case !isNull(r.Tools) && string(bytes.TrimSpace(r.Tools)) != "[]":
-		return nil, notSupported("tools")
-	case !isNull(r.ToolChoice) && string(bytes.TrimSpace(r.ToolChoice)) != `"none"`:
-		return nil, notSupported("tool_choice")
 	case !isNull(r.Functions):
 		return nil, notSupported("functions")
 	case !isNull(r.FunctionCall):
@@ -577,9 +659,27 @@ func (s *Server) chatJob(body []byte) (*job, *apiError) {
 		}
 		j.base.TopLogprobs = int(*r.TopLogprobs)
 	}
-	text, aerr := s.renderChat(r.Messages, true, r.ChatTemplateKwargs)
+	var defs []any
+	if tools != nil {
+		defs = tools.defs
+	}
+	text, aerr := s.renderChatTools(r.Messages, defs, true, r.ChatTemplateKwargs)
 	if aerr != nil {
 		return nil, aerr
+	}
+	// Reasoning is split off when the template thinks (it writes <think>)
+	// and enable_thinking is not false; a forced tool call starts at once.
+	j.reasoning = strings.Contains(s.opts.ChatTemplate, "<think>") && r.ChatTemplateKwargs["enable_thinking"] != false &&
+		!tools.forced()
+	j.thinkOpen = openThink(text)
+	if tools.forced() {
+		// tool_choice required or named: the prompt opens the call, after
+		// closing a think block the template left open (the call comes
+		// after the reasoning; here there is none).
+		if openThink(text) {
+			text += "\n</think>\n\n"
+		}
+		text += tools.callPrefix()
 	}
 	if aerr := s.addTextPrompt(j, text, "messages"); aerr != nil {
 		return nil, aerr
@@ -597,6 +697,12 @@ func (s *Server) chatJob(body []byte) (*job, *apiError) {
 
 // renderChat validates messages and renders them with the chat template.
 func (s *Server) renderChat(msgs []chatMessage, addGenerationPrompt bool, kwargs map[string]any) (string, *apiError) {
+	return s.renderChatTools(msgs, nil, addGenerationPrompt, kwargs)
+}
+
+// renderChatTools is renderChat with the request's tools (decoded JSON)
+// for the template.
+func (s *Server) renderChatTools(msgs []chatMessage, tools []any, addGenerationPrompt bool, kwargs map[string]any) (string, *apiError) {
 	if s.tmpl == nil {
 		return "", badRequest("messages", "this model has no chat template; use /v1/completions")
 	}
@@ -608,21 +714,40 @@ func (s *Server) renderChat(msgs []chatMessage, addGenerationPrompt bool, kwargs
 		param := "messages[" + itoa(i) + "]"
 		role := m.Role
 		switch role {
-		case "system", "user", "assistant":
+		case "system", "user", "assistant", "tool":
 		case "developer":
 			role = "system"
-		case "tool", "function":
-			return "", badRequest(param+".role", "%s messages are not supported (this server has no tool calling)", role)
+		case "function":
+			return "", badRequest(param+".role", "function messages (the deprecated functions API) are not supported; use tool messages")
 		case "":
 			return "", badRequest(param+".role", "%s.role is required", param)
 		default:
-			return "", badRequest(param+".role", "unknown role %q (want system, developer, user or assistant)", m.Role)
+			return "", badRequest(param+".role", "unknown role %q (want system, developer, user, assistant or tool)", m.Role)
 		}
-		if !isNull(m.ToolCalls) && string(bytes.TrimSpace(m.ToolCalls)) != "[]" {
-			return "", notSupported(param + ".tool_calls")
+		msg := chattemplate.Message{Role: role}
+		if !isNull(m.ToolCalls) {
+			if role != "assistant" {
+				return "", badRequest(param+".tool_calls", "only assistant messages have tool_calls")
+			}
+			calls, aerr := parseToolCalls(m.ToolCalls, param+".tool_calls")
+			if aerr != nil {
+				return "", aerr
+			}
+			msg.ToolCalls = calls
 		}
-		if m.ToolCallID != nil {
-			return "", notSupported(param + ".tool_call_id")
+		switch {
+		case role == "tool" && (m.ToolCallID == nil || *m.ToolCallID == ""):
+			return "", badRequest(param+".tool_call_id", "%s.tool_call_id is required for tool messages", param)
+		case role != "tool" && m.ToolCallID != nil:
+			return "", badRequest(param+".tool_call_id", "only tool messages have a tool_call_id")
+		case role == "tool":
+			msg.ToolCallID = *m.ToolCallID
+		}
+		if m.ReasoningContent != nil {
+			if role != "assistant" {
+				return "", badRequest(param+".reasoning_content", "only assistant messages have reasoning_content")
+			}
+			msg.ReasoningContent = *m.ReasoningContent
 		}
 		if !isNull(m.FunctionCall) {
 			return "", notSupported(param + ".function_call")
@@ -634,9 +759,10 @@ func (s *Server) renderChat(msgs []chatMessage, addGenerationPrompt bool, kwargs
 		if aerr != nil {
 			return "", aerr
 		}
-		out[i] = chattemplate.Message{Role: role, Content: content}
+		msg.Content = content
+		out[i] = msg
 	}
-	text, err := s.tmpl.Render(out, addGenerationPrompt, kwargs)
+	text, err := s.tmpl.RenderTools(out, tools, addGenerationPrompt, kwargs)
 	if err != nil {
 		return "", badRequest("messages", "the chat template rejected the conversation: %v", err)
 	}
@@ -708,8 +834,11 @@ func parseLogitBias(m map[string]float64, vocab int) ([]sample.TokenBias, *apiEr
 	out := make([]sample.TokenBias, 0, len(m))
 	for k, v := range m {
 		id, err := strconv.ParseInt(k, 10, 32)
-		if err != nil {
-			return nil, badRequest("logit_bias", "logit_bias key %q is not a token id", k)
+		if err != nil || strings.TrimLeft(k, "0123456789") != "" { // no sign, as for the other keys
+			if strings.HasPrefix(k, "-") && err == nil {
+				return nil, badRequest("logit_bias", "logit_bias token %d is outside the vocabulary [0, %d)", id, vocab)
+			}
+			return nil, badRequest("logit_bias", "logit_bias key %q is not a token id (want decimal digits, such as \"42\")", k)
 		}
 		if id < 0 || id >= int64(vocab) {
 			return nil, badRequest("logit_bias", "logit_bias token %d is outside the vocabulary [0, %d)", id, vocab)

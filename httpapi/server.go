@@ -75,9 +75,12 @@ type Options struct {
 	// DefaultMaxTokens caps max_tokens when a request does not set it
 	// (the default is the rest of the context); 0 means 4096.
 	DefaultMaxTokens int
-	Metrics          *metrics.Registry    // nil: a new registry reading the engine's gauges
-	TracerProvider   trace.TracerProvider // nil: no tracing
-	Logf             func(string, ...any) // nil: no logging
+	// Sampling holds the defaults a request's unset sampling fields take
+	// (generation_config.json's, as vLLM takes them); zero: OpenAI's.
+	Sampling       SamplingDefaults
+	Metrics        *metrics.Registry    // nil: a new registry reading the engine's gauges
+	TracerProvider trace.TracerProvider // nil: no tracing
+	Logf           func(string, ...any) // nil: no logging
 	// InjectFault, when set, enables POST /debug/faults (fault injection for
 	// chaos drills; never set by default).
 	InjectFault func(context.Context, actors.Fault) error
@@ -153,6 +156,9 @@ func newServer(e backend, o Options) (*Server, error) {
 	}
 	if o.MaxBodyBytes < 0 || o.DefaultMaxTokens < 0 {
 		return nil, errors.New("httpapi: negative MaxBodyBytes or DefaultMaxTokens")
+	}
+	if err := o.Sampling.validate(); err != nil {
+		return nil, err
 	}
 	s := &Server{eng: e, opts: o, tok: o.Tokenizer, metrics: o.Metrics, logf: o.Logf,
 		maxBody: o.MaxBodyBytes, defaultMax: o.DefaultMaxTokens}

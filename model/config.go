@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // LayerKind says which token mixer a decoder layer uses.
@@ -51,7 +52,10 @@ type Config struct {
 	// TieEmbeddings is the declared tying; the loader overrides it from
 	// whether lm_head.weight exists (see ResolveTying).
 	TieEmbeddings bool
-	EOS           []int32
+	// EOS lists the end-of-sequence ids config.json declares, at the top
+	// level and in text_config (sorted, each once). Checkpoint.EOS adds
+	// generation_config.json's and the tokenizer's.
+	EOS []int32
 }
 
 // RotaryDim returns the number of leading head dims that RoPE rotates.
@@ -193,12 +197,18 @@ func (c *Config) fill(text, top *rawConfig) error {
 	case top.TieWordEmbeddings != nil:
 		c.TieEmbeddings = *top.TieWordEmbeddings
 	}
-	eos := text.EOSTokenID
-	if len(eos) == 0 {
-		eos = top.EOSTokenID
+	// Both levels count: multimodal checkpoints often list the chat end
+	// token only at the top (text_config has <|endoftext|> alone).
+	inner, err := parseEOS(text.EOSTokenID)
+	if err != nil {
+		return err
 	}
-	c.EOS, err = parseEOS(eos)
-	return err
+	outer, err := parseEOS(top.EOSTokenID) // the same field again for a flat config
+	if err != nil {
+		return err
+	}
+	c.EOS = MergeIDs(inner, outer)
+	return nil
 }
 
 // fillRope reads rope_parameters (transformers v5) or the legacy
@@ -260,19 +270,38 @@ func (c *Config) fillLayers(text *rawConfig, n int) error {
 	return nil
 }
 
+// MergeIDs returns the sorted union of id lists, each id once.
+func MergeIDs(lists ...[]int32) []int32 {
+	var out []int32
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// parseEOS reads an eos_token_id: absent, null, an int or a list of ints.
 func parseEOS(raw json.RawMessage) ([]int32, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
 	var one int32
 	if err := json.Unmarshal(raw, &one); err == nil {
+		if one < 0 {
+			return nil, fmt.Errorf("eos_token_id: %d is negative", one)
+		}
 		return []int32{one}, nil
 	}
 	var many []int32
 	if err := json.Unmarshal(raw, &many); err != nil {
 		return nil, fmt.Errorf("eos_token_id: want an int or a list of ints: %w", err)
 	}
-	return many, nil
+	for _, id := range many {
+		if id < 0 {
+			return nil, fmt.Errorf("eos_token_id: %d is negative", id)
+		}
+	}
+	return MergeIDs(many), nil
 }
 
 // Bounds far above any real checkpoint; they keep a hostile config.json

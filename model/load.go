@@ -16,6 +16,11 @@ type Checkpoint struct {
 	Dir    string
 	Config *Config
 	Arch   Architecture
+	// Generation is generation_config.json (empty when there is none).
+	Generation *GenerationConfig
+	// EOSToken is tokenizer_config.json's eos_token ("" when none); EOS
+	// looks it up.
+	EOSToken string
 
 	files   *safetensors.File
 	names   map[string]string // canonical -> name in the files
@@ -38,7 +43,9 @@ func CanonicalName(name string) (canon string, skip bool) {
 	return name, false
 }
 
-// Open reads DIR's config.json, finds its architecture and maps its tensors.
+// Open reads DIR's config.json (and generation_config.json and the
+// eos_token of tokenizer_config.json when they exist), finds its
+// architecture and maps its tensors.
 func Open(dir string) (*Checkpoint, error) {
 	cfg, err := ReadConfig(dir)
 	if err != nil {
@@ -48,11 +55,20 @@ func Open(dir string) (*Checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
+	gen, err := ReadGenerationConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	eosToken, err := readEOSToken(dir)
+	if err != nil {
+		return nil, err
+	}
 	files, err := safetensors.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
-	ck := &Checkpoint{Dir: dir, Config: cfg, Arch: arch, files: files, names: map[string]string{}}
+	ck := &Checkpoint{Dir: dir, Config: cfg, Arch: arch, Generation: gen, EOSToken: eosToken, files: files,
+		names: map[string]string{}}
 	for _, n := range files.Names() {
 		canon, skip := CanonicalName(n)
 		if skip {

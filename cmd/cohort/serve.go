@@ -135,8 +135,11 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer eng.Close()
 
+	if d := samplingDefaults(ck.Generation); d != (httpapi.SamplingDefaults{}) {
+		logf("sampling defaults from %s/generation_config.json: %s (requests may override them)", modelDir, d)
+	}
 	opts := httpapi.Options{ModelName: *name, Tokenizer: tok, ChatTemplate: chat.Template,
-		BOS: chat.BOS, EOS: chat.EOS, TracerProvider: tracing, Logf: logf}
+		BOS: chat.BOS, EOS: chat.EOS, Sampling: samplingDefaults(ck.Generation), TracerProvider: tracing, Logf: logf}
 	if policy.debugFaults {
 		opts.InjectFault = eng.InjectFault
 		logf("fault injection is ON: POST /debug/faults")
@@ -175,4 +178,15 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		cause = fmt.Errorf("serve: %w", err)
 	}
 	return cause
+}
+
+// samplingDefaults are generation_config.json's sampling values as the
+// defaults of requests that leave them unset (vLLM's --generation-config
+// auto).
+func samplingDefaults(g *model.GenerationConfig) httpapi.SamplingDefaults {
+	if g == nil {
+		return httpapi.SamplingDefaults{}
+	}
+	return httpapi.SamplingDefaults{Temperature: g.Temperature, TopP: g.TopP, TopK: g.TopK, MinP: g.MinP,
+		RepetitionPenalty: g.RepetitionPenalty}
 }

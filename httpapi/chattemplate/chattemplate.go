@@ -1,7 +1,7 @@
 // Package chattemplate renders a model's Jinja chat template (the
 // `chat_template` of its tokenizer_config.json) into the prompt text the model
-// was trained on, the way Hugging Face's apply_chat_template does with
-// add_generation_prompt=True and no tools.
+// was trained on, the way Hugging Face's apply_chat_template does, tools,
+// tool calls and tool results included.
 package chattemplate
 
 import (
@@ -19,6 +19,19 @@ import (
 type Message struct {
 	Role    string
 	Content string
+	// ReasoningContent is an assistant turn's reasoning (templates that
+	// know it write it as a think block).
+	ReasoningContent string
+	ToolCalls        []ToolCall // an assistant turn's calls
+	ToolCallID       string     // a tool turn: the call it answers
+}
+
+// ToolCall is one function call of an assistant turn. Arguments is the
+// decoded JSON object, as templates iterate it (HF passes a dict).
+type ToolCall struct {
+	ID        string
+	Name      string
+	Arguments map[string]any
 }
 
 // Template is a compiled chat template. It is safe for concurrent use.
@@ -48,9 +61,36 @@ func New(src, bos, eos string) (*Template, error) {
 // extra template variables (vLLM's chat_template_kwargs, e.g.
 // enable_thinking); they cannot replace the reserved ones.
 func (t *Template) Render(msgs []Message, addGenerationPrompt bool, kwargs map[string]any) (string, error) {
+	return t.RenderTools(msgs, nil, addGenerationPrompt, kwargs)
+}
+
+// RenderTools is Render with the tools variable set to tools (each an
+// OpenAI tool object, {"type": "function", "function": {...}}, decoded
+// from JSON); with no tools the variable is left undefined, as HF leaves
+// it None.
+func (t *Template) RenderTools(msgs []Message, tools []any, addGenerationPrompt bool, kwargs map[string]any) (string, error) {
 	list := make([]any, len(msgs))
 	for i, m := range msgs {
-		list[i] = map[string]any{"role": m.Role, "content": m.Content}
+		msg := map[string]any{"role": m.Role, "content": m.Content}
+		if m.ReasoningContent != "" {
+			msg["reasoning_content"] = m.ReasoningContent
+		}
+		if len(m.ToolCalls) > 0 {
+			calls := make([]any, len(m.ToolCalls))
+			for k, c := range m.ToolCalls {
+				args := c.Arguments
+				if args == nil {
+					args = map[string]any{}
+				}
+				calls[k] = map[string]any{"id": c.ID, "type": "function",
+					"function": map[string]any{"name": c.Name, "arguments": args}}
+			}
+			msg["tool_calls"] = calls
+		}
+		if m.ToolCallID != "" {
+			msg["tool_call_id"] = m.ToolCallID
+		}
+		list[i] = msg
 	}
 	data := make(map[string]any, len(kwargs)+4)
 	for k, v := range kwargs {
@@ -60,6 +100,9 @@ func (t *Template) Render(msgs []Message, addGenerationPrompt bool, kwargs map[s
 		data[k] = v
 	}
 	data["messages"] = list
+	if len(tools) > 0 {
+		data["tools"] = tools
+	}
 	data["add_generation_prompt"] = addGenerationPrompt
 	data["bos_token"] = t.bos
 	data["eos_token"] = t.eos

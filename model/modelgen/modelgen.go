@@ -141,12 +141,10 @@ func configJSON(p Preset, eos []int32) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// tokenizerConfigJSON is a minimal chat-capable tokenizer_config.json.
+// tokenizerConfigJSON is a minimal tokenizer_config.json with ChatTemplate.
 func tokenizerConfigJSON() []byte {
-	tmpl := "{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}" +
-		"{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 	b, _ := json.MarshalIndent(map[string]any{
-		"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "chat_template": tmpl,
+		"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "chat_template": ChatTemplate,
 	}, "", "  ")
 	return append(b, '\n')
 }

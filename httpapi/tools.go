@@ -1,0 +1,270 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"cohort/httpapi/chattemplate"
+	"cohort/httpapi/toolcall"
+)
+
+// maxTools is OpenAI's limit on tools per request.
+const maxTools = 128
+
+// toolSetup is how a chat request uses tools.
+type toolSetup struct {
+	defs   []any           // the tools as decoded JSON, for the chat template
+	tools  []toolcall.Tool // what the parser needs of them
+	choice string          // "none", "auto", "required" or "function" (named)
+	named  string          // the function tool_choice names
+	single bool            // parallel_tool_calls false
+}
+
+// parse reports whether the output is parsed for tool calls.
+func (t *toolSetup) parse() bool { return t != nil && t.choice != "none" }
+
+// forced reports whether the prompt opens the call (tool_choice required or
+// a named function).
+func (t *toolSetup) forced() bool {
+	return t != nil && (t.choice == "required" || t.choice == "function")
+}
+
+// callPrefix is the text appended to the prompt to open a forced call, in
+// Qwen3.5's format: the call marker and, for a named function, its name.
+func (t *toolSetup) callPrefix() string {
+	if t.choice == "function" {
+		return "<tool_call>\n<function=" + t.named + ">\n"
+	}
+	return "<tool_call>\n<function="
+}
+
+// parser returns a parser for one choice's output.
+func (t *toolSetup) parser() *toolcall.Parser {
+	p := toolcall.NewParser(t.tools, t.single)
+	switch t.choice {
+	case "function":
+		p.StartInCall(t.named)
+	case "required":
+		p.StartInCall("")
+	}
+	return p
+}
+
+// validToolName is OpenAI's rule for function names: 1–64 of a-z, A-Z,
+// 0-9, underscore and dash. It also keeps names safe inside
+// <function=NAME>.
+func validToolName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseTools validates tools, tool_choice and parallel_tool_calls. It
+// returns nil when the request has no tools and tool_choice is absent or
+// "none" (an empty tools list counts as none, as vLLM takes it).
+func parseTools(rawTools, rawChoice json.RawMessage, parallel *bool) (*toolSetup, *apiError) {
+	t := &toolSetup{single: parallel != nil && !*parallel}
+	if !isNull(rawTools) {
+		var list []json.RawMessage
+		if err := json.Unmarshal(rawTools, &list); err != nil {
+			return nil, badRequest("tools", "tools must be a list of tool objects")
+		}
+		if len(list) > maxTools {
+			return nil, badRequest("tools", "at most %d tools are allowed, got %d", maxTools, len(list))
+		}
+		seen := map[string]bool{}
+		for i, raw := range list {
+			param := "tools[" + itoa(i) + "]"
+			def, tool, aerr := parseTool(raw, param)
+			if aerr != nil {
+				return nil, aerr
+			}
+			if seen[tool.Name] {
+				return nil, badRequest(param+".function.name", "tool name %q is used twice", tool.Name)
+			}
+			seen[tool.Name] = true
+			t.defs = append(t.defs, def)
+			t.tools = append(t.tools, tool)
+		}
+	}
+	t.choice = "none"
+	if len(t.tools) > 0 {
+		t.choice = "auto"
+	}
+	if !isNull(rawChoice) {
+		var s string
+		if err := json.Unmarshal(rawChoice, &s); err == nil {
+			switch s {
+			case "none", "auto", "required":
+				t.choice = s
+			default:
+				return nil, badRequest("tool_choice", "tool_choice %q must be none, auto, required or a function object", s)
+			}
+		} else {
+			var obj struct {
+				Type     string `json:"type"`
+				Function *struct {
+					Name string `json:"name"`
+				} `json:"function"`
+			}
+			dec := json.NewDecoder(bytes.NewReader(rawChoice))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&obj); err != nil || obj.Type != "function" || obj.Function == nil {
+				return nil, badRequest("tool_choice", "tool_choice must be none, auto, required or "+
+					`{"type": "function", "function": {"name": ...}}`)
+			}
+			t.choice, t.named = "function", obj.Function.Name
+		}
+	}
+	switch {
+	case t.choice == "required" && len(t.tools) == 0:
+		return nil, badRequest("tool_choice", "tool_choice required needs at least one tool in tools")
+	case t.choice == "auto" && isNull(rawTools):
+		return nil, badRequest("tool_choice", "tool_choice auto needs tools")
+	case t.choice == "function":
+		found := false
+		for _, tool := range t.tools {
+			found = found || tool.Name == t.named
+		}
+		if !found {
+			return nil, badRequest("tool_choice", "tool_choice names function %q, which is not in tools", t.named)
+		}
+	}
+	if len(t.tools) == 0 {
+		return nil, nil
+	}
+	return t, nil
+}
+
+// parseTool validates one tools entry: {"type": "function", "function":
+// {"name", "description", "parameters", "strict"}}.
+func parseTool(raw json.RawMessage, param string) (any, toolcall.Tool, *apiError) {
+	var spec struct {
+		Type     string `json:"type"`
+		Function *struct {
+			Name        string          `json:"name"`
+			Description *string         `json:"description"`
+			Parameters  json.RawMessage `json:"parameters"`
+			Strict      *bool           `json:"strict"`
+		} `json:"function"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			name = strings.Trim(name, `"`)
+			return nil, toolcall.Tool{}, badRequest(param+"."+name, "unknown field %q in %s", name, param)
+		}
+		return nil, toolcall.Tool{}, badRequest(param, "%s must be a tool object: %v", param, strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if spec.Type != "function" {
+		return nil, toolcall.Tool{}, badRequest(param+".type", "%s.type %q is not supported (only function tools)", param, spec.Type)
+	}
+	if spec.Function == nil {
+		return nil, toolcall.Tool{}, badRequest(param+".function", "%s.function is required", param)
+	}
+	name := spec.Function.Name
+	if !validToolName(name) {
+		return nil, toolcall.Tool{}, badRequest(param+".function.name",
+			"%s.function.name %q must be 1 to 64 letters, digits, underscores or dashes", param, name)
+	}
+	tool := toolcall.Tool{Name: name}
+	if !isNull(spec.Function.Parameters) {
+		var schema map[string]any
+		if err := json.Unmarshal(spec.Function.Parameters, &schema); err != nil {
+			return nil, toolcall.Tool{}, badRequest(param+".function.parameters", "%s.function.parameters must be a JSON Schema object", param)
+		}
+		if props, ok := schema["properties"]; ok {
+			m, ok := props.(map[string]any)
+			if !ok {
+				return nil, toolcall.Tool{}, badRequest(param+".function.parameters",
+					"%s.function.parameters.properties must be an object", param)
+			}
+			tool.Properties = m
+		}
+	}
+	var def any
+	if err := json.Unmarshal(raw, &def); err != nil { // already decoded once: cannot fail
+		return nil, toolcall.Tool{}, badRequest(param, "%s: %v", param, err)
+	}
+	return def, tool, nil
+}
+
+// toolCallParam is one entry of an assistant message's tool_calls.
+type toolCallParam struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function *struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+// parseToolCalls validates an assistant message's tool_calls. Arguments
+// are OpenAI's JSON text of an object (an object itself is taken too);
+// the template gets them decoded.
+func parseToolCalls(raw json.RawMessage, param string) ([]chattemplate.ToolCall, *apiError) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, badRequest(param, "%s must be a list of tool calls", param)
+	}
+	out := make([]chattemplate.ToolCall, 0, len(list))
+	for i, item := range list {
+		p := param + "[" + itoa(i) + "]"
+		var tc toolCallParam
+		dec := json.NewDecoder(bytes.NewReader(item))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&tc); err != nil {
+			return nil, badRequest(p, "%s must be {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}: %v",
+				p, strings.TrimPrefix(err.Error(), "json: "))
+		}
+		if tc.Type != "" && tc.Type != "function" {
+			return nil, badRequest(p+".type", "%s.type %q is not supported (only function)", p, tc.Type)
+		}
+		if tc.Function == nil || tc.Function.Name == "" {
+			return nil, badRequest(p+".function.name", "%s.function.name is required", p)
+		}
+		args, aerr := callArguments(tc.Function.Arguments, p+".function.arguments")
+		if aerr != nil {
+			return nil, aerr
+		}
+		out = append(out, chattemplate.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})
+	}
+	return out, nil
+}
+
+func callArguments(raw json.RawMessage, param string) (map[string]any, *apiError) {
+	if isNull(raw) {
+		return map[string]any{}, nil
+	}
+	var text string
+	if err := json.Unmarshal(raw, &text); err == nil {
+		if strings.TrimSpace(text) == "" {
+			return map[string]any{}, nil
+		}
+		raw = json.RawMessage(text)
+	}
+	var args map[string]any
+	if err := json.Unmarshal(raw, &args); err != nil || args == nil {
+		return nil, badRequest(param, "%s must be the JSON text of an object", param)
+	}
+	return args, nil
+}
+
+// openThink reports whether a rendered prompt ends inside a think block
+// (Qwen's templates open one in the generation prompt when thinking is on),
+// so the model's output starts in its reasoning.
+func openThink(prompt string) bool {
+	open := strings.LastIndex(prompt, "<think>")
+	return open >= 0 && !strings.Contains(prompt[open:], "</think>")
+}
