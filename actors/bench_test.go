@@ -163,7 +163,7 @@ func runDirect(b *testing.B, tm testModel, reqs []Request) result {
 			if step == nil {
 				break
 			}
-			samples, err := executeStep(be, m, st, step, true)
+			samples, err := executeStep(be, m, st, step, true, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -244,7 +244,7 @@ func TestResetZeroesReusedSlot(t *testing.T) {
 		for i := range msg.Positions {
 			msg.Positions[i] = int32(i)
 		}
-		out, err := executeStep(be, m, st, msg, true)
+		out, err := executeStep(be, m, st, msg, true, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/attribute"
@@ -44,6 +45,9 @@ type rankActor struct {
 	// reply, if set, replaces ctx.Send for the rank's replies (ShardReady,
 	// StepCompleted): a remote rank turns them into protobuf.
 	reply func(ctx actor.Context, to *actor.PID, msg schedulerMessage)
+	// timing is the executor's step phase record (COHORT_STEP_TIMING);
+	// made by Receive, used only by executor jobs.
+	timing *stepTiming
 }
 
 func newRankActor(index int, gen uint64, f BackendFactory, lockThread bool, tracer trace.Tracer, executors *sync.WaitGroup) actor.Producer {
@@ -151,6 +155,10 @@ func (r *rankActor) run(ctx actor.Context, msg *RunStep) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	be, m, st, poison, faults, sampleHere := r.be, r.m, r.st, r.poison, r.faults, r.index == 0
 	tracer, rank := r.tracer, r.index
+	if r.timing == nil {
+		r.timing = newStepTiming(r.index)
+	}
+	timing := r.timing
 	r.exec.submit(func() {
 		_, span := tracer.Start(context.Background(), "rank.step", trace.WithLinks(trace.Link{SpanContext: msg.Trace}),
 			trace.WithAttributes(attribute.Int("cohort.rank", rank), attribute.Int64("cohort.step", int64(msg.Step)),
@@ -165,7 +173,7 @@ func (r *rankActor) run(ctx actor.Context, msg *RunStep) {
 				return err
 			}
 			var err error
-			samples, err = executeStep(be, m, st, msg, sampleHere)
+			samples, err = executeStep(be, m, st, msg, sampleHere, timing)
 			return err
 		})
 		if sr, ok := be.(kernels.ScratchResetter); ok {
@@ -181,7 +189,8 @@ func (r *rankActor) run(ctx actor.Context, msg *RunStep) {
 
 // executeStep runs one step on a rank: zero newly assigned slots, run the
 // forward pass over the flat batch and, on the sampling rank, pick tokens.
-func executeStep(be kernels.Backend, m model.Model, st *model.State, msg *RunStep, sampleHere bool) ([]Sampled, error) {
+func executeStep(be kernels.Backend, m model.Model, st *model.State, msg *RunStep, sampleHere bool, timing *stepTiming) ([]Sampled, error) {
+	t0 := time.Now()
 	for _, slot := range msg.Reset {
 		st.GDN.Reset(slot)
 	}
@@ -197,7 +206,13 @@ func executeStep(be kernels.Backend, m model.Model, st *model.State, msg *RunSte
 	if err != nil || !sampleHere || len(rows) == 0 {
 		return nil, err
 	}
+	t1 := time.Now()
 	host := be.Download(logits)
+	t2 := time.Now()
+	defer func() {
+		t3 := time.Now()
+		timing.add(t1.Sub(t0), t2.Sub(t1), t3.Sub(t2), t3.Sub(t0))
+	}()
 	vocab := len(host) / len(rows)
 	out := make([]Sampled, len(rows))
 	pick := func(i int) {

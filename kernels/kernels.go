@@ -151,6 +151,15 @@ type ScratchResetter interface {
 	ResetScratch()
 }
 
+// StepInputs are the host inputs of one forward step: its tokens, its
+// batch and the rows whose logits it returns. A backend that records a step
+// (Stepper) may replay it from new inputs alone.
+type StepInputs struct {
+	Tokens []int32
+	Batch  *Batch
+	Rows   []int
+}
+
 // Stepper is implemented by backends that want to know where a forward
 // step begins and ends (the CUDA backend uploads metadata shared by the
 // step's ops once, and records decode steps as CUDA graphs). A non-empty
@@ -159,8 +168,15 @@ type ScratchResetter interface {
 // with that key replays any other. A step that fails before EndStep is
 // discarded by the next BeginStep or ResetScratch.
 type Stepper interface {
-	BeginStep(graphKey string)
-	EndStep()
+	// BeginStep starts a step over in.
+	BeginStep(graphKey string, in StepInputs)
+	// EndStep ends it; out is the step's result (the logits).
+	EndStep(out Tensor)
+	// ReplayStep runs the step recorded under graphKey on new inputs
+	// without the model's ops, when the recording reads nothing but its
+	// StepInputs, and returns the step's result; ok is false when there is
+	// no such recording (the caller then runs the step as usual).
+	ReplayStep(graphKey string, in StepInputs) (out Tensor, ok bool)
 }
 
 // WeightUploader is implemented by backends that store weights in their

@@ -104,9 +104,21 @@ func checkBatch(op string, bt *kernels.Batch, T int, distinctSlots bool) {
 // row's sequence starts in the flattened page lists, and the page lists
 // (in a buffer of the cache's page count, so a graph step's pages may grow).
 func (b *Backend) attentionMeta(op string, bt *kernels.Batch, c *KVCache) (pos, pageOff, pages devptr) {
-	T := bt.Rows()
-	off := make([]int32, T)
-	var all []int32
+	off, all := pageLayout(bt, c)
+	key := func(kind string) metaKey { return metaKey{kind: kind, src: unsafe.Pointer(bt), n: c.pages} }
+	pos = b.positionsMeta(op, bt.Positions)
+	offGen := b.stepBatch(bt, func(in *kernels.StepInputs) []int32 { off, _ := pageLayout(in.Batch, c); return off })
+	allGen := b.stepBatch(bt, func(in *kernels.StepInputs) []int32 { _, all := pageLayout(in.Batch, c); return all })
+	pageOff = b.sharedMeta(key("pageOff"), func() devptr { return b.uploadInts(op, off, offGen) })
+	pages = b.sharedMeta(key("pages"), func() devptr { return b.uploadIntsCap(op, all, c.pages, allGen) })
+	return pos, pageOff, pages
+}
+
+// pageLayout flattens the sequences' page lists (all) and gives each row
+// the offset of its sequence's list in it (off), checking every page and
+// position against the cache.
+func pageLayout(bt *kernels.Batch, c *KVCache) (off, all []int32) {
+	off = make([]int32, bt.Rows())
 	for _, s := range bt.Seqs {
 		first := int32(len(all))
 		for _, p := range s.Pages {
@@ -123,9 +135,5 @@ func (b *Backend) attentionMeta(op string, bt *kernels.Batch, c *KVCache) (pos, 
 			off[r] = first
 		}
 	}
-	key := func(kind string) metaKey { return metaKey{kind: kind, src: unsafe.Pointer(bt), n: c.pages} }
-	pos = b.positionsMeta(op, bt.Positions)
-	pageOff = b.sharedMeta(key("pageOff"), func() devptr { return b.uploadInts(op, off) })
-	pages = b.sharedMeta(key("pages"), func() devptr { return b.uploadIntsCap(op, all, c.pages) })
-	return pos, pageOff, pages
+	return off, all
 }

@@ -106,6 +106,7 @@ type Backend struct {
 	collectives collectives        // device collectives (collective.go)
 	meta        map[metaKey]devptr // shared metadata of the step in progress
 	inStep      bool               // between BeginStep and EndStep
+	stepIn      kernels.StepInputs // the inputs of the step in progress
 }
 
 // metaKey names per-step metadata that several ops of a step share (the
@@ -604,13 +605,17 @@ func (b *Backend) Download(t kernels.Tensor) []float32 {
 	return out
 }
 
-// uploadInts copies int32 metadata into the scratch arena.
-func (b *Backend) uploadInts(op string, v []int32) devptr { return b.uploadIntsCap(op, v, len(v)) }
+// uploadInts copies int32 metadata into the scratch arena; gen recomputes
+// it from a step's inputs (nil when it does not derive from them; see
+// graphUpload).
+func (b *Backend) uploadInts(op string, v []int32, gen inputGen) devptr {
+	return b.uploadIntsCap(op, v, len(v), gen)
+}
 
 // uploadIntsCap is uploadInts for metadata whose length varies between
 // steps of one graph key, up to capElems values.
-func (b *Backend) uploadIntsCap(op string, v []int32, capElems int) devptr {
-	if p, ok := b.graphUpload(op, v, capElems); ok {
+func (b *Backend) uploadIntsCap(op string, v []int32, capElems int, gen inputGen) devptr {
+	if p, ok := b.graphUpload(op, v, capElems, gen); ok {
 		return p
 	}
 	if len(v) == 0 {
@@ -791,6 +796,26 @@ func (b *Backend) positionsMeta(op string, positions []int32) devptr {
 	if len(positions) == 0 {
 		return 0
 	}
+	var gen inputGen
+	if bt := b.stepIn.Batch; bt != nil && sameInts(positions, bt.Positions) {
+		gen = func(in *kernels.StepInputs) []int32 { return in.Batch.Positions }
+	}
 	return b.sharedMeta(metaKey{kind: "positions", src: unsafe.Pointer(&positions[0]), n: len(positions)},
-		func() devptr { return b.uploadInts(op, positions) })
+		func() devptr { return b.uploadInts(op, positions, gen) })
+}
+
+// stepBatch returns gen unless bt is not the batch of the step in progress
+// (metadata computed from another batch cannot be recomputed from the
+// step's inputs).
+func (b *Backend) stepBatch(bt *kernels.Batch, gen inputGen) inputGen {
+	if bt == nil || bt != b.stepIn.Batch {
+		return nil
+	}
+	return gen
+}
+
+// sameInts reports whether a and b are the same slice (same first element
+// and length), not merely equal values.
+func sameInts(a, b []int32) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }

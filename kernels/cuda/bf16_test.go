@@ -255,11 +255,16 @@ func TestGraphReplayMatchesEager(t *testing.T) {
 	eager := decodeRun(t, be, m, ck.Config.VocabSize, prompts, steps)
 	be.graph.enabled = true
 	c0, r0 := be.GraphStats()
+	d0 := be.graph.direct
 	graphed := decodeRun(t, be, m, ck.Config.VocabSize, prompts, steps)
 	c1, r1 := be.GraphStats()
-	t.Logf("graphs captured %d, steps replayed %d", c1-c0, r1-r0)
+	d1 := be.graph.direct
+	t.Logf("graphs captured %d, steps replayed %d (%d without the model's ops)", c1-c0, r1-r0, d1-d0)
 	if c1-c0 != 2 || r1-r0 < steps-6 {
 		t.Errorf("captured %d graphs and replayed %d steps; want 2 captures (batch 3 and 2) and at least %d replays", c1-c0, r1-r0, steps-6)
+	}
+	if d1-d0 != r1-r0 {
+		t.Errorf("%d of %d replays ran without the model's ops; want all (every input derives from the step's inputs)", d1-d0, r1-r0)
 	}
 	for i := range eager {
 		if !slices.Equal(eager[i], graphed[i]) {

@@ -130,17 +130,33 @@ func asStatePool(op string, s kernels.StatePool) *StatePool {
 
 // seqMeta uploads the sequences' starts, lengths and slots.
 func (b *Backend) seqMeta(op string, p *StatePool, layer int, bt *kernels.Batch) (start, length, slot devptr) {
+	st, ln, sl := seqLayout(p, layer, bt)
+	key := func(kind string) metaKey { return metaKey{kind: kind, src: unsafe.Pointer(bt)} }
+	gen := func(part int) inputGen {
+		return b.stepBatch(bt, func(in *kernels.StepInputs) []int32 {
+			if part == 0 { // once per replay: what the op checks before it uploads
+				checkBatch(op, in.Batch, in.Batch.Rows(), true)
+			}
+			st, ln, sl := seqLayout(p, layer, in.Batch)
+			return [3][]int32{st, ln, sl}[part]
+		})
+	}
+	start = b.sharedMeta(key("seqStart"), func() devptr { return b.uploadInts(op, st, gen(0)) })
+	length = b.sharedMeta(key("seqLen"), func() devptr { return b.uploadInts(op, ln, gen(1)) })
+	slot = b.sharedMeta(key("seqSlot"), func() devptr { return b.uploadInts(op, sl, gen(2)) })
+	return start, length, slot
+}
+
+// seqLayout returns the sequences' starts, lengths and slots, checking each
+// slot against the pool.
+func seqLayout(p *StatePool, layer int, bt *kernels.Batch) (st, ln, sl []int32) {
 	n := len(bt.Seqs)
-	st, ln, sl := make([]int32, n), make([]int32, n), make([]int32, n)
+	st, ln, sl = make([]int32, n), make([]int32, n), make([]int32, n)
 	for i, s := range bt.Seqs {
 		p.check(layer, s.Slot)
 		st[i], ln[i], sl[i] = int32(s.Start), int32(s.Len), int32(s.Slot)
 	}
-	key := func(kind string) metaKey { return metaKey{kind: kind, src: unsafe.Pointer(bt)} }
-	start = b.sharedMeta(key("seqStart"), func() devptr { return b.uploadInts(op, st) })
-	length = b.sharedMeta(key("seqLen"), func() devptr { return b.uploadInts(op, ln) })
-	slot = b.sharedMeta(key("seqSlot"), func() devptr { return b.uploadInts(op, sl) })
-	return start, length, slot
+	return st, ln, sl
 }
 
 // CausalConv1d applies the depthwise causal conv (weight [convDim, (1,) K])

@@ -7,6 +7,8 @@ import (
 	"log"
 	"os"
 	"unsafe"
+
+	"cohort/kernels"
 )
 
 // CUDA graphs for decode steps.
@@ -47,19 +49,28 @@ const (
 
 // stepGraph is one instantiated graph and what it expects of a replay.
 type stepGraph struct {
-	exec      graphExec
-	nodes     int
-	print     uint64       // fingerprint of the captured launches
-	inputs    []graphInput // metadata buffers, in upload order
-	arenaGen  uint64       // the scratch arena layout it was captured on
-	scratchAt int64        // scratch bytes in use when the step began
+	exec       graphExec
+	nodes      int
+	print      uint64       // fingerprint of the captured launches
+	inputs     []graphInput // metadata buffers, in upload order
+	arenaGen   uint64       // the scratch arena layout it was captured on
+	scratchAt  int64        // scratch bytes in use when the step began
+	scratchEnd int64        // and when it ended
+	out        Tensor       // the step's result (in the scratch arena)
+	direct     bool         // every input has a gen: ReplayStep may run it
 }
 
 // graphInput is a fixed device buffer the graph reads metadata from.
 type graphInput struct {
 	ptr   devptr
-	bytes int64 // capacity
+	bytes int64    // capacity
+	gen   inputGen // recomputes its values from a step's inputs, or nil
 }
+
+// inputGen computes a graph input's values from a step's inputs, so that
+// ReplayStep can refill it without running the model's ops. It must equal
+// what the op that uploaded the input computes for the same step.
+type inputGen func(in *kernels.StepInputs) []int32
 
 // pendingCopy is a metadata copy held back until a capture ends.
 type pendingCopy struct {
@@ -76,12 +87,14 @@ type graphs struct {
 	byKey    map[string]*stepGraph
 	warm     map[string]bool // keys that ran eagerly once
 	cur      *stepGraph      // the graph being captured or replayed
+	vals     [][]int32       // ReplayStep's recomputed inputs (reused)
 	fp       fpHash
 	input    int // replay: next input
 	pending  []pendingCopy
 	retired  []graphExec // launched once, destroyed at the next reset
 	captures int         // graphs captured (for tests and logs)
 	replays  int         // steps replayed
+	direct   int         // of them, by ReplayStep (without the model's ops)
 }
 
 // fpHash is an incremental FNV-1a fingerprint of launches.
@@ -126,14 +139,15 @@ func (g *graphs) skip(op, what string, args ...uint64) bool {
 // GraphStats reports how many graphs were captured and steps replayed.
 func (b *Backend) GraphStats() (captured, replayed int) { return b.graph.captures, b.graph.replays }
 
-// BeginStep starts a forward step. Metadata shared by the step's ops is
-// uploaded once until EndStep. A non-empty key says that the step's
+// BeginStep starts a forward step over in. Metadata shared by the step's
+// ops is uploaded once until EndStep. A non-empty key says that the step's
 // launches are fully determined by it, so the step may be captured into a
 // CUDA graph or replayed from one (see the comment at the top of graph.go).
-func (b *Backend) BeginStep(key string) {
+func (b *Backend) BeginStep(key string, in kernels.StepInputs) {
 	g := &b.graph
 	b.abandonGraph()
 	b.inStep = true
+	b.stepIn = in
 	clear(b.meta)
 	if !g.enabled || key == "" {
 		return
@@ -159,18 +173,26 @@ func (b *Backend) BeginStep(key string) {
 		panic(fmt.Sprintf("cuda: BeginStep(%s): %v", key, err))
 	}
 	g.mode, g.key, g.input, g.pending = graphCapture, key, 0, g.pending[:0]
-	g.cur = &stepGraph{arenaGen: b.scratch.gen, scratchAt: used}
+	g.cur = &stepGraph{arenaGen: b.scratch.gen, scratchAt: used, direct: true}
 	g.fp.reset()
 }
 
 // EndStep ends the step begun by BeginStep: a capture is instantiated and
-// launched, a replay launched.
-func (b *Backend) EndStep() {
+// launched, a replay launched. out is the step's result.
+func (b *Backend) EndStep(out kernels.Tensor) {
 	g := &b.graph
 	b.inStep = false
+	b.stepIn = kernels.StepInputs{}
 	clear(b.meta)
 	switch g.mode {
 	case graphCapture:
+		ot, ok := out.(*Tensor)
+		if !ok || ot == nil {
+			g.cur.direct = false
+		} else {
+			g.cur.out = *ot
+		}
+		g.cur.scratchEnd, _ = b.scratch.usage()
 		b.endCaptureAndLaunch()
 	case graphReplay:
 		sg := g.cur
@@ -208,7 +230,7 @@ func (b *Backend) endCaptureAndLaunch() {
 	if sg.arenaGen == b.scratch.gen {
 		g.byKey[g.key] = sg
 		g.captures++
-		log.Printf("cuda: device %d: captured CUDA graph %s (%d nodes, %d metadata inputs)", b.device, g.key, nodes, len(sg.inputs))
+		log.Printf("cuda: device %d: captured CUDA graph %s (%d nodes, %d metadata inputs, direct replay %v)", b.device, g.key, nodes, len(sg.inputs), sg.direct)
 	} else {
 		// The arena grew during the capture, so the next reset moves it:
 		// the graph runs this once and is destroyed after the step.
@@ -261,10 +283,59 @@ func (b *Backend) dropGraphs() {
 	}
 }
 
+// ReplayStep runs the graph recorded under key on new inputs without the
+// model's ops (kernels.Stepper): each metadata input is recomputed by its
+// gen, copied into its buffer, and the graph launched. The scratch the step
+// used is reserved, so what the caller allocates next does not overlap the
+// graph's buffers. It declines (false) when no graph for key can be run so:
+// none recorded, one with an input of unknown origin, or the arena moved.
+func (b *Backend) ReplayStep(key string, in kernels.StepInputs) (kernels.Tensor, bool) {
+	g := &b.graph
+	sg := g.byKey[key]
+	used, _ := b.scratch.usage()
+	if !g.enabled || sg == nil || !sg.direct || sg.arenaGen != b.scratch.gen || sg.scratchAt != used {
+		return nil, false
+	}
+	b.abandonGraph()
+	vals := g.vals[:0]
+	for _, gi := range sg.inputs {
+		v := gi.gen(&in) // validates, and may panic, before anything is enqueued
+		if int64(len(v))*4 > gi.bytes {
+			return nil, false
+		}
+		vals = append(vals, v)
+	}
+	g.vals = vals
+	for i, gi := range sg.inputs {
+		if v := vals[i]; len(v) > 0 {
+			bytes := int64(len(v)) * 4
+			src := b.staging.take(unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), bytes))
+			if src == nil {
+				panic(fmt.Sprintf("cuda: graph %s: step metadata does not fit the staging ring", key))
+			}
+			if err := memcpyHtoDAsync(gi.ptr, src, bytes); err != nil {
+				panic(fmt.Sprintf("cuda: graph %s: metadata: %v", key, err))
+			}
+		}
+	}
+	if sg.scratchEnd > used {
+		b.allocScratch("ReplayStep", sg.scratchEnd-used)
+	}
+	if err := graphLaunch(sg.exec); err != nil {
+		panic(fmt.Sprintf("cuda: graph %s: %v", key, err))
+	}
+	g.replays++
+	g.direct++
+	out := sg.out
+	return &out, true
+}
+
 // graphUpload places int32 metadata for the step being captured or
 // replayed into its fixed input buffer of capacity capElems (≥ len(v)),
-// and reports false when no graph step is in progress.
-func (b *Backend) graphUpload(op string, v []int32, capElems int) (devptr, bool) {
+// and reports false when no graph step is in progress. gen recomputes the
+// values from a step's inputs (nil: they come from elsewhere, so the graph
+// can only be replayed by running the model's ops).
+func (b *Backend) graphUpload(op string, v []int32, capElems int, gen inputGen) (devptr, bool) {
 	g := &b.graph
 	if g.mode == graphOff {
 		return 0, false
@@ -279,7 +350,10 @@ func (b *Backend) graphUpload(op string, v []int32, capElems int) (devptr, bool)
 	switch g.mode {
 	case graphCapture:
 		p := b.allocScratch(op, capBytes)
-		g.cur.inputs = append(g.cur.inputs, graphInput{ptr: p, bytes: capBytes})
+		g.cur.inputs = append(g.cur.inputs, graphInput{ptr: p, bytes: capBytes, gen: gen})
+		if gen == nil {
+			g.cur.direct = false
+		}
 		if bytes > 0 {
 			g.pending = append(g.pending, pendingCopy{dst: p, src: src, bytes: bytes})
 		}

@@ -23,7 +23,11 @@ func (b *Backend) Embedding(table kernels.Tensor, ids []int32, vocabStart int) k
 	if len(ids) == 0 || h == 0 {
 		return y
 	}
-	dids := b.uploadInts(op, ids)
+	var gen inputGen
+	if sameInts(ids, b.stepIn.Tokens) {
+		gen = func(in *kernels.StepInputs) []int32 { return in.Tokens }
+	}
+	dids := b.uploadInts(op, ids, gen)
 	kernel := "embedding_f32"
 	if tt.bf16 {
 		kernel = "embedding_bf16"
@@ -223,18 +227,28 @@ func (b *Backend) SelectRows(x kernels.Tensor, rows []int) kernels.Tensor {
 	const op = "SelectRows"
 	xt := b.tensor(op, x)
 	n, cols := xt.dims()
-	idx := make([]int32, len(rows))
-	for i, r := range rows {
-		if r < 0 || r >= n {
-			panic(fmt.Sprintf("cuda: SelectRows: row %d out of range for x %v", r, xt.shape))
-		}
-		idx[i] = int32(r)
-	}
+	idx := rowIndex(rows, n, xt.shape)
 	y := b.newTensor(op, len(rows), cols)
 	if len(rows) == 0 || cols == 0 {
 		return y
 	}
+	var gen inputGen
+	if len(rows) > 0 && len(rows) == len(b.stepIn.Rows) && &rows[0] == &b.stepIn.Rows[0] {
+		gen = func(in *kernels.StepInputs) []int32 { return rowIndex(in.Rows, n, xt.shape) }
+	}
 	b.launch(op, "select_rows_f32", [3]int{len(rows), 1, 1}, [3]int{min(256, (cols+31)/32*32), 1, 1}, 0,
-		y.ptr, xt.ptr, b.uploadInts(op, idx), cols)
+		y.ptr, xt.ptr, b.uploadInts(op, idx, gen), cols)
 	return y
+}
+
+// rowIndex returns rows as int32 indices into n rows of a tensor of shape.
+func rowIndex(rows []int, n int, shape []int) []int32 {
+	idx := make([]int32, len(rows))
+	for i, r := range rows {
+		if r < 0 || r >= n {
+			panic(fmt.Sprintf("cuda: SelectRows: row %d out of range for x %v", r, shape))
+		}
+		idx[i] = int32(r)
+	}
+	return idx
 }

@@ -117,11 +117,17 @@ func (m *Model) Forward(be kernels.Backend, st *model.State, tokens []int32, b *
 			// A recording holds the weights' and the state's device
 			// addresses: key it on identities that are never reused (a Go
 			// address is, once its object is collected).
-			key = fmt.Sprintf("%s/model-%d/state-%d", key, m.id, st.ID)
+			key = key + "/model-" + strconv.FormatUint(m.id, 10) + "/state-" + strconv.FormatUint(st.ID, 10)
 		} else {
 			key = ""
 		}
-		stepper.BeginStep(key)
+		in := kernels.StepInputs{Tokens: tokens, Batch: b, Rows: outputRows}
+		if key != "" {
+			if logits, ok := stepper.ReplayStep(key, in); ok {
+				return logits, nil
+			}
+		}
+		stepper.BeginStep(key, in)
 	}
 	x := be.Embedding(m.embed, tokens, m.vocabStart)
 	if err := m.allReduce(be, x); err != nil {
@@ -159,7 +165,7 @@ func (m *Model) Forward(be kernels.Backend, st *model.State, tokens []int32, b *
 		}
 	}
 	if stepper != nil {
-		stepper.EndStep()
+		stepper.EndStep(logits)
 	}
 	return logits, nil
 }
