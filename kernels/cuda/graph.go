@@ -327,6 +327,7 @@ func (b *Backend) ReplayStep(key string, in kernels.StepInputs) (kernels.Tensor,
 	g.replays++
 	g.direct++
 	out := sg.out
+	out.epoch = b.scratch.epoch // it lives in this step's scratch, like every op's result
 	return &out, true
 }
 
