@@ -207,6 +207,16 @@ func executeStep(be kernels.Backend, m model.Model, st *model.State, msg *RunSte
 		return nil, err
 	}
 	t1 := time.Now()
+	if ds, ok := be.(kernels.DeviceSampler); ok && plainArgmax(msg.Outputs) {
+		ids := ds.Argmax(logits)
+		out := make([]Sampled, len(rows))
+		for i, o := range msg.Outputs {
+			out[i] = Sampled{ID: o.ID, Result: sample.Result{Token: sample.TokenLogprob{ID: ids[i]}}}
+		}
+		t2 := time.Now()
+		timing.add(t1.Sub(t0), t2.Sub(t1), 0, t2.Sub(t0))
+		return out, nil
+	}
 	host := be.Download(logits)
 	t2 := time.Now()
 	defer func() {
@@ -243,6 +253,18 @@ func executeStep(be kernels.Backend, m model.Model, st *model.State, msg *RunSte
 	}
 	wg.Wait()
 	return out, nil
+}
+
+// plainArgmax reports whether every output row draws the argmax of its raw
+// logits and wants no logprobs, so the backend may pick the tokens on the
+// device and send back only the ids.
+func plainArgmax(outputs []OutputRow) bool {
+	for _, o := range outputs {
+		if o.Score || o.Logprobs || o.TopN > 0 || !o.Params.PlainArgmax(o.Index) {
+			return false
+		}
+	}
+	return true
 }
 
 // budgetFromDevice fills an unset (0) capacity budget with the device's free

@@ -226,3 +226,12 @@ func SwiGLULinear(be Backend, x, gate, up Tensor) Tensor {
 	}
 	return be.SwiGLU(be.Linear(x, gate), be.Linear(x, up))
 }
+
+// DeviceSampler is implemented by backends that pick tokens where the
+// logits are (the CUDA backend), so that only the ids cross to the host.
+type DeviceSampler interface {
+	// Argmax returns the index of the largest logit of every row of logits
+	// [rows, vocab]: the lowest index on ties, and never a NaN over a
+	// number (as sample.Argmax).
+	Argmax(logits Tensor) []int32
+}

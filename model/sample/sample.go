@@ -120,12 +120,23 @@ func PickWithHistory(logits []float32, p Params, step, topN int, prompt, generat
 	return res
 }
 
+// PlainArgmax reports whether Draw of the request's step-th token is the
+// Argmax of the raw logits: greedy, with nothing that changes the logits
+// (no penalty, no logit bias, no stop token banned by MinTokens). A backend
+// may then pick the token where the logits are.
+func (p Params) PlainArgmax(step int) bool {
+	return p.Temperature <= 0 && !p.Adjusted() && !p.bansStops(step)
+}
+
+// bansStops reports whether the step-th draw must not pick a stop token.
+func (p Params) bansStops(step int) bool { return step < p.MinTokens && len(p.StopIDs) > 0 }
+
 // Draw is PickWithHistory without logprobs: the token alone, which spares
 // the pass over the vocabulary that normalizing takes (greedy decoding is
 // then one scan for the maximum).
 func Draw(logits []float32, p Params, step int, prompt, generated []int32) int32 {
 	work := logits
-	banStops := step < p.MinTokens && len(p.StopIDs) > 0
+	banStops := p.bansStops(step)
 	if p.Adjusted() || banStops {
 		work = Penalize(logits, p, prompt, generated)
 		for _, b := range p.LogitBias {

@@ -3,6 +3,7 @@ package sample
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -194,3 +195,39 @@ func TestDrawIsPicksToken(t *testing.T) {
 }
 
 func argmax32(x []float32) int32 { return int32(Argmax(x)) }
+
+// TestPlainArgmax: whenever PlainArgmax holds, Draw is the Argmax of the raw
+// logits; each thing that changes the logits or the rule turns it off.
+func TestPlainArgmax(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 9))
+	logits := make([]float32, 300)
+	for i := range logits {
+		logits[i] = float32(r.NormFloat64())
+	}
+	for _, tc := range []struct {
+		name string
+		p    Params
+		step int
+		want bool
+	}{
+		{"greedy", Params{}, 0, true},
+		{"repetition 1 is off", Params{RepetitionPenalty: 1}, 0, true},
+		{"temperature", Params{Temperature: 0.5}, 0, false},
+		{"presence", Params{PresencePenalty: 0.5}, 0, false},
+		{"frequency", Params{FrequencyPenalty: -0.5}, 0, false},
+		{"repetition", Params{RepetitionPenalty: 1.2}, 0, false},
+		{"logit bias", Params{LogitBias: []TokenBias{{ID: 3, Bias: 1}}}, 0, false},
+		{"min tokens banning stops", Params{MinTokens: 4, StopIDs: []int32{5}}, 3, false},
+		{"min tokens reached", Params{MinTokens: 4, StopIDs: []int32{5}}, 4, true},
+		{"min tokens without stops", Params{MinTokens: 4}, 0, true},
+	} {
+		if got := tc.p.PlainArgmax(tc.step); got != tc.want {
+			t.Errorf("%s: PlainArgmax = %v, want %v", tc.name, got, tc.want)
+		}
+		if tc.want {
+			if d, a := Draw(slices.Clone(logits), tc.p, tc.step, []int32{1, 2}, []int32{3}), Argmax(logits); int(d) != a {
+				t.Errorf("%s: Draw = %d, Argmax = %d", tc.name, d, a)
+			}
+		}
+	}
+}
