@@ -101,6 +101,7 @@ type Backend struct {
 	mmaRows     int                // most rows of the tensor-core GEMV (bf16.go)
 	gemvTune    gemvTuning         // its variant (bf16.go)
 	mmaCnt      devptr             // its tile counters (zero between launches)
+	pdl         bool               // launch with programmatic dependent launch (sm_90+, COHORT_CUDA_PDL)
 	plans       map[ltKey]ltPlan   // prepared cuBLASLt matmuls by shape
 	graph       graphs             // CUDA graphs of decode steps (graph.go)
 	collectives collectives        // device collectives (collective.go)
@@ -163,6 +164,7 @@ func New(o Options) (*Backend, error) {
 	if b.sms, err = deviceAttribute(dev, attrMultiprocessorCount); err != nil {
 		return nil, fmt.Errorf("cuda: device %d: %w", o.Device, err)
 	}
+	b.pdl = b.ccMaj >= 9 && os.Getenv("COHORT_CUDA_PDL") != "0"
 	if b.ctx, err = primaryCtxRetain(dev); err != nil {
 		return nil, fmt.Errorf("cuda: device %d: %w", o.Device, err)
 	}
@@ -750,7 +752,11 @@ func (b *Backend) launch(op, name string, grid, block [3]int, shmem int, args ..
 			return
 		}
 	}
-	if err := launchKernel(f, grid, block, shmem, packed); err != nil {
+	launch := launchKernel
+	if b.pdl {
+		launch = launchKernelPDL
+	}
+	if err := launch(f, grid, block, shmem, packed); err != nil {
 		panic(fmt.Sprintf("cuda: %s: %s grid %v block %v: %v", op, name, grid, block, err))
 	}
 	if b.syncLaunch && b.graph.mode == graphOff {

@@ -50,6 +50,30 @@ static CUresult cw_launch(void *fn, unsigned gx, unsigned gy, unsigned gz,
 	return cuLaunchKernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shmem, cw_stream, ptrs, NULL);
 }
 
+// cw_launch_pdl is cw_launch with programmatic stream serialization: the
+// kernel may start before the previous kernel in the stream has finished,
+// and resolves that dependency itself (griddepcontrol.wait; see
+// kernels/00_common.cu).
+static CUresult cw_launch_pdl(void *fn, unsigned gx, unsigned gy, unsigned gz,
+		unsigned bx, unsigned by, unsigned bz, unsigned shmem, uint64_t *args, int nargs) {
+	void *ptrs[32];
+	if (nargs > 32) return CUDA_ERROR_INVALID_VALUE;
+	for (int i = 0; i < nargs; i++) ptrs[i] = &args[i];
+	CUlaunchAttribute attr;
+	memset(&attr, 0, sizeof attr);
+	attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+	attr.value.programmaticStreamSerializationAllowed = 1;
+	CUlaunchConfig cfg;
+	memset(&cfg, 0, sizeof cfg);
+	cfg.gridDimX = gx; cfg.gridDimY = gy; cfg.gridDimZ = gz;
+	cfg.blockDimX = bx; cfg.blockDimY = by; cfg.blockDimZ = bz;
+	cfg.sharedMemBytes = shmem;
+	cfg.hStream = cw_stream;
+	cfg.attrs = &attr;
+	cfg.numAttrs = 1;
+	return cuLaunchKernelEx(&cfg, (CUfunction)fn, ptrs, NULL);
+}
+
 // Capture is relaxed: other threads (other ranks) may call unsafe APIs such
 // as cuMemAlloc while this one captures.
 static CUresult cw_begin_capture(void) { return cuStreamBeginCapture(cw_stream, CU_STREAM_CAPTURE_MODE_RELAXED); }
@@ -587,6 +611,19 @@ func launchKernel(f function, grid, block [3]int, shmem int, args []uint64) erro
 		p = (*C.uint64_t)(unsafe.Pointer(&args[0]))
 	}
 	return cuCheck("cuLaunchKernel", C.cw_launch(rawFunction(f),
+		C.uint(grid[0]), C.uint(grid[1]), C.uint(grid[2]),
+		C.uint(block[0]), C.uint(block[1]), C.uint(block[2]),
+		C.uint(shmem), p, C.int(len(args))))
+}
+
+// launchKernelPDL is launchKernel with programmatic dependent launch
+// (cw_launch_pdl): the kernel must wait for its predecessor itself.
+func launchKernelPDL(f function, grid, block [3]int, shmem int, args []uint64) error {
+	var p *C.uint64_t
+	if len(args) > 0 {
+		p = (*C.uint64_t)(unsafe.Pointer(&args[0]))
+	}
+	return cuCheck("cuLaunchKernelEx", C.cw_launch_pdl(rawFunction(f),
 		C.uint(grid[0]), C.uint(grid[1]), C.uint(grid[2]),
 		C.uint(block[0]), C.uint(block[1]), C.uint(block[2]),
 		C.uint(shmem), p, C.int(len(args))))

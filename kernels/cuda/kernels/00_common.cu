@@ -7,6 +7,23 @@
 
 #define NEG_INF __int_as_float(0xff800000)
 
+// Programmatic dependent launch (sm_90 and later; the backend launches
+// every kernel so when COHORT_CUDA_PDL is not 0): a kernel may start while
+// the one before it in the stream drains. PDL_LAUNCH lets the next kernel
+// start once every block of this one has started; PDL_WAIT blocks until
+// the kernel before has finished and its writes are visible. Every kernel
+// calls PDL_WAIT before it reads what an earlier kernel wrote or writes
+// anything (kernels/cuda's TestKernelsWaitForPredecessor checks the
+// source); the GEMVs first issue their weight loads, which depend on no
+// kernel.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define PDL_LAUNCH() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
+#define PDL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
+#else
+#define PDL_LAUNCH()
+#define PDL_WAIT()
+#endif
+
 __device__ __forceinline__ float sigmoid_ref(float x) { return 1.0f / (1.0f + (float)exp(-(double)x)); }
 
 __device__ __forceinline__ float silu_ref(float x) { return x * sigmoid_ref(x); }

@@ -2,17 +2,23 @@
 // 1-D over elements (grid-stride loops) or one block per row.
 
 extern "C" __global__ void add_f32(float *y, const float *a, const float *b, long long n) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
 		y[i] = a[i] + b[i];
 }
 
 extern "C" __global__ void swiglu_f32(float *y, const float *gate, const float *up, long long n) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
 		y[i] = silu_ref(gate[i]) * up[i];
 }
 
 // embedding_f32: one block per id; rows outside [0, rows) give zeros.
 extern "C" __global__ void embedding_f32(float *y, const float *table, const int *ids, int H, int rows, int vocabStart) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	int i = blockIdx.x;
 	int r = ids[i] - vocabStart;
 	bool ok = r >= 0 && r < rows;
@@ -23,6 +29,8 @@ extern "C" __global__ void embedding_f32(float *y, const float *table, const int
 
 // select_rows_f32: one block per output row.
 extern "C" __global__ void select_rows_f32(float *y, const float *x, const int *rows, int cols) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	int i = blockIdx.x;
 	const float *src = x + (long long)rows[i] * cols;
 	float *dst = y + (long long)i * cols;
@@ -32,6 +40,8 @@ extern "C" __global__ void select_rows_f32(float *y, const float *x, const int *
 // split_query_gate_f32: block (row, head) copies q_h and g_h out of the
 // per-head interleaved [q_0 | g_0 | q_1 | g_1 | ...] row.
 extern "C" __global__ void split_query_gate_f32(float *q, float *g, const float *qg, int heads, int hd) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	int r = blockIdx.x, h = blockIdx.y;
 	const float *src = qg + (long long)r * heads * 2 * hd + (long long)h * 2 * hd;
 	float *dq = q + (long long)r * heads * hd + (long long)h * hd;
@@ -46,6 +56,8 @@ extern "C" __global__ void split_query_gate_f32(float *q, float *g, const float 
 // place (rotate-half pairs (i, i+rd/2)); invf holds the rd/2 inverse
 // frequencies computed on the host exactly as the CPU oracle does.
 extern "C" __global__ void rope_f32(float *x, const int *pos, const float *invf, int cols, int hd, int rd) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	int r = blockIdx.x;
 	int half = rd / 2, heads = cols / hd;
 	float p = (float)pos[r];

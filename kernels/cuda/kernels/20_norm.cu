@@ -2,6 +2,8 @@
 
 // rmsnorm_f32 is the zero-centered form x / rms(x) * (1 + w).
 extern "C" __global__ void rmsnorm_f32(float *y, const float *x, const float *w, int g, float eps) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	const float *xs = x + (long long)blockIdx.x * g;
 	float *ys = y + (long long)blockIdx.x * g;
 	double ss = 0;
@@ -19,6 +21,8 @@ extern "C" __global__ void rmsnorm_f32(float *y, const float *x, const float *w,
 // (batch-1 decode) is one round of loads, one block reduction and one round
 // of stores.
 extern "C" __global__ void __launch_bounds__(1024) add_rmsnorm_f32(float *sum, float *y, const float *r, const float *d, const float *w, int g, float eps) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	long long off = (long long)blockIdx.x * g;
 	double ss = 0;
 	unsigned long long align = (unsigned long long)sum | (unsigned long long)y | (unsigned long long)r |
@@ -75,6 +79,8 @@ extern "C" __global__ void __launch_bounds__(1024) add_rmsnorm_f32(float *sum, f
 
 // gated_rmsnorm_f32 is x / rms(x) * w * silu(z) with the plain weight w.
 extern "C" __global__ void gated_rmsnorm_f32(float *y, const float *x, const float *z, const float *w, int g, float eps) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	long long off = (long long)blockIdx.x * g;
 	double ss = 0;
 	for (int j = threadIdx.x; j < g; j += blockDim.x) ss += (double)x[off + j] * (double)x[off + j];

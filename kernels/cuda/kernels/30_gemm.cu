@@ -4,6 +4,8 @@
 #define GEMM_TILE 16
 
 extern "C" __global__ void gemm_nt_f32(float *y, const float *x, const float *w, int T, int K, int N) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	__shared__ float xs[GEMM_TILE][GEMM_TILE + 1];
 	__shared__ float ws[GEMM_TILE][GEMM_TILE + 1];
 	int tx = threadIdx.x, ty = threadIdx.y;

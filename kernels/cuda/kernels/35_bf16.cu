@@ -15,12 +15,16 @@ __device__ __forceinline__ unsigned short f32_to_bf16_bits(float f) {
 
 // f32_to_bf16: y[i] = bf16(x[i]) for n elements.
 extern "C" __global__ void f32_to_bf16(unsigned short *y, const float *x, long long n) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
 		y[i] = f32_to_bf16_bits(x[i]);
 }
 
 // embedding_bf16: one block per id; rows outside [0, rows) give zeros.
 extern "C" __global__ void embedding_bf16(float *y, const unsigned short *table, const int *ids, int H, int rows, int vocabStart) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	int i = blockIdx.x;
 	int r = ids[i] - vocabStart;
 	bool ok = r >= 0 && r < rows;
@@ -52,6 +56,8 @@ __device__ __forceinline__ void gemv_acc(float acc[GEMV_MAX_ROWS], uint4 w, cons
 // streaming the row in 16-byte loads, GEMV_UNROLL of them in flight per lane.
 // Block (32, warps), grid ceil(N / warps).
 extern "C" __global__ void gemv_bf16(float *y, const float *x, const unsigned short *w, int T, int K, int N) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	int lane = threadIdx.x, n = blockIdx.x * blockDim.y + threadIdx.y;
 	if (n >= N) return;
 	const uint4 *row = (const uint4 *)(w + (long long)n * K);

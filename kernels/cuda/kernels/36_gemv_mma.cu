@@ -119,6 +119,7 @@ __device__ __forceinline__ void mma_tile(float acc[NT][4], const unsigned short 
 	int chunks = K >> 6, step = U * nw;
 	uint4 cur[U][4], nxt[U][4];
 	mma_stage_load<U>(cur, p0, p1, warp, nw, chunks);
+	PDL_WAIT(); // x is the previous kernel's output; the weights are not
 	for (int c = warp; c < chunks; c += step) {
 		if (c + step < chunks) mma_stage_load<U>(nxt, p0, p1, c + step, nw, chunks);
 #pragma unroll
@@ -273,11 +274,13 @@ __device__ __forceinline__ void gemv_mma_swiglu(float *y, const unsigned short *
 	    float *y0, const unsigned short *w0, int n0, float *y1, const unsigned short *w1, int n1, float *y2,           \
 	    const unsigned short *w2, int n2, float *y3, const unsigned short *w3, int n3, const float *x, int T, int K,    \
 	    float *ws, int *cnt) {                                                                                         \
+		PDL_LAUNCH();                                                                                                  \
 		gemv_mma<NT, 1>(y0, w0, n0, y1, w1, n1, y2, w2, n2, y3, w3, n3, x, T, K, ws, cnt);                           \
 	}                                                                                                                  \
 	extern "C" __global__ void __launch_bounds__(MMA_MAX_WARPS * 32) gemv_mma_swiglu_nt##NT(                             \
 	    float *y, const unsigned short *wg, const unsigned short *wu, int N, const float *x, int T, int K, float *ws,  \
 	    int *cnt) {                                                                                                    \
+		PDL_LAUNCH();                                                                                                  \
 		gemv_mma_swiglu<NT, 1>(y, wg, wu, N, x, T, K, ws, cnt);                                                        \
 	}
 

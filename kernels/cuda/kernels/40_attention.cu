@@ -6,6 +6,8 @@
 // kv_write_f32: block r stores row r's k and v [KV*hd] at its position.
 extern "C" __global__ void kv_write_f32(float *kc, float *vc, const float *k, const float *v,
 		const int *pos, const int *pageOff, const int *pages, int kvw, int pageSize, int numPages, int layer) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	int r = blockIdx.x;
 	int p = pos[r];
 	int page = pages[pageOff[r] + p / pageSize];
@@ -26,6 +28,8 @@ extern "C" __global__ void kv_write_f32(float *kc, float *vc, const float *k, co
 extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_f32(float *out, const float *q, const float *gate,
 		const float *kc, const float *vc, const int *pos, const int *pageOff, const int *pages,
 		int H, int KV, int hd, int pageSize, int numPages, int layer, float scale) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	__shared__ float sm_m[ATTN_WARPS], sm_l[ATTN_WARPS];
 	__shared__ float sm_acc[ATTN_WARPS][ATTN_MAX_PER_LANE * 32];
 	int r = blockIdx.x, h = blockIdx.y;

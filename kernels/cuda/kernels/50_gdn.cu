@@ -9,6 +9,8 @@
 // leaving the last K-1 raw inputs in it. Grid (ceil(C/block), seqs).
 extern "C" __global__ void conv1d_f32(float *y, const float *x, const float *w, float *convState,
 		const int *seqStart, const int *seqLen, const int *seqSlot, int C, int K, int slots, int layer) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	int c = blockIdx.x * blockDim.x + threadIdx.x;
 	int s = blockIdx.y;
 	if (c >= C) return;
@@ -35,6 +37,8 @@ extern "C" __global__ void conv1d_f32(float *y, const float *x, const float *w, 
 // heads (y < nk, also scaled by `scale`) or of the k heads (y >= nk) of
 // mixed's row r into qh or kh [T, nk*dk].
 extern "C" __global__ void gdn_qk_norm_f32(float *qh, float *kh, const float *mixed, int convDim, int nk, int dk, float scale) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	int r = blockIdx.x, y = blockIdx.y;
 	const float *src = mixed + (long long)r * convDim + (long long)y * dk;
 	bool isQ = y < nk;
@@ -51,6 +55,8 @@ extern "C" __global__ void gdn_qk_norm_f32(float *qh, float *kh, const float *mi
 // g = -exp(aLog) * softplus(a + dtBias).
 extern "C" __global__ void gdn_gates_f32(float *g, float *beta, const float *b, const float *a,
 		const float *aLog, const float *dtBias, long long n, int nv) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
 		int h = (int)(i % nv);
 		beta[i] = sigmoid_ref(b[i]);
@@ -66,6 +72,8 @@ extern "C" __global__ void gdn_gates_f32(float *g, float *beta, const float *b, 
 extern "C" __global__ void gdn_recurrent_f32(float *out, const float *qh, const float *kh, const float *mixed,
 		const float *g, const float *beta, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
 		int nk, int nv, int dk, int dv, int convDim, int slots, int layer) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	extern __shared__ float sm[];
 	float *sq = sm, *sk = sm + dk;
 	int s = blockIdx.x, h = blockIdx.y;
@@ -118,6 +126,8 @@ extern "C" __global__ void gdn_recurrent_f32(float *out, const float *qh, const 
 extern "C" __global__ void __launch_bounds__(1024) gdn_recurrent_cols_f32(float *out, const float *qh, const float *kh, const float *mixed,
 		const float *g, const float *beta, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
 		int nk, int nv, int dk, int dv, int convDim, int slots, int layer) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	extern __shared__ float sm[];
 	int nw = blockDim.y;
 	float *sq = sm, *sk = sm + dk, *redU = sm + 2 * dk, *redO = redU + 32 * nw;

@@ -50,6 +50,8 @@ __device__ __forceinline__ unsigned int ar_load_volatile(const unsigned int *p) 
 // memory). Launch with the same grid on every rank, blockDim.x >= size.
 extern "C" __global__ void allreduce_oneshot_f32(float *x, long long n, const unsigned long long *peers,
 		int size, int rank, long long cap, const unsigned int *abort_flag) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	__shared__ unsigned int seq;
 	__shared__ int aborted;
 	const int nb = gridDim.x, b = blockIdx.x;
@@ -123,6 +125,8 @@ extern "C" __global__ void allreduce_oneshot_f32(float *x, long long n, const un
 // gather_cols_f32: y [T, size·n] from g [size, T, n] (an all-gather of
 // every rank's [T, n]): y[t][r·n + i] = g[r][t][i].
 extern "C" __global__ void gather_cols_f32(float *y, const float *g, int size, long long T, long long n) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	long long total = (long long)size * T * n;
 	for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < total; k += (long long)gridDim.x * blockDim.x) {
 		long long i = k % n;

@@ -14,6 +14,8 @@ __device__ __forceinline__ unsigned long long argmax_key(float v, int i) {
 // Grid (blocks per row, rows); best must be zeroed first. A block reduces
 // its stride of the row and adds its winner with one atomicMax.
 extern "C" __global__ void argmax_rows(unsigned long long *best, const float *logits, int n) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	const float *row = logits + (long long)blockIdx.y * n;
 	unsigned long long k = 0ull;
 	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
@@ -42,6 +44,8 @@ extern "C" __global__ void argmax_rows(unsigned long long *best, const float *lo
 // every logit with the best so far starting from the first, a row whose
 // first logit is NaN (or whose logits are all NaN) gives 0.
 extern "C" __global__ void argmax_ids(int *ids, const unsigned long long *best, const float *logits, int n, int rows) {
+	PDL_LAUNCH();
+	PDL_WAIT();
 	int r = blockIdx.x * blockDim.x + threadIdx.x;
 	if (r < rows) {
 		unsigned long long k = best[r];
