@@ -33,7 +33,8 @@
 
 #define GDN_CH 64     // chunk length
 #define GDN_DK_MAX 128 // largest key dim of the chunked kernels
-#define GDN_DQ 32     // key dims staged in shared memory at a time
+#define GDN_DQ 32     // key dims staged in shared memory at a time (prep)
+#define GDN_SDQ 64    // key dims staged in shared memory at a time (scan)
 #define GDN_CT 16     // state columns per block of gdn_chunk_scan_f32
 #define GDN_THREADS 256 // threads per block of both kernels (the tilings assume it)
 #define GDN_STRIDE_T (GDN_CH + 4) // row stride of transposed [d][i] tiles (16-byte rows, few bank conflicts)
@@ -54,7 +55,7 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS) gdn_chunk_prep_f32(flo
 	__shared__ float sG[GDN_CH], sB[GDN_CH], sEg[GDN_CH];
 	__shared__ __align__(16) float sKT[GDN_DQ * GDN_STRIDE_T];
 	__shared__ __align__(16) float sQT[GDN_DQ * GDN_STRIDE_T];
-	__shared__ float sA[GDN_CH][GDN_CH + 1];
+	__shared__ __align__(16) float sA[GDN_CH][GDN_CH + 4]; // 16-byte rows: the substitution reads 4 at a time
 	const int c = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
 	const int row0 = chunkRow[c], n = chunkLen[c];
 	const int kHead = h / (nv / nk), qk = nk * dk;
@@ -84,6 +85,7 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS) gdn_chunk_prep_f32(flo
 		for (int s = 0; s < 4; s++) a[r][s] = p[r][s] = 0.0f;
 	for (int d0 = 0; d0 < dk; d0 += GDN_DQ) {
 		__syncthreads(); // the previous slice is consumed
+#pragma unroll
 		for (int e = tid; e < GDN_CH * GDN_DQ; e += GDN_THREADS) {
 			int i = e / GDN_DQ, dl = e % GDN_DQ, d = d0 + dl;
 			bool ok = i < n && d < dk;
@@ -166,10 +168,10 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS) gdn_chunk_prep_f32(flo
 // and walks the sequence's chunks in order with that [dk, GDN_CT] tile in
 // shared memory. Per chunk:
 //   1. Vn = U - W S and QS = Q S: thread (i, 4 columns) = (tid/4, 4*(tid%4)),
-//      key dims staged GDN_DQ at a time as W^T, Q^T [d][i];
+//      key dims staged GDN_SDQ at a time as W^T, Q^T [d][i];
 //   2. O_i = e^gamma_i QS_i + sum_j P_ij Vn_j (P staged in shared memory);
 //   3. S <- e^gamma_last S + sum_i (e^(gamma_last - gamma_i) k_i) Vn_i^T:
-//      thread (d, 2 columns) = (tid/8, 2*(tid%8)) per slice of GDN_DQ key dims.
+//      thread (d, 4 columns) = (tid/4, 4*(tid%4)) per slice of GDN_SDQ key dims.
 // Reads the state from and writes it back to rec [layer][slot][nv][dk][dv].
 extern "C" __global__ void __launch_bounds__(GDN_THREADS) gdn_chunk_scan_f32(float *out, float *rec,
 		const float *W, const float *U, const float *G, const float *P, const float *qh, const float *kh,
@@ -177,9 +179,9 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS) gdn_chunk_scan_f32(flo
 		int nk, int nv, int dk, int dv, int slots, int layer) {
 	__shared__ __align__(16) float sS[GDN_DK_MAX * GDN_CT];
 	__shared__ __align__(16) float sV[GDN_CH * GDN_CT];
-	// Union: W^T and Q^T slices (2 x GDN_DQ x GDN_STRIDE_T), P (GDN_CH x
-	// (GDN_CH + 1)), or a decayed K slice (GDN_CH x (GDN_DQ + 1)).
-	__shared__ __align__(16) float sBuf[2 * GDN_DQ * GDN_STRIDE_T];
+	// Union: W^T and Q^T slices (2 x GDN_SDQ x GDN_STRIDE_T), P (GDN_CH x
+	// (GDN_CH + 1)), or a decayed K slice (GDN_CH x (GDN_SDQ + 1)).
+	__shared__ __align__(16) float sBuf[2 * GDN_SDQ * GDN_STRIDE_T];
 	__shared__ float sEg[GDN_CH], sEl[GDN_CH];
 	__shared__ float sEgl;
 	const int x = blockIdx.x, h = blockIdx.y, cBase = blockIdx.z * GDN_CT;
@@ -190,13 +192,13 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS) gdn_chunk_scan_f32(flo
 		int d = e / GDN_CT, c = cBase + e % GDN_CT;
 		sS[e] = c < dv ? S[(long long)d * dv + c] : 0.0f;
 	}
-	float *sWT = sBuf, *sQT = sBuf + GDN_DQ * GDN_STRIDE_T;
+	float *sWT = sBuf, *sQT = sBuf + GDN_SDQ * GDN_STRIDE_T;
 	float *sP = sBuf; // [GDN_CH][GDN_CH + 1]
-	float *sK = sBuf; // [GDN_CH][GDN_DQ + 1]
+	float *sK = sBuf; // [GDN_CH][GDN_SDQ + 1]
 	// Step 1 and 2 ownership.
 	const int mi = tid / 4, mc = 4 * (tid % 4);
 	// Step 3 ownership.
-	const int ud = tid / 8, uc = 2 * (tid % 8);
+	const int ud = tid / 4, uc = 4 * (tid % 4);
 	const int c0 = seqChunk0[x], nChunks = seqChunks[x];
 	for (int ci = 0; ci < nChunks; ci++) {
 		const int cidx = c0 + ci;
@@ -213,10 +215,11 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS) gdn_chunk_scan_f32(flo
 
 		// 1. W S and Q S.
 		float accW[4] = {0.0f, 0.0f, 0.0f, 0.0f}, accQ[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-		for (int d0 = 0; d0 < dk; d0 += GDN_DQ) {
+		for (int d0 = 0; d0 < dk; d0 += GDN_SDQ) {
 			__syncthreads();
-			for (int e = tid; e < GDN_CH * GDN_DQ; e += GDN_THREADS) {
-				int i = e / GDN_DQ, dl = e % GDN_DQ, d = d0 + dl;
+#pragma unroll
+			for (int e = tid; e < GDN_CH * GDN_SDQ; e += GDN_THREADS) {
+				int i = e / GDN_SDQ, dl = e % GDN_SDQ, d = d0 + dl;
 				bool ok = i < n && d < dk;
 				long long row = row0 + i;
 				sWT[dl * GDN_STRIDE_T + i] = ok ? W[(row * nv + h) * dk + d] : 0.0f;
@@ -224,7 +227,7 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS) gdn_chunk_scan_f32(flo
 			}
 			__syncthreads();
 			{
-				int dn = min(GDN_DQ, dk - d0);
+				int dn = min(GDN_SDQ, dk - d0);
 				for (int dl = 0; dl < dn; dl++) {
 					float w = sWT[dl * GDN_STRIDE_T + mi], q = sQT[dl * GDN_STRIDE_T + mi];
 					float4 s4 = *(const float4 *)&sS[(d0 + dl) * GDN_CT + mc];
@@ -243,6 +246,7 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS) gdn_chunk_scan_f32(flo
 			}
 		}
 		const float *Pc = P + ((long long)cidx * nv + h) * GDN_CH * GDN_CH;
+#pragma unroll
 		for (int e = tid; e < GDN_CH * GDN_CH; e += GDN_THREADS) {
 			int i = e / GDN_CH, j = e % GDN_CH;
 			sP[i * (GDN_CH + 1) + j] = Pc[e];
@@ -266,28 +270,28 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS) gdn_chunk_scan_f32(flo
 			}
 		}
 
-		// 3. State update, GDN_DQ key dims at a time.
+		// 3. State update, GDN_SDQ key dims at a time.
 		const float egl = sEgl;
-		for (int d0 = 0; d0 < dk; d0 += GDN_DQ) {
+		for (int d0 = 0; d0 < dk; d0 += GDN_SDQ) {
 			__syncthreads(); // sBuf (P or the previous K slice) consumed
-			for (int e = tid; e < GDN_CH * GDN_DQ; e += GDN_THREADS) {
-				int i = e / GDN_DQ, dl = e % GDN_DQ, d = d0 + dl;
+#pragma unroll
+			for (int e = tid; e < GDN_CH * GDN_SDQ; e += GDN_THREADS) {
+				int i = e / GDN_SDQ, dl = e % GDN_SDQ, d = d0 + dl;
 				bool ok = i < n && d < dk;
-				sK[i * (GDN_DQ + 1) + dl] = ok ? sEl[i] * kh[(long long)(row0 + i) * qk + (long long)kHead * dk + d] : 0.0f;
+				sK[i * (GDN_SDQ + 1) + dl] = ok ? sEl[i] * kh[(long long)(row0 + i) * qk + (long long)kHead * dk + d] : 0.0f;
 			}
 			__syncthreads();
 			int d = d0 + ud;
 			if (d < dk) {
-				float acc0 = 0.0f, acc1 = 0.0f;
+				float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 				for (int i = 0; i < n; i++) {
-					float kd = sK[i * (GDN_DQ + 1) + ud];
-					float2 v2 = *(const float2 *)&sV[i * GDN_CT + uc];
-					acc0 += kd * v2.x;
-					acc1 += kd * v2.y;
+					float kd = sK[i * (GDN_SDQ + 1) + ud];
+					float4 v4 = *(const float4 *)&sV[i * GDN_CT + uc];
+					acc[0] += kd * v4.x; acc[1] += kd * v4.y; acc[2] += kd * v4.z; acc[3] += kd * v4.w;
 				}
-				float2 *sp = (float2 *)&sS[d * GDN_CT + uc];
-				float2 s2 = *sp;
-				*sp = make_float2(egl * s2.x + acc0, egl * s2.y + acc1);
+				float4 *sp = (float4 *)&sS[d * GDN_CT + uc];
+				float4 s4 = *sp;
+				*sp = make_float4(egl * s4.x + acc[0], egl * s4.y + acc[1], egl * s4.z + acc[2], egl * s4.w + acc[3]);
 			}
 		}
 	}
