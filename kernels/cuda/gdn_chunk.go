@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"cohort/kernels"
@@ -104,16 +105,75 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 		return start, length, slot, nRest
 	}
 
-	// Scratch by batch row (rows of other sequences stay unused).
-	w := b.newTensor(op, T, nv, dk)
-	u := b.newTensor(op, T, nv, dv)
-	gamma := b.newTensor(op, T, nv)
-	pm := b.newTensor(op, nChunks, nv, gdnChunkLen, gdnChunkLen)
+	// Intermediates by batch row (rows of other sequences stay unused):
+	// W [T, nv, dk], U [T, nv, dv], gamma [T, nv], P [chunks, nv, 64, 64].
+	sizes := []int64{int64(T) * int64(nv) * int64(dk), int64(T) * int64(nv) * int64(dv), int64(T) * int64(nv),
+		int64(nChunks) * int64(nv) * gdnChunkLen * gdnChunkLen}
+	var total int64
+	for _, n := range sizes {
+		total += (n*4 + 255) &^ 255
+	}
+	base := b.gdnWorkspace(op, total)
+	var parts [4]devptr
+	for i, n := range sizes {
+		parts[i] = base
+		base += devptr((n*4 + 255) &^ 255)
+	}
+	w, u, gamma, pm := parts[0], parts[1], parts[2], parts[3]
 	b.launch(op, "gdn_chunk_prep_f32", [3]int{nChunks, nv, 1}, [3]int{gdnChunkThreads, 1, 1}, 0,
-		w.ptr, u.ptr, gamma.ptr, pm.ptr, qh.ptr, kh.ptr, mixed.ptr, g.ptr, bs.ptr,
+		w, u, gamma, pm, qh.ptr, kh.ptr, mixed.ptr, g.ptr, bs.ptr,
 		at(0), at(1), nk, nv, dk, dv, convDim)
 	b.launch(op, "gdn_chunk_scan_f32", [3]int{nSeq, nv, (dv + gdnChunkCols - 1) / gdnChunkCols}, [3]int{gdnChunkThreads, 1, 1}, 0,
-		out.ptr, p.rec, w.ptr, u.ptr, gamma.ptr, pm.ptr, qh.ptr, kh.ptr,
+		out.ptr, p.rec, w, u, gamma, pm, qh.ptr, kh.ptr,
 		at(0), at(1), at(2), at(3), at(4), nk, nv, dk, dv, p.slots, layer)
 	return start, length, slot, nRest
+}
+
+// gdnWork holds each backend's workspace for the chunked rule's
+// intermediates (W, U, gamma, P: 40 MiB per 1,024 rows for the 4b heads).
+// They live only within one op and a backend's ops are ordered on its
+// stream, so every GatedDeltaRule call of a step reuses the same buffer
+// instead of taking a fresh one from the per-step scratch arena for every
+// layer. A backend's ranks run on their own threads, hence the lock.
+var gdnWork struct {
+	sync.Mutex
+	bufs map[*Backend]gdnBuf
+}
+
+type gdnBuf struct {
+	ptr   devptr
+	bytes int64
+}
+
+// gdnWorkspace returns at least bytes of device memory for the chunked
+// rule's intermediates of one op: the backend's workspace, grown (after the
+// device is idle, since queued work may still read the old one) to the
+// largest request seen. While a CUDA graph is recorded or replayed it takes
+// scratch instead, which the graph machinery keeps stable.
+func (b *Backend) gdnWorkspace(op string, bytes int64) devptr {
+	if b.graph.mode != graphOff {
+		return b.allocScratch(op, bytes)
+	}
+	gdnWork.Lock()
+	defer gdnWork.Unlock()
+	if gdnWork.bufs == nil {
+		gdnWork.bufs = map[*Backend]gdnBuf{}
+	}
+	cur, ok := gdnWork.bufs[b]
+	if _, live := b.permanent[cur.ptr]; ok && live && cur.bytes >= bytes {
+		return cur.ptr
+	}
+	if ok && cur.ptr != 0 {
+		if _, live := b.permanent[cur.ptr]; live {
+			if err := ctxSynchronize(); err != nil {
+				panic(fmt.Sprintf("cuda: %s: growing the chunked-rule workspace to %d bytes: %v", op, bytes, err))
+			}
+			b.freePermanent(cur.ptr)
+		}
+	}
+	// Round up so that slowly growing prompts do not regrow it every step.
+	size := max(bytes, cur.bytes*5/4)
+	p := b.allocPermanent(op+" (chunked-rule workspace)", size)
+	gdnWork.bufs[b] = gdnBuf{ptr: p, bytes: size}
+	return p
 }
