@@ -185,8 +185,9 @@ func (b *Backend) CausalConv1d(x, w kernels.Tensor, states kernels.StatePool, la
 
 // GatedDeltaRule runs the gated delta rule on mixed [T, convDim] = [q | k | v]
 // with beta and a [T, valueHeads] (raw), continuing each sequence from its
-// recurrent state and storing the final state. Phase 1 uses the exact
-// recurrent form for every length. Output [T, valueHeads·dv].
+// recurrent state and storing the final state. Sequences of more than
+// gdnChunkMin tokens take the chunked form (gdn_chunk.go), the others the
+// exact recurrent form. Output [T, valueHeads·dv].
 func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, states kernels.StatePool, layer int, bt *kernels.Batch, cfg kernels.GDNConfig) kernels.Tensor {
 	const op = "GatedDeltaRule"
 	mt, bt2, at := b.tensor(op, mixed), b.tensor(op, beta), b.tensor(op, a)
@@ -216,17 +217,24 @@ func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, st
 	b.launch(op, "gdn_gates_f32", [3]int{b.grid1(n, 256), 1, 1}, [3]int{256, 1, 1}, 0,
 		g.ptr, bs.ptr, bt2.ptr, at.ptr, alt.ptr, dtt.ptr, n, nv)
 	start, length, slot := b.seqMeta(op, p, layer, bt)
+	nSeq := len(bt.Seqs)
+	if gdnAnyChunked(bt, cfg) {
+		start, length, slot, nSeq = b.gatedDeltaChunked(op, out, qh, kh, mt, g, bs, p, layer, bt, cfg)
+		if nSeq == 0 {
+			return out
+		}
+	}
 	if warps := min(max((dk+7)/8, 1), 32); (dk+warps-1)/warps <= gdnRowsMax {
 		// Column-split form: 32 state columns per block, dk rows over the
 		// block's warps (about 8 rows per thread, kept in registers).
-		b.launch(op, "gdn_recurrent_cols_f32", [3]int{len(bt.Seqs), nv, (dv + 31) / 32}, [3]int{32, warps, 1},
+		b.launch(op, "gdn_recurrent_cols_f32", [3]int{nSeq, nv, (dv + 31) / 32}, [3]int{32, warps, 1},
 			(2*dk+2*32*warps)*4,
 			out.ptr, qh.ptr, kh.ptr, mt.ptr, g.ptr, bs.ptr, p.rec, start, length, slot,
 			nk, nv, dk, dv, convDim, p.slots, layer)
 		return out
 	}
 	block := min(max((dv+31)/32*32, 32), 256)
-	b.launch(op, "gdn_recurrent_f32", [3]int{len(bt.Seqs), nv, 1}, [3]int{block, 1, 1}, 2*dk*4,
+	b.launch(op, "gdn_recurrent_f32", [3]int{nSeq, nv, 1}, [3]int{block, 1, 1}, 2*dk*4,
 		out.ptr, qh.ptr, kh.ptr, mt.ptr, g.ptr, bs.ptr, p.rec, start, length, slot,
 		nk, nv, dk, dv, convDim, p.slots, layer)
 	return out

@@ -15,8 +15,9 @@ import (
 // including empty pieces and decodes, non-trivial slots) through the conv
 // and the gated delta rule of both backends, starting from a nonzero state
 // made by a first step, and compares outputs and the full state after every
-// step. The CPU oracle uses the chunked form for prefills; the GPU uses the
-// recurrent form throughout.
+// step. The CPU oracle uses the chunked form for prefills; the GPU uses its
+// chunked form for pieces of more than gdnChunkMin tokens (70, 130, 64 and
+// 65 here) and the recurrent form for the rest.
 func TestGDNMatchesCPU(t *testing.T) {
 	p := newPair(t)
 	for _, cfg := range []kernels.GDNConfig{

@@ -1,0 +1,179 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"cohort/kernels"
+)
+
+// The chunked gated delta rule for prefill (kernels/55_gdn_chunk.cu): the
+// WY form over chunks of gdnChunkLen tokens, in two launches per op, for the
+// batch's sequences of more than gdnChunkMin tokens. The other sequences
+// (decode rows, short pieces) keep the token-by-token kernel of
+// kernels/50_gdn.cu.
+
+// gdnChunkLen is GDN_CH of kernels/55_gdn_chunk.cu, the chunk length.
+const gdnChunkLen = 64
+
+// gdnChunkDKMax is GDN_DK_MAX of kernels/55_gdn_chunk.cu: the largest key
+// dim the chunked kernels take (larger ones stay on the recurrent kernel).
+const gdnChunkDKMax = 128
+
+// gdnChunkThreads is GDN_THREADS and gdnChunkCols GDN_CT of
+// kernels/55_gdn_chunk.cu: the block size of both chunked kernels and the
+// state columns per block of the scan.
+const (
+	gdnChunkThreads = 256
+	gdnChunkCols    = 16
+)
+
+// gdnChunkMin is the length above which a sequence of a GatedDeltaRule
+// batch takes the chunked kernels. Below it the recurrent kernel's one
+// launch costs less than the chunked form's setup. A variable so that tests
+// and benchmarks can force either path (0: every non-empty sequence
+// chunked; a huge value: none).
+var gdnChunkMin = 16
+
+// gdnChunked reports whether a sequence of length n takes the chunked path
+// under cfg.
+func gdnChunked(n int, cfg kernels.GDNConfig) bool {
+	return n > gdnChunkMin && n > 0 && cfg.KeyDim > 0 && cfg.KeyDim <= gdnChunkDKMax && cfg.ValueDim > 0
+}
+
+// gdnAnyChunked reports whether any sequence of bt takes the chunked path.
+func gdnAnyChunked(bt *kernels.Batch, cfg kernels.GDNConfig) bool {
+	for _, s := range bt.Seqs {
+		if gdnChunked(s.Len, cfg) {
+			return true
+		}
+	}
+	return false
+}
+
+// gatedDeltaChunked runs the chunked gated delta rule for the sequences of
+// bt that gdnChunked selects, writing their rows of out [T, nv·dv] and their
+// final states, from the op's prepared inputs: l2-normalized (and, for q,
+// scaled) qh and kh [T, nk·dk], mixed [T, convDim] (for v), and the per
+// (row, v head) log-decay g and write strength bs [T, nv]. It returns the
+// metadata of the remaining sequences (starts, lengths and slots on the
+// device, and their count) for the recurrent kernel; the count may be 0.
+func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor, p *StatePool, layer int,
+	bt *kernels.Batch, cfg kernels.GDNConfig) (start, length, slot devptr, nRest int) {
+	nk, nv, dk, dv := cfg.KeyHeads, cfg.ValueHeads, cfg.KeyDim, cfg.ValueDim
+	T, convDim := mixed.dims()
+	if dk > gdnChunkDKMax || out.n != T*nv*dv || qh.n != T*nk*dk || kh.n != T*nk*dk || g.n != T*nv || bs.n != T*nv {
+		panic(fmt.Sprintf("cuda: %s (chunked): out %v qh %v kh %v mixed %v g %v beta %v, cfg %+v (key dim at most %d)",
+			op, out.shape, qh.shape, kh.shape, mixed.shape, g.shape, bs.shape, cfg, gdnChunkDKMax))
+	}
+	// Chunk table and per-sequence tables of the chunked sequences, and the
+	// start/length/slot of the rest, in one upload:
+	// [chunkRow | chunkLen | seqChunk0 | seqChunks | seqSlot | rest start | rest len | rest slot].
+	var chunkRow, chunkLen, seqChunk0, seqChunks, seqSlot, rStart, rLen, rSlot []int32
+	for _, s := range bt.Seqs {
+		p.check(layer, s.Slot)
+		if !gdnChunked(s.Len, cfg) {
+			rStart, rLen, rSlot = append(rStart, int32(s.Start)), append(rLen, int32(s.Len)), append(rSlot, int32(s.Slot))
+			continue
+		}
+		seqChunk0 = append(seqChunk0, int32(len(chunkRow)))
+		for t0 := 0; t0 < s.Len; t0 += gdnChunkLen {
+			chunkRow = append(chunkRow, int32(s.Start+t0))
+			chunkLen = append(chunkLen, int32(min(gdnChunkLen, s.Len-t0)))
+		}
+		seqChunks = append(seqChunks, int32(len(chunkRow))-seqChunk0[len(seqChunk0)-1])
+		seqSlot = append(seqSlot, int32(s.Slot))
+	}
+	nChunks, nSeq := len(chunkRow), len(seqSlot)
+	nRest = len(rSlot)
+	var all []int32
+	offs := make([]int, 0, 8)
+	for _, part := range [][]int32{chunkRow, chunkLen, seqChunk0, seqChunks, seqSlot, rStart, rLen, rSlot} {
+		offs = append(offs, len(all))
+		all = append(all, part...)
+	}
+	meta := b.sharedMeta(metaKey{kind: "gdnChunkMeta", src: unsafe.Pointer(bt), n: len(all)},
+		func() devptr { return b.uploadInts(op, all) })
+	at := func(i int) devptr { return meta + devptr(4*offs[i]) }
+	if nRest > 0 {
+		start, length, slot = at(5), at(6), at(7)
+	}
+	if nSeq == 0 {
+		return start, length, slot, nRest
+	}
+
+	// Intermediates by batch row (rows of other sequences stay unused):
+	// W [T, nv, dk], U [T, nv, dv], gamma [T, nv], P [chunks, nv, 64, 64].
+	sizes := []int64{int64(T) * int64(nv) * int64(dk), int64(T) * int64(nv) * int64(dv), int64(T) * int64(nv),
+		int64(nChunks) * int64(nv) * gdnChunkLen * gdnChunkLen}
+	var total int64
+	for _, n := range sizes {
+		total += (n*4 + 255) &^ 255
+	}
+	base := b.gdnWorkspace(op, total)
+	var parts [4]devptr
+	for i, n := range sizes {
+		parts[i] = base
+		base += devptr((n*4 + 255) &^ 255)
+	}
+	w, u, gamma, pm := parts[0], parts[1], parts[2], parts[3]
+	b.launch(op, "gdn_chunk_prep_f32", [3]int{nChunks, nv, 1}, [3]int{gdnChunkThreads, 1, 1}, 0,
+		w, u, gamma, pm, qh.ptr, kh.ptr, mixed.ptr, g.ptr, bs.ptr,
+		at(0), at(1), nk, nv, dk, dv, convDim)
+	b.launch(op, "gdn_chunk_scan_f32", [3]int{nSeq, nv, (dv + gdnChunkCols - 1) / gdnChunkCols}, [3]int{gdnChunkThreads, 1, 1}, 0,
+		out.ptr, p.rec, w, u, gamma, pm, qh.ptr, kh.ptr,
+		at(0), at(1), at(2), at(3), at(4), nk, nv, dk, dv, p.slots, layer)
+	return start, length, slot, nRest
+}
+
+// gdnWork holds each backend's workspace for the chunked rule's
+// intermediates (W, U, gamma, P: 40 MiB per 1,024 rows for the 4b heads).
+// They live only within one op and a backend's ops are ordered on its
+// stream, so every GatedDeltaRule call of a step reuses the same buffer
+// instead of taking a fresh one from the per-step scratch arena for every
+// layer. A backend's ranks run on their own threads, hence the lock.
+var gdnWork struct {
+	sync.Mutex
+	bufs map[*Backend]gdnBuf
+}
+
+type gdnBuf struct {
+	ptr   devptr
+	bytes int64
+}
+
+// gdnWorkspace returns at least bytes of device memory for the chunked
+// rule's intermediates of one op: the backend's workspace, grown (after the
+// device is idle, since queued work may still read the old one) to the
+// largest request seen. While a CUDA graph is recorded or replayed it takes
+// scratch instead, which the graph machinery keeps stable.
+func (b *Backend) gdnWorkspace(op string, bytes int64) devptr {
+	if b.graph.mode != graphOff {
+		return b.allocScratch(op, bytes)
+	}
+	gdnWork.Lock()
+	defer gdnWork.Unlock()
+	if gdnWork.bufs == nil {
+		gdnWork.bufs = map[*Backend]gdnBuf{}
+	}
+	cur, ok := gdnWork.bufs[b]
+	if _, live := b.permanent[cur.ptr]; ok && live && cur.bytes >= bytes {
+		return cur.ptr
+	}
+	if ok && cur.ptr != 0 {
+		if _, live := b.permanent[cur.ptr]; live {
+			if err := ctxSynchronize(); err != nil {
+				panic(fmt.Sprintf("cuda: %s: growing the chunked-rule workspace to %d bytes: %v", op, bytes, err))
+			}
+			b.freePermanent(cur.ptr)
+		}
+	}
+	// Round up so that slowly growing prompts do not regrow it every step.
+	size := max(bytes, cur.bytes*5/4)
+	p := b.allocPermanent(op+" (chunked-rule workspace)", size)
+	gdnWork.bufs[b] = gdnBuf{ptr: p, bytes: size}
+	return p
+}
