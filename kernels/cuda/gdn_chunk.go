@@ -96,7 +96,7 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 		all = append(all, part...)
 	}
 	meta := b.sharedMeta(metaKey{kind: "gdnChunkMeta", src: unsafe.Pointer(bt), n: len(all)},
-		func() devptr { return b.uploadInts(op, all) })
+		func() devptr { return b.uploadInts(op, all, nil) })
 	at := func(i int) devptr { return meta + devptr(4*offs[i]) }
 	if nRest > 0 {
 		start, length, slot = at(5), at(6), at(7)
