@@ -19,7 +19,7 @@ type stepTiming struct {
 	forward, wait, pick, all time.Duration
 }
 
-const stepTimingEvery = 256
+const stepTimingEvery = 30
 
 func newStepTiming(rank int) *stepTiming {
 	return &stepTiming{on: os.Getenv("COHORT_STEP_TIMING") == "1", rank: rank}

@@ -112,8 +112,12 @@ const gemvWarps = 8
 const mmaMaxWarps = 16
 
 // mmaMaxRowsDefault is the most rows the tensor-core GEMV serves unless
-// COHORT_CUDA_MMA_ROWS says otherwise; beyond it cuBLASLt runs.
-const mmaMaxRowsDefault = 32
+// COHORT_CUDA_MMA_ROWS says otherwise; beyond it cuBLASLt runs. Measured
+// on the H200 (BenchmarkLinearBF16, 4b-shape GEMMs): up to 8 rows the GEMV
+// reads the weights about as fast as cuBLASLt or faster (and keeps 16
+// mantissa bits of the activations); at 16 and 32 rows its activation
+// loads hold it to a half or a third of cuBLASLt's bandwidth.
+const mmaMaxRowsDefault = 8
 
 // mmaRowsFromEnv reads COHORT_CUDA_MMA_ROWS (0 turns the tensor-core GEMV
 // off; at most 32).

@@ -242,6 +242,10 @@ func BenchmarkGDNPrefill(b *testing.B) {
 	nv := cfg.ValueHeads
 	for _, T := range []int{1024, 8192} {
 		b.Run(fmt.Sprintf("T%d", T), func(b *testing.B) {
+			gpu(b) // sub-benchmarks run on their own goroutines: lock and bind
+			if err := g.Bind(); err != nil {
+				b.Fatal(err)
+			}
 			r := newRand(uint64(T))
 			pool := g.NewStatePool(1, 1, cfg)
 			in := randGDNInputs(r, T, cfg)
