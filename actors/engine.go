@@ -42,7 +42,17 @@ type Config struct {
 	MaxPending int
 
 	// Failure policy (zero values take the defaults in brackets).
-	StepDeadline    time.Duration // a step's replies must all arrive within it [60s]
+	// StepDeadline is the least time a step's replies must all arrive within
+	// [60s]; a step predicted (from measured steps) to take longer gets
+	// supervision.DeadlineFactor times its prediction instead.
+	StepDeadline time.Duration
+	// StepTarget is the time a step is sized to take: its prefill budget is
+	// cut to what the measured step cost says fits [min(1s, StepDeadline/4)].
+	StepTarget time.Duration
+	// MaxReplays is how often a request is replayed after failed steps that
+	// included it, with no completed step in between, before it ends with
+	// ErrEngineFailure [3].
+	MaxReplays      int
 	RecoveryTimeout time.Duration // a (re)build must load within it [10m]
 	AbortTimeout    time.Duration // bound on communicator aborts [5s]
 	CommPoll        time.Duration // async-error polling period [100ms]
@@ -71,6 +81,10 @@ func (c *Config) defaults() {
 		}
 	}
 	def(&c.StepDeadline, time.Minute)
+	def(&c.StepTarget, min(time.Second, c.StepDeadline/supervision.DeadlineFactor))
+	if c.MaxReplays <= 0 {
+		c.MaxReplays = 3
+	}
 	def(&c.RecoveryTimeout, 10*time.Minute)
 	def(&c.AbortTimeout, 5*time.Second)
 	def(&c.CommPoll, 100*time.Millisecond)
