@@ -18,7 +18,7 @@ import (
 type failurePolicy struct {
 	stepDeadline, stepTarget, rebuildWindow time.Duration
 	maxRebuilds, maxReplays                 int
-	replay, debugFaults         bool
+	replay, debugFaults                     bool
 }
 
 func (p *failurePolicy) register(fs *flag.FlagSet) {
