@@ -233,6 +233,10 @@ func (e *Engine) Live() (bool, string) { return e.health.Live() }
 // WaitReady blocks until the engine is ready (again), dead, or ctx ends.
 func (e *Engine) WaitReady(ctx context.Context) error { return e.health.WaitReady(ctx) }
 
+// MaxPending returns how many requests the engine holds at most (running
+// and queued): a request needing more can never be admitted.
+func (e *Engine) MaxPending() int { return int(e.maxPending) }
+
 // Pending returns the number of submitted requests that have not ended.
 func (e *Engine) Pending() int { return int(e.pending.Load()) }
 

@@ -46,6 +46,12 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	workers := fs.String("workers", "", "comma-separated host:port of `cohort worker` processes to place the ranks on (default: ranks in this process)")
 	remoteListen := fs.String("remote-listen", "127.0.0.1:0", "with --workers: this engine's actor-remote address; the workers must reach it")
 	ranksPerWorker := fs.Int("ranks-per-worker", 0, "with --workers: at most this many ranks on one worker (0: ⌈tp / workers⌉)")
+	readTimeout := fs.Duration("read-timeout", 30*time.Second, "bound on reading one request, headers and body (slow clients are cut); negative: none")
+	writeTimeout := fs.Duration("write-timeout", 30*time.Second, "bound on each write of a response (a client that stops reading is cut; streams to reading clients are not); negative: none")
+	idleTimeout := fs.Duration("idle-timeout", time.Minute, "a kept-alive connection with no request is closed after this; negative: never")
+	maxConns := fs.Int("max-conns", 0, "open connections at most; over it the oldest idle one is closed (0: the open-file limit less a reserve; negative: no limit)")
+	maxConnsPerIP := fs.Int("max-conns-per-ip", 256, "connections from one address at most; over it new ones are closed (negative: no limit)")
+	maxRequestTokens := fs.Int("max-request-tokens", 0, "bound on what one request queues, Σ over prompts × n of prompt + max_tokens; over it a 400 (0: 4 × max-model-len; negative: none)")
 	var policy failurePolicy
 	policy.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -136,7 +142,9 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	defer eng.Close()
 
 	opts := httpapi.Options{ModelName: *name, Tokenizer: tok, ChatTemplate: chat.Template,
-		BOS: chat.BOS, EOS: chat.EOS, TracerProvider: tracing, Logf: logf}
+		BOS: chat.BOS, EOS: chat.EOS, TracerProvider: tracing, Logf: logf,
+		ReadTimeout: *readTimeout, WriteTimeout: *writeTimeout, IdleTimeout: *idleTimeout,
+		MaxConns: *maxConns, MaxConnsPerIP: *maxConnsPerIP, MaxRequestTokens: *maxRequestTokens}
 	if policy.debugFaults {
 		opts.InjectFault = eng.InjectFault
 		logf("fault injection is ON: POST /debug/faults")
