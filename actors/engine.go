@@ -130,6 +130,7 @@ type Engine struct {
 	executors *sync.WaitGroup // rank executors of every generation
 	pool      *workerPool     // workers hosting the ranks (nil: ranks in this process)
 	closeOnce sync.Once
+	closing   atomic.Bool // Close began: the root's end is expected
 	doneOnce  sync.Once
 	done      chan struct{}
 	doneErr   error
@@ -181,6 +182,7 @@ func Start(ctx context.Context, cfg Config) (*Engine, error) {
 		return actor.StopDirective
 	})
 	e.sched = sys.Root.WithGuardian(guardian).Spawn(actor.PropsFromProducer(func() actor.Actor { return root }))
+	e.watchRoot()
 	loadCtx, cancel := context.WithTimeout(ctx, cfg.RecoveryTimeout)
 	defer cancel()
 	if err := e.health.WaitReady(loadCtx); err != nil {
@@ -198,6 +200,27 @@ func Start(ctx context.Context, cfg Config) (*Engine, error) {
 		e.maxPending = 16 * int64(e.info.Slots)
 	}
 	return e, nil
+}
+
+// watchRoot makes the engine's death of its root's end: an engine root that
+// stops other than through Close (a bug, or a Stop that reached it) can make
+// no more progress, so liveness and readiness turn false and Done closes,
+// instead of completions hanging while /ready says 200.
+func (e *Engine) watchRoot() {
+	sched := e.sched
+	e.sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch ctx.Message().(type) {
+		case *actor.Started:
+			ctx.Watch(sched)
+		case *actor.Terminated:
+			if e.closing.Load() {
+				return
+			}
+			reason := fmt.Errorf("%w: the engine root %s stopped", ErrEngineFailure, sched.Id)
+			e.health.SetDead(reason.Error())
+			e.die(reason)
+		}
+	}))
 }
 
 func (e *Engine) die(reason error) {
@@ -340,6 +363,7 @@ func (e *Engine) ask(ctx context.Context, msg any) (any, error) {
 // closed. It is idempotent.
 func (e *Engine) Close() {
 	e.closeOnce.Do(func() {
+		e.closing.Store(true)
 		e.sys.Root.StopFuture(e.sched).Wait()
 		if e.pool != nil {
 			e.pool.close()

@@ -2,8 +2,11 @@ package actors
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -171,5 +174,51 @@ func TestHungRanks(t *testing.T) {
 				t.Errorf("hungRanks = %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestEngineRootStoppedIsDeath: an engine root stopped other than by Close
+// (here a Stop sent to its pid, as a peer on the actor port could) ends the
+// engine: readiness and liveness false, Done closed. Before, completions
+// hung while readiness stayed true.
+func TestEngineRootStoppedIsDeath(t *testing.T) {
+	tm := openPreset(t, "tiny")
+	e := startEngine(t, tm, 1, nil)
+	e.sys.Root.Stop(e.sched)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	select {
+	case <-e.Done():
+	case <-ctx.Done():
+		t.Fatal("the engine did not notice its root stopped")
+	}
+	if ok, _ := e.Ready(); ok {
+		t.Error("ready after the root stopped")
+	}
+	if ok, _ := e.Live(); ok {
+		t.Error("live after the root stopped")
+	}
+	if !errors.Is(e.Err(), ErrEngineFailure) {
+		t.Errorf("Err = %v", e.Err())
+	}
+}
+
+// TestBuildNamesTheBinary: without a VCS revision (as in a test binary or a
+// plain go build), the build string carries the executable's SHA-256, so
+// two different binaries are not taken for the same build.
+func TestBuildNamesTheBinary(t *testing.T) {
+	t.Setenv("COHORT_BUILD_ID", "")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	// A test binary has no VCS stamp, so the hash must be there.
+	if b := Build(); !strings.Contains(b, "sha256:"+hex.EncodeToString(sum[:])) {
+		t.Fatalf("Build() = %q: no revision and no content hash", b)
 	}
 }

@@ -23,9 +23,14 @@ type WorkerConfig struct {
 	// RingHost is the address the ranks' TCP ring listeners bind; peers dial
 	// it [the host of Listen].
 	RingHost string
-	// ModelDir, if set, is where this worker opens the checkpoint, instead
-	// of the engine's path; its checksum must still match.
-	ModelDir       string
+	// ModelDir is the one checkpoint directory this worker serves, whatever
+	// path an engine sends; its checksum must match the engine's. Without
+	// it the worker serves nothing, unless AnyModelDir lets engines name
+	// the directory (tests; it makes the worker probe any path a peer sends).
+	ModelDir    string
+	AnyModelDir bool
+	// Security authenticates the worker's actor port; nil refuses to start.
+	Security       *Security
 	Build          string // [Build()]
 	NewBackend     BackendFactory
 	LockThread     bool
@@ -80,7 +85,10 @@ func StartWorker(cfg WorkerConfig) (*Worker, error) {
 		cks: map[string]*sharedCheckpoint{}, sums: map[string]string{}, ranks: map[string]*actor.PID{}}
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(quietLogger))
 	kind := remote.NewKind(rankKind, actor.PropsFromProducer(func() actor.Actor { return newRemoteRank(st) }))
-	rem, err := startRemote(sys, cfg.Listen, kind)
+	if cfg.ModelDir == "" && !cfg.AnyModelDir {
+		return nil, fmt.Errorf("actors: a worker needs the model directory it serves")
+	}
+	rem, err := startRemote(sys, cfg.Listen, cfg.Security, kind)
 	if err != nil {
 		return nil, err
 	}
@@ -147,8 +155,10 @@ func (st *workerState) rankCount() int {
 	return len(st.ranks)
 }
 
+// modelDir is the directory the worker opens for an engine that sent
+// engineDir: its own, unless it was started with AnyModelDir.
 func (st *workerState) modelDir(engineDir string) string {
-	if st.cfg.ModelDir != "" {
+	if st.cfg.ModelDir != "" || !st.cfg.AnyModelDir {
 		return st.cfg.ModelDir
 	}
 	return engineDir

@@ -54,6 +54,8 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	maxRequestTokens := fs.Int("max-request-tokens", 0, "bound on what one request queues, Σ over prompts × n of prompt + max_tokens; over it a 400 (0: 4 × max-model-len; negative: none)")
 	var policy failurePolicy
 	policy.register(fs)
+	var sec securityFlags
+	sec.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -128,7 +130,12 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if list := workerList(*workers); len(list) > 0 {
 		cfg.NewBackend = nil
-		cfg.Remote = &actors.Remote{Workers: list, Listen: *remoteListen, ModelDir: modelDir, RanksPerWorker: *ranksPerWorker}
+		security, err := sec.security()
+		if err != nil {
+			return fmt.Errorf("serve: --workers: %w", err)
+		}
+		cfg.Remote = &actors.Remote{Workers: list, Listen: *remoteListen, ModelDir: modelDir, RanksPerWorker: *ranksPerWorker,
+			Security: security}
 		logf("placing %d ranks on workers %s (this engine at %s)", *tp, strings.Join(list, ", "), *remoteListen)
 	}
 	observer.hooks(&cfg)
