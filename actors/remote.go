@@ -11,9 +11,9 @@ import (
 	"io"
 	"net"
 	"os"
-	"sync"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
