@@ -127,6 +127,7 @@ type Engine struct {
 	pending    atomic.Int64 // submitted requests whose stream has not ended
 	maxPending int64
 
+	stats     *supervisionStats
 	executors *sync.WaitGroup // rank executors of every generation
 	pool      *workerPool     // workers hosting the ranks (nil: ranks in this process)
 	closeOnce sync.Once
@@ -169,6 +170,7 @@ func Start(ctx context.Context, cfg Config) (*Engine, error) {
 	root := &schedulerActor{cfg: cfg, health: e.health, stats: newSupervisionStats(), done: e.die, executors: e.executors,
 		inten: supervision.Intensity{Max: cfg.MaxRebuilds, Window: cfg.RebuildWindow},
 		live:  map[planner.RequestID]*liveRequest{}, pool: e.pool}
+	e.stats = root.stats
 	if cfg.Faults {
 		for range cfg.TP {
 			root.faults = append(root.faults, &rankFaults{})
@@ -255,6 +257,13 @@ func (e *Engine) Live() (bool, string) { return e.health.Live() }
 
 // WaitReady blocks until the engine is ready (again), dead, or ctx ends.
 func (e *Engine) WaitReady(ctx context.Context) error { return e.health.WaitReady(ctx) }
+
+// RetryAfter is how long a client refused while the engine recovers should
+// wait: the longest of the last recoveries measured (detect → ready), and
+// fallback when none was measured yet.
+func (e *Engine) RetryAfter(fallback time.Duration) time.Duration {
+	return e.stats.retryAfter(fallback)
+}
 
 // MaxPending returns how many requests the engine holds at most (running
 // and queued): a request needing more can never be admitted.

@@ -457,6 +457,20 @@ func (st *supervisionStats) recovered(d time.Duration) {
 	st.mu.Unlock()
 }
 
+// retryAfter is the longest of the last 5 recoveries, or fallback.
+func (st *supervisionStats) retryAfter(fallback time.Duration) time.Duration {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.recovery) == 0 {
+		return fallback
+	}
+	var d time.Duration
+	for _, r := range st.recovery[max(0, len(st.recovery)-5):] {
+		d = max(d, r)
+	}
+	return d
+}
+
 func (st *supervisionStats) deathReason() string {
 	st.mu.Lock()
 	defer st.mu.Unlock()

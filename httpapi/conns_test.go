@@ -277,3 +277,36 @@ func TestRequestBounds(t *testing.T) {
 		})
 	}
 }
+
+// TestRetryAfterFollowsRecovery: a 503's Retry-After is the engine's
+// measured recovery time, rounded up to whole seconds, not a constant 5 s.
+func TestRetryAfterFollowsRecovery(t *testing.T) {
+	cases := []struct {
+		name     string
+		recovery time.Duration // 0: the engine measured none (no RetryAfter)
+		want     string
+	}{
+		{"fast recovery", 300 * time.Millisecond, "1"},
+		{"slow recovery", 7200 * time.Millisecond, "8"},
+		{"nothing measured", 0, "5"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFakeEngine()
+			f.setNotReady("rebuilding")
+			base, srv := startFake(t, f, nil)
+			if c.recovery > 0 {
+				srv.retryAfter = func(time.Duration) time.Duration { return c.recovery }
+			}
+			for _, path := range []string{"/ready", "/v1/completions"} {
+				res, _ := do(t, http.MethodPost, base+path, `{"model":"fake","prompt":"hi","max_tokens":1}`)
+				if path == "/ready" {
+					res, _ = do(t, http.MethodGet, base+path, "")
+				}
+				if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != c.want {
+					t.Errorf("%s: %d Retry-After %q, want 503 %q", path, res.StatusCode, res.Header.Get("Retry-After"), c.want)
+				}
+			}
+		})
+	}
+}

@@ -147,6 +147,9 @@ type Server struct {
 	// a request with more choices can never be admitted.
 	maxPending func() int
 	limiter    *connLimiter // set by Serve
+	// retryAfter, when the engine measures its recoveries, is how long a
+	// client refused with 503 should wait.
+	retryAfter func(fallback time.Duration) time.Duration
 
 	base   context.Context // cancelled by a forced shutdown: ends in-flight requests
 	cancel context.CancelFunc
@@ -194,6 +197,11 @@ func New(e Engine, o Options) (*Server, error) {
 	}
 	if m, ok := e.(interface{ MaxPending() int }); ok {
 		s.maxPending = m.MaxPending
+	}
+	if r, ok := e.(interface {
+		RetryAfter(time.Duration) time.Duration
+	}); ok {
+		s.retryAfter = r.RetryAfter
 	}
 	return s, nil
 }
@@ -524,6 +532,9 @@ func (s *Server) handleFast(ctx *fasthttp.RequestCtx) {
 		start:       ctx.Time(),
 	}
 	r := s.serve(&c)
+	if r.status == http.StatusServiceUnavailable && r.retryAfter == retryAfterNotReady && s.retryAfter != nil {
+		r.retryAfter = retryAfterSeconds(s.retryAfter(notReadyFallback))
+	}
 	ctx.SetStatusCode(r.status)
 	ctx.SetContentType(r.contentType)
 	if r.retryAfter != "" {
@@ -596,6 +607,16 @@ func drainRequest(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	_ = conn.SetReadDeadline(time.Time{})
+}
+
+// notReadyFallback is the Retry-After of a 503 before any recovery was
+// measured (the first load, or an engine without failures yet).
+const notReadyFallback = 5 * time.Second
+
+// retryAfterSeconds renders d as a Retry-After value: whole seconds,
+// rounded up, at least 1.
+func retryAfterSeconds(d time.Duration) string {
+	return strconv.Itoa(max(1, int((d+time.Second-1)/time.Second)))
 }
 
 type fastLogger func(string, ...any)
