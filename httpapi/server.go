@@ -105,6 +105,9 @@ type Options struct {
 	// a reserve of max(64, limit/8)]. MaxConnsPerIP bounds the connections
 	// from one address; over it new ones are closed [256].
 	MaxConns, MaxConnsPerIP int
+	// KeepAlive is how long a stream may stay silent before an SSE comment
+	// line is written to it [2s] (see keepAliveComment).
+	KeepAlive time.Duration
 	// MaxRequestTokens bounds the work one request may queue: the sum over
 	// its choices (prompts × n) of prompt tokens plus max_tokens. A request
 	// over it gets a 400 [4 × max_model_len].
@@ -147,6 +150,8 @@ type Server struct {
 	// a request with more choices can never be admitted.
 	maxPending func() int
 	limiter    *connLimiter // set by Serve
+	// newTicker makes the keep-alive clock of a stream (nil: no keep-alives).
+	newTicker func() ticker
 	// retryAfter, when the engine measures its recoveries, is how long a
 	// client refused with 503 should wait.
 	retryAfter func(fallback time.Duration) time.Duration
@@ -226,6 +231,9 @@ func newServer(e backend, o Options) (*Server, error) {
 	}
 	if s.logf == nil {
 		s.logf = func(string, ...any) {}
+	}
+	if ka := orDefault(o.KeepAlive, defaultKeepAlive); ka > 0 {
+		s.newTicker = func() ticker { return newRealTicker(ka) }
 	}
 	if o.ChatTemplate != "" {
 		t, err := chattemplate.New(o.ChatTemplate, o.BOS, o.EOS)
@@ -546,7 +554,12 @@ func (s *Server) handleFast(ctx *fasthttp.RequestCtx) {
 	if r.stream != nil {
 		ctx.Response.Header.Set("Cache-Control", "no-cache")
 		ctx.Response.Header.Set("X-Accel-Buffering", "no")
-		ctx.SetBodyStreamWriter(r.stream)
+		if s.newTicker == nil {
+			ctx.SetBodyStreamWriter(r.stream)
+			return
+		}
+		stream, newTicker := r.stream, s.newTicker
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { withKeepAlive(w, newTicker(), stream) })
 		return
 	}
 	ctx.SetBody(r.body)

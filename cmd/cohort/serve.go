@@ -51,6 +51,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	idleTimeout := fs.Duration("idle-timeout", time.Minute, "a kept-alive connection with no request is closed after this; negative: never")
 	maxConns := fs.Int("max-conns", 0, "open connections at most; over it the oldest idle one is closed (0: the open-file limit less a reserve; negative: no limit)")
 	maxConnsPerIP := fs.Int("max-conns-per-ip", 256, "connections from one address at most; over it new ones are closed (negative: no limit)")
+	keepAlive := fs.Duration("sse-keepalive", 2*time.Second, "a stream silent this long gets an SSE comment line (negative: never)")
 	maxRequestTokens := fs.Int("max-request-tokens", 0, "bound on what one request queues, Σ over prompts × n of prompt + max_tokens; over it a 400 (0: 4 × max-model-len; negative: none)")
 	var policy failurePolicy
 	policy.register(fs)
@@ -151,7 +152,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	opts := httpapi.Options{ModelName: *name, Tokenizer: tok, ChatTemplate: chat.Template,
 		BOS: chat.BOS, EOS: chat.EOS, TracerProvider: tracing, Logf: logf,
 		ReadTimeout: *readTimeout, WriteTimeout: *writeTimeout, IdleTimeout: *idleTimeout,
-		MaxConns: *maxConns, MaxConnsPerIP: *maxConnsPerIP, MaxRequestTokens: *maxRequestTokens}
+		MaxConns: *maxConns, MaxConnsPerIP: *maxConnsPerIP, MaxRequestTokens: *maxRequestTokens, KeepAlive: *keepAlive}
 	if policy.debugFaults {
 		opts.InjectFault = eng.InjectFault
 		logf("fault injection is ON: POST /debug/faults")
