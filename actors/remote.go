@@ -140,24 +140,25 @@ func executableHash() string {
 // attempts, so a restarted worker is reached again quickly. grpc-go pings
 // no more often than every 10 s from a client; the server side pings every
 // second. The worker heartbeat (Remote.DownAfter) is the tighter bound.
-func remoteOptions(creds grpc.DialOption, serverCreds grpc.ServerOption) []remote.ConfigOption {
+func remoteOptions(creds grpc.DialOption, serverCreds grpc.ServerOption, g *guard) []remote.ConfigOption {
 	return []remote.ConfigOption{
 		remote.WithDialOptions(
 			creds,
 			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 2 * time.Second, PermitWithoutStream: true}),
 			grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: 2 * time.Second}),
 		),
-		remote.WithServerOptions(
+		remote.WithServerOptions(append(g.serverOptions(),
 			serverCreds,
 			grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Second, Timeout: 2 * time.Second}),
 			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		),
+		)...),
 	}
 }
 
 // startRemote starts actor remoting of sys on listen (host:port; port 0
-// picks one) with the given kinds, authenticated by sec, and returns it.
-func startRemote(sys *actor.ActorSystem, listen string, sec *Security, kinds ...*remote.Kind) (rem *remote.Remote, err error) {
+// picks one) with the given kinds, authenticated by sec and guarded by g,
+// and returns it.
+func startRemote(sys *actor.ActorSystem, listen string, sec *Security, g *guard, kinds ...*remote.Kind) (rem *remote.Remote, err error) {
 	serverCreds, dialCreds, err := sec.grpcCredentials()
 	if err != nil {
 		return nil, err
@@ -170,7 +171,7 @@ func startRemote(sys *actor.ActorSystem, listen string, sec *Security, kinds ...
 	if err != nil {
 		return nil, fmt.Errorf("actors: remote address %q: bad port: %w", listen, err)
 	}
-	cfg := remote.Configure(host, port, append(remoteOptions(dialCreds, serverCreds), remote.WithKinds(kinds...))...)
+	cfg := remote.Configure(host, port, append(remoteOptions(dialCreds, serverCreds, g), remote.WithKinds(kinds...))...)
 	cfg.MaxRetryCount = 1 // one connect attempt per endpoint; the next message tries again
 	rem = remote.NewRemote(sys, cfg)
 	defer func() {

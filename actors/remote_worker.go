@@ -39,6 +39,7 @@ type WorkerConfig struct {
 
 // Worker is a running worker process's actor system.
 type Worker struct {
+	guard *guard
 	sys   *actor.ActorSystem
 	rem   *remote.Remote
 	state *workerState
@@ -88,7 +89,8 @@ func StartWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.ModelDir == "" && !cfg.AnyModelDir {
 		return nil, fmt.Errorf("actors: a worker needs the model directory it serves")
 	}
-	rem, err := startRemote(sys, cfg.Listen, cfg.Security, kind)
+	g := &guard{allow: workerStopAllowed}
+	rem, err := startRemote(sys, cfg.Listen, cfg.Security, g, kind)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +99,7 @@ func StartWorker(cfg WorkerConfig) (*Worker, error) {
 		rem.Shutdown(false)
 		return nil, fmt.Errorf("actors: worker host actor: %w", err)
 	}
-	return &Worker{sys: sys, rem: rem, state: st}, nil
+	return &Worker{sys: sys, rem: rem, state: st, guard: g}, nil
 }
 
 // quietLogger silences protoactor's own logging.
@@ -107,6 +109,10 @@ func quietLogger(*actor.ActorSystem) *slog.Logger {
 
 // Addr is the worker's actor-remote address (what `serve --workers` takes).
 func (w *Worker) Addr() string { return w.state.addr }
+
+// Refused returns how many Stop or PoisonPill messages from peers the
+// worker's actor port dropped (see guard).
+func (w *Worker) Refused() int { return int(w.guard.dropped.Load()) }
 
 // Ranks returns how many rank actors the worker hosts now.
 func (w *Worker) Ranks() int {
