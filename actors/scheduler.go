@@ -39,6 +39,11 @@ type schedulerActor struct {
 	faults   []*rankFaults // per rank, across generations (nil when disabled)
 	inten    supervision.Intensity
 	detected time.Time // when the failure being recovered was detected
+	// lastFailure and failGap (a moving average of the time between
+	// failures) shrink the step target while failures are frequent, so that
+	// steps still complete between them (see stepTarget).
+	lastFailure time.Time
+	failGap     time.Duration
 
 	live     map[planner.RequestID]*liveRequest
 	inflight *inflightStep
@@ -260,11 +265,36 @@ func (s *schedulerActor) prefillBudget() int {
 	if !s.cost.Known() {
 		return coldPrefill
 	}
-	n := s.cost.Tokens(s.cfg.StepTarget)
+	n := s.cost.Tokens(s.stepTarget(time.Now()))
 	if n != math.MaxInt {
 		n -= s.plan.Stats().Running
 	}
 	return min(max(n, 1), max(coldPrefill, prefillGrowth*s.cost.MaxObserved()))
+}
+
+// stepTarget is Config.StepTarget, or a quarter of the recent time between
+// failures when that is shorter: under a fault storm a step sized to the
+// normal target would never complete between two faults, and the requests
+// in it would make no progress at all.
+func (s *schedulerActor) stepTarget(now time.Time) time.Duration {
+	t := s.cfg.StepTarget
+	if s.failGap > 0 && now.Sub(s.lastFailure) < 4*s.failGap {
+		t = min(t, max(s.failGap/4, 5*time.Millisecond))
+	}
+	return t
+}
+
+// noteFailure updates the moving average of the time between failures.
+func (s *schedulerActor) noteFailure(now time.Time) {
+	if !s.lastFailure.IsZero() {
+		gap := min(now.Sub(s.lastFailure), s.cfg.RebuildWindow)
+		if s.failGap == 0 {
+			s.failGap = gap
+		} else {
+			s.failGap = (s.failGap + gap) / 2
+		}
+	}
+	s.lastFailure = now
 }
 
 // delivery is a token (or a prompt token's logprob) on its way to a

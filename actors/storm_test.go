@@ -11,17 +11,22 @@ import (
 	"time"
 )
 
-// TestFaultStorm injects a fault every 500 ms for 30 s (4 s with -short or
-// -race) into a TP=2 group under 16 streaming clients. Every request must
-// finish with its fault-free tokens, and no stream may go more than 5 s
-// without an event (the HTTP edge adds SSE keep-alives on top of that). The
-// storm's pace comes from a ticker: it is the load, not a wait.
+// TestFaultStorm injects a fault every 500 ms for 30 s (4 s with -short)
+// into a TP=2 group under 16 streaming clients. Every request must finish
+// with its fault-free tokens, and no stream may go more than 5 s without an
+// event (the HTTP edge adds SSE keep-alives on top of that). Under the race
+// detector, where steps are about ten times slower, the storm runs 8 s with
+// a fault every 2 s and the bound on silence is 20 s, as the chaos deadline
+// is scaled. The storm's pace comes from a ticker: it is the load, not a
+// wait.
 func TestFaultStorm(t *testing.T) {
-	storm := 30 * time.Second
-	if testing.Short() || raceEnabled {
+	storm, every, maxGap := 30*time.Second, 500*time.Millisecond, 5*time.Second
+	switch {
+	case raceEnabled:
+		storm, every, maxGap = 8*time.Second, 2*time.Second, 20*time.Second
+	case testing.Short():
 		storm = 4 * time.Second
 	}
-	const every, maxGap = 500 * time.Millisecond, 5 * time.Second
 	tm := openPreset(t, "tiny")
 	work := newChaosWorkload(t, tm)
 	e, _ := chaosEngine(t, tm, 2, nil)
@@ -131,5 +136,37 @@ func stormRequest(ctx context.Context, e *Engine, r Request) ([]int32, time.Dura
 				return ids, gap, nil
 			}
 		}
+	}
+}
+
+// TestStepTargetShrinksUnderFailures: while failures come often the step
+// target is a quarter of the time between them, so steps complete between
+// faults; once they stop coming, the configured target is back.
+func TestStepTargetShrinksUnderFailures(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ms := time.Millisecond
+	cases := []struct {
+		name     string
+		failures []time.Duration // offsets from t0
+		at       time.Duration
+		want     time.Duration
+	}{
+		{"no failure", nil, 0, time.Second},
+		{"one failure", []time.Duration{0}, 10 * ms, time.Second},
+		{"a failure every 500ms", []time.Duration{0, 500 * ms, 1000 * ms, 1500 * ms}, 1600 * ms, 125 * ms},
+		{"storm over", []time.Duration{0, 500 * ms, 1000 * ms}, 3 * time.Second, time.Second},
+		{"rare failures", []time.Duration{0, 20 * time.Second}, 21 * time.Second, time.Second},
+		{"floor", []time.Duration{0, 1 * ms, 2 * ms}, 3 * ms, 5 * ms},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := &schedulerActor{cfg: Config{StepTarget: time.Second, RebuildWindow: time.Minute}}
+			for _, f := range c.failures {
+				s.noteFailure(t0.Add(f))
+			}
+			if got := s.stepTarget(t0.Add(c.at)); got != c.want {
+				t.Errorf("stepTarget = %v, want %v", got, c.want)
+			}
+		})
 	}
 }

@@ -272,6 +272,7 @@ func (s *schedulerActor) fail(ctx actor.Context, f *supervision.RankFailure) {
 	if s.detected.IsZero() {
 		s.detected = now
 	}
+	s.noteFailure(now)
 	s.stats.failed(f)
 	if s.cfg.OnFailure != nil {
 		s.cfg.OnFailure(f)
