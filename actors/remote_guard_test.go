@@ -68,3 +68,34 @@ func TestStopAllowed(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerDoneWhenHostStops: a worker whose host actor stopped (whatever
+// stopped it) reports Done, so `cohort worker` exits non-zero instead of
+// lingering while engines answer 503; Close does not.
+func TestWorkerDoneWhenHostStops(t *testing.T) {
+	if isolate(t) {
+		return
+	}
+	for _, viaClose := range []bool{false, true} {
+		w, err := StartWorker(WorkerConfig{Listen: "127.0.0.1:0", NewBackend: cpuBackends(1), AnyModelDir: true, Security: testSecurity()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if viaClose {
+			w.Close()
+			select {
+			case <-w.Done():
+				t.Error("Done after Close")
+			default:
+			}
+			continue
+		}
+		w.sys.Root.Stop(actor.NewPID(w.sys.Address(), workerHostName))
+		select {
+		case <-w.Done():
+		case <-time.After(10 * time.Second): // the test's bound
+			t.Fatal("Done not closed after the host actor stopped")
+		}
+		w.Close()
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
@@ -40,6 +41,9 @@ type WorkerConfig struct {
 // Worker is a running worker process's actor system.
 type Worker struct {
 	guard *guard
+	done  chan struct{} // closed when the host actor stopped other than by Close
+	// closing is set by Close: the host actor's end is then expected.
+	closing atomic.Bool
 	sys   *actor.ActorSystem
 	rem   *remote.Remote
 	state *workerState
@@ -95,11 +99,25 @@ func StartWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, err
 	}
 	st.addr = sys.Address()
-	if _, err := sys.Root.SpawnNamed(actor.PropsFromFunc(st.host), workerHostName); err != nil {
+	host, err := sys.Root.SpawnNamed(actor.PropsFromFunc(st.host), workerHostName)
+	if err != nil {
 		rem.Shutdown(false)
 		return nil, fmt.Errorf("actors: worker host actor: %w", err)
 	}
-	return &Worker{sys: sys, rem: rem, state: st, guard: g}, nil
+	w := &Worker{sys: sys, rem: rem, state: st, guard: g, done: make(chan struct{})}
+	// A worker whose host actor is gone answers no engine: it must end, so
+	// that whatever runs it restarts it, instead of lingering unusable.
+	sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch ctx.Message().(type) {
+		case *actor.Started:
+			ctx.Watch(host)
+		case *actor.Terminated:
+			if !w.closing.Load() {
+				close(w.done)
+			}
+		}
+	}))
+	return w, nil
 }
 
 // quietLogger silences protoactor's own logging.
@@ -109,6 +127,10 @@ func quietLogger(*actor.ActorSystem) *slog.Logger {
 
 // Addr is the worker's actor-remote address (what `serve --workers` takes).
 func (w *Worker) Addr() string { return w.state.addr }
+
+// Done is closed when the worker can no longer serve (its host actor
+// stopped other than through Close); the process should then exit non-zero.
+func (w *Worker) Done() <-chan struct{} { return w.done }
 
 // Refused returns how many Stop or PoisonPill messages from peers the
 // worker's actor port dropped (see guard).
@@ -124,6 +146,7 @@ func (w *Worker) Ranks() int {
 // Close stops every rank actor, waits for their executors, closes the
 // checkpoints and shuts remoting down.
 func (w *Worker) Close() {
+	w.closing.Store(true)
 	w.state.mu.Lock()
 	pids := make([]*actor.PID, 0, len(w.state.ranks))
 	for _, p := range w.state.ranks {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -70,8 +71,15 @@ func runWorker(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer w.Close()
 	fmt.Fprintf(stdout, "cohort: worker listening on %s (%s)\n", w.Addr(), actors.Build())
-	<-ctx.Done()
-	return nil
+	if host, _, _ := net.SplitHostPort(*listen); security.Insecure && (host == "" || host == "0.0.0.0" || host == "::") {
+		fmt.Fprintf(os.Stderr, "cohort: worker: WARNING: --insecure on every interface (%s): anyone who reaches this port can run ranks here\n", *listen)
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-w.Done():
+		return errors.New("worker: the host actor stopped: this worker can no longer serve engines")
+	}
 }
 
 // workerList parses --workers: comma-separated host:port addresses.
