@@ -44,9 +44,9 @@ type Worker struct {
 	done  chan struct{} // closed when the host actor stopped other than by Close
 	// closing is set by Close: the host actor's end is then expected.
 	closing atomic.Bool
-	sys   *actor.ActorSystem
-	rem   *remote.Remote
-	state *workerState
+	sys     *actor.ActorSystem
+	rem     *remote.Remote
+	state   *workerState
 }
 
 // workerState is shared by the worker's host actor and its rank actors.
