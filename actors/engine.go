@@ -45,7 +45,17 @@ type Config struct {
 	MaxPending int
 
 	// Failure policy (zero values take the defaults in brackets).
-	StepDeadline    time.Duration // a step's replies must all arrive within it [60s]
+	// StepDeadline is the least time a step's replies must all arrive within
+	// [60s]; a step predicted (from measured steps) to take longer gets
+	// supervision.DeadlineFactor times its prediction instead.
+	StepDeadline time.Duration
+	// StepTarget is the time a step is sized to take: its prefill budget is
+	// cut to what the measured step cost says fits [min(1s, StepDeadline/4)].
+	StepTarget time.Duration
+	// MaxReplays is how often a request is replayed after failed steps that
+	// included it, with no completed step in between, before it ends with
+	// ErrEngineFailure [3].
+	MaxReplays      int
 	RecoveryTimeout time.Duration // a (re)build must load within it [10m]
 	AbortTimeout    time.Duration // bound on communicator aborts [5s]
 	CommPoll        time.Duration // async-error polling period [100ms]
@@ -74,6 +84,10 @@ func (c *Config) defaults() {
 		}
 	}
 	def(&c.StepDeadline, time.Minute)
+	def(&c.StepTarget, min(time.Second, c.StepDeadline/supervision.DeadlineFactor))
+	if c.MaxReplays <= 0 {
+		c.MaxReplays = 3
+	}
 	def(&c.RecoveryTimeout, 10*time.Minute)
 	def(&c.AbortTimeout, 5*time.Second)
 	def(&c.CommPoll, 100*time.Millisecond)
@@ -123,9 +137,11 @@ type Engine struct {
 	pending    atomic.Int64 // submitted requests whose stream has not ended
 	maxPending int64
 
+	stats     *supervisionStats
 	executors *sync.WaitGroup // rank executors of every generation
 	pool      *workerPool     // workers hosting the ranks (nil: ranks in this process)
 	closeOnce sync.Once
+	closing   atomic.Bool // Close began: the root's end is expected
 	doneOnce  sync.Once
 	done      chan struct{}
 	doneErr   error
@@ -164,6 +180,7 @@ func Start(ctx context.Context, cfg Config) (*Engine, error) {
 	root := &schedulerActor{cfg: cfg, health: e.health, stats: newSupervisionStats(), done: e.die, executors: e.executors,
 		inten: supervision.Intensity{Max: cfg.MaxRebuilds, Window: cfg.RebuildWindow},
 		live:  map[planner.RequestID]*liveRequest{}, pool: e.pool}
+	e.stats = root.stats
 	if cfg.Faults {
 		for range cfg.TP {
 			root.faults = append(root.faults, &rankFaults{})
@@ -177,6 +194,7 @@ func Start(ctx context.Context, cfg Config) (*Engine, error) {
 		return actor.StopDirective
 	})
 	e.sched = sys.Root.WithGuardian(guardian).Spawn(actor.PropsFromProducer(func() actor.Actor { return root }))
+	e.watchRoot()
 	loadCtx, cancel := context.WithTimeout(ctx, cfg.RecoveryTimeout)
 	defer cancel()
 	if err := e.health.WaitReady(loadCtx); err != nil {
@@ -194,6 +212,27 @@ func Start(ctx context.Context, cfg Config) (*Engine, error) {
 		e.maxPending = 16 * int64(e.info.Slots)
 	}
 	return e, nil
+}
+
+// watchRoot makes the engine's death of its root's end: an engine root that
+// stops other than through Close (a bug, or a Stop that reached it) can make
+// no more progress, so liveness and readiness turn false and Done closes,
+// instead of completions hanging while /ready says 200.
+func (e *Engine) watchRoot() {
+	sched := e.sched
+	e.sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch ctx.Message().(type) {
+		case *actor.Started:
+			ctx.Watch(sched)
+		case *actor.Terminated:
+			if e.closing.Load() {
+				return
+			}
+			reason := fmt.Errorf("%w: the engine root %s stopped", ErrEngineFailure, sched.Id)
+			e.health.SetDead(reason.Error())
+			e.die(reason)
+		}
+	}))
 }
 
 func (e *Engine) die(reason error) {
@@ -228,6 +267,17 @@ func (e *Engine) Live() (bool, string) { return e.health.Live() }
 
 // WaitReady blocks until the engine is ready (again), dead, or ctx ends.
 func (e *Engine) WaitReady(ctx context.Context) error { return e.health.WaitReady(ctx) }
+
+// RetryAfter is how long a client refused while the engine recovers should
+// wait: the longest of the last recoveries measured (detect → ready), and
+// fallback when none was measured yet.
+func (e *Engine) RetryAfter(fallback time.Duration) time.Duration {
+	return e.stats.retryAfter(fallback)
+}
+
+// MaxPending returns how many requests the engine holds at most (running
+// and queued): a request needing more can never be admitted.
+func (e *Engine) MaxPending() int { return int(e.maxPending) }
 
 // Pending returns the number of submitted requests that have not ended.
 func (e *Engine) Pending() int { return int(e.pending.Load()) }
@@ -332,6 +382,7 @@ func (e *Engine) ask(ctx context.Context, msg any) (any, error) {
 // closed. It is idempotent.
 func (e *Engine) Close() {
 	e.closeOnce.Do(func() {
+		e.closing.Store(true)
 		e.sys.Root.StopFuture(e.sched).Wait()
 		if e.pool != nil {
 			e.pool.close()

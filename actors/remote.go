@@ -5,17 +5,20 @@ package actors
 // remote_rank.go). See docs/remote.md.
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 )
 
@@ -51,6 +54,9 @@ type Remote struct {
 	RingDialTimeout time.Duration // the TCP ring must form within it [10s]
 	RingOpTimeout   time.Duration // bound on one collective [Config.StepDeadline]
 	Build           string        // this build's identity [Build()]
+	// Security authenticates the engine's actor port and its links to the
+	// workers; nil refuses to start (see Security).
+	Security *Security
 }
 
 func (r *Remote) defaults(c *Config) {
@@ -80,11 +86,18 @@ func (r *Remote) defaults(c *Config) {
 
 // Build identifies this binary for the worker handshake: the module
 // version, the VCS revision (+dirty), the Go version and the rank protocol.
-// COHORT_BUILD_ID overrides it (tests; deliberately compatible builds).
+// When the revision is unknown (a plain `go build` outside a VCS checkout,
+// `go test`), the SHA-256 of the executable's own content stands in for it,
+// so two different binaries never pass for the same build. COHORT_BUILD_ID
+// overrides it (tests; deliberately compatible builds).
 func Build() string {
 	if v := os.Getenv("COHORT_BUILD_ID"); v != "" {
 		return v
 	}
+	return buildOnce()
+}
+
+var buildOnce = sync.OnceValue(func() string {
 	version, rev, dirty, goVersion := "unknown", "unknown", "", "unknown"
 	if info, ok := debug.ReadBuildInfo(); ok {
 		version, goVersion = info.Main.Version, info.GoVersion
@@ -97,7 +110,29 @@ func Build() string {
 			}
 		}
 	}
+	if rev == "unknown" {
+		rev = "unknown sha256:" + executableHash()
+	}
 	return fmt.Sprintf("cohort %s rev %s%s %s rank-protocol %d", version, rev, dirty, goVersion, ProtocolVersion)
+})
+
+// executableHash is the hex SHA-256 of the running executable, or a note
+// saying why it could not be read.
+func executableHash() string {
+	path, err := os.Executable()
+	if err != nil {
+		return "unreadable(" + err.Error() + ")"
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "unreadable(" + err.Error() + ")"
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "unreadable(" + err.Error() + ")"
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // remoteOptions configures gRPC for ranks: keepalive on both ends, so a
@@ -105,23 +140,29 @@ func Build() string {
 // attempts, so a restarted worker is reached again quickly. grpc-go pings
 // no more often than every 10 s from a client; the server side pings every
 // second. The worker heartbeat (Remote.DownAfter) is the tighter bound.
-func remoteOptions() []remote.ConfigOption {
+func remoteOptions(creds grpc.DialOption, serverCreds grpc.ServerOption, g *guard) []remote.ConfigOption {
 	return []remote.ConfigOption{
 		remote.WithDialOptions(
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			creds,
 			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 2 * time.Second, PermitWithoutStream: true}),
 			grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: 2 * time.Second}),
 		),
-		remote.WithServerOptions(
+		remote.WithServerOptions(append(g.serverOptions(),
+			serverCreds,
 			grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Second, Timeout: 2 * time.Second}),
 			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		),
+		)...),
 	}
 }
 
 // startRemote starts actor remoting of sys on listen (host:port; port 0
-// picks one) with the given kinds, and returns it with its address.
-func startRemote(sys *actor.ActorSystem, listen string, kinds ...*remote.Kind) (rem *remote.Remote, err error) {
+// picks one) with the given kinds, authenticated by sec and guarded by g,
+// and returns it.
+func startRemote(sys *actor.ActorSystem, listen string, sec *Security, g *guard, kinds ...*remote.Kind) (rem *remote.Remote, err error) {
+	serverCreds, dialCreds, err := sec.grpcCredentials()
+	if err != nil {
+		return nil, err
+	}
 	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, fmt.Errorf("actors: remote address %q: %w", listen, err)
@@ -130,7 +171,7 @@ func startRemote(sys *actor.ActorSystem, listen string, kinds ...*remote.Kind) (
 	if err != nil {
 		return nil, fmt.Errorf("actors: remote address %q: bad port: %w", listen, err)
 	}
-	cfg := remote.Configure(host, port, append(remoteOptions(), remote.WithKinds(kinds...))...)
+	cfg := remote.Configure(host, port, append(remoteOptions(dialCreds, serverCreds, g), remote.WithKinds(kinds...))...)
 	cfg.MaxRetryCount = 1 // one connect attempt per endpoint; the next message tries again
 	rem = remote.NewRemote(sys, cfg)
 	defer func() {

@@ -24,7 +24,7 @@ func BenchmarkRemoteStep(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("%s/remote/conc=%d", c.preset, c.conc), func(b *testing.B) {
 			addrs := benchWorkers(b, 2)
-			remote = runEngineWith(b, benchConfig(tm, &Remote{Workers: addrs}), reqs)
+			remote = runEngineWith(b, benchConfig(tm, &Remote{Workers: addrs, Security: testSecurity()}), reqs)
 			if local.steps > 0 && remote.steps > 0 {
 				l, r := local.elapsed.Seconds()*1e6/float64(local.steps), remote.elapsed.Seconds()*1e6/float64(remote.steps)
 				b.ReportMetric(l, "local-µs/step")
@@ -49,7 +49,7 @@ func benchConfig(tm testModel, rem *Remote) Config {
 func benchWorkers(b *testing.B, n int) []string {
 	addrs := make([]string, n)
 	for i := range addrs {
-		w, err := StartWorker(WorkerConfig{Listen: "127.0.0.1:0", NewBackend: cpuBackends(0)})
+		w, err := StartWorker(WorkerConfig{Listen: "127.0.0.1:0", NewBackend: cpuBackends(0), AnyModelDir: true, Security: testSecurity()})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -52,7 +52,7 @@ func newWorkerPool(sys *actor.ActorSystem, cfg Remote) (*workerPool, error) {
 	if err != nil {
 		return nil, err
 	}
-	rem, err := startRemote(sys, cfg.Listen)
+	rem, err := startRemote(sys, cfg.Listen, cfg.Security, &guard{allow: engineStopAllowed})
 	if err != nil {
 		return nil, err
 	}

@@ -61,6 +61,10 @@ func isolate(t *testing.T) bool {
 	return true
 }
 
+// testSecurity is plaintext: the remote tests run on loopback (the TLS
+// path has tests of its own).
+func testSecurity() *Security { return &Security{Insecure: true} }
+
 func TestMain(m *testing.M) {
 	if listen := os.Getenv(workerEnv); listen != "" {
 		os.Exit(runTestWorker(listen))
@@ -69,7 +73,8 @@ func TestMain(m *testing.M) {
 }
 
 func runTestWorker(listen string) int {
-	w, err := StartWorker(WorkerConfig{Listen: listen, NewBackend: cpuBackends(1), ModelDir: os.Getenv(workerModelEnv)})
+	w, err := StartWorker(WorkerConfig{Listen: listen, NewBackend: cpuBackends(1), ModelDir: os.Getenv(workerModelEnv),
+		AnyModelDir: os.Getenv(workerModelEnv) == "", Security: testSecurity()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 1
@@ -188,7 +193,7 @@ func startWorkers(t testing.TB, n int, host string, prefix []string) ([]*workerP
 func remoteEngine(t testing.TB, tm testModel, tp int, workers []string, mutate func(*Config)) *Engine {
 	return startEngine(t, tm, tp, func(c *Config) {
 		c.NewBackend = nil
-		c.Remote = &Remote{Workers: workers, Heartbeat: 100 * time.Millisecond, DownAfter: time.Second}
+		c.Remote = &Remote{Workers: workers, Heartbeat: 100 * time.Millisecond, DownAfter: time.Second, Security: testSecurity()}
 		c.RecoveryTimeout = time.Minute
 		if mutate != nil {
 			mutate(c)
@@ -510,7 +515,7 @@ func TestRemoteRefusesMismatch(t *testing.T) {
 			}
 			w := startWorkerProc(t, "127.0.0.1:0", nil, tc.env)
 			cfg := Config{Checkpoint: tm.ck, Tokenizer: tm.tok, TP: 1, Capacity: model.CapacityInput{Budget: 64 << 20, ElemBytes: 4,
-				PageSize: 16, MaxSeqs: 8, MaxModelLen: 256}, Remote: &Remote{Workers: []string{w.addr}}}
+				PageSize: 16, MaxSeqs: 8, MaxModelLen: 256}, Remote: &Remote{Workers: []string{w.addr}, Security: testSecurity()}}
 			e, err := Start(context.Background(), cfg)
 			if err == nil {
 				e.Close()

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
@@ -23,9 +24,14 @@ type WorkerConfig struct {
 	// RingHost is the address the ranks' TCP ring listeners bind; peers dial
 	// it [the host of Listen].
 	RingHost string
-	// ModelDir, if set, is where this worker opens the checkpoint, instead
-	// of the engine's path; its checksum must still match.
-	ModelDir       string
+	// ModelDir is the one checkpoint directory this worker serves, whatever
+	// path an engine sends; its checksum must match the engine's. Without
+	// it the worker serves nothing, unless AnyModelDir lets engines name
+	// the directory (tests; it makes the worker probe any path a peer sends).
+	ModelDir    string
+	AnyModelDir bool
+	// Security authenticates the worker's actor port; nil refuses to start.
+	Security       *Security
 	Build          string // [Build()]
 	NewBackend     BackendFactory
 	LockThread     bool
@@ -34,9 +40,13 @@ type WorkerConfig struct {
 
 // Worker is a running worker process's actor system.
 type Worker struct {
-	sys   *actor.ActorSystem
-	rem   *remote.Remote
-	state *workerState
+	guard *guard
+	done  chan struct{} // closed when the host actor stopped other than by Close
+	// closing is set by Close: the host actor's end is then expected.
+	closing atomic.Bool
+	sys     *actor.ActorSystem
+	rem     *remote.Remote
+	state   *workerState
 }
 
 // workerState is shared by the worker's host actor and its rank actors.
@@ -80,16 +90,34 @@ func StartWorker(cfg WorkerConfig) (*Worker, error) {
 		cks: map[string]*sharedCheckpoint{}, sums: map[string]string{}, ranks: map[string]*actor.PID{}}
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(quietLogger))
 	kind := remote.NewKind(rankKind, actor.PropsFromProducer(func() actor.Actor { return newRemoteRank(st) }))
-	rem, err := startRemote(sys, cfg.Listen, kind)
+	if cfg.ModelDir == "" && !cfg.AnyModelDir {
+		return nil, fmt.Errorf("actors: a worker needs the model directory it serves")
+	}
+	g := &guard{allow: workerStopAllowed}
+	rem, err := startRemote(sys, cfg.Listen, cfg.Security, g, kind)
 	if err != nil {
 		return nil, err
 	}
 	st.addr = sys.Address()
-	if _, err := sys.Root.SpawnNamed(actor.PropsFromFunc(st.host), workerHostName); err != nil {
+	host, err := sys.Root.SpawnNamed(actor.PropsFromFunc(st.host), workerHostName)
+	if err != nil {
 		rem.Shutdown(false)
 		return nil, fmt.Errorf("actors: worker host actor: %w", err)
 	}
-	return &Worker{sys: sys, rem: rem, state: st}, nil
+	w := &Worker{sys: sys, rem: rem, state: st, guard: g, done: make(chan struct{})}
+	// A worker whose host actor is gone answers no engine: it must end, so
+	// that whatever runs it restarts it, instead of lingering unusable.
+	sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch ctx.Message().(type) {
+		case *actor.Started:
+			ctx.Watch(host)
+		case *actor.Terminated:
+			if !w.closing.Load() {
+				close(w.done)
+			}
+		}
+	}))
+	return w, nil
 }
 
 // quietLogger silences protoactor's own logging.
@@ -99,6 +127,14 @@ func quietLogger(*actor.ActorSystem) *slog.Logger {
 
 // Addr is the worker's actor-remote address (what `serve --workers` takes).
 func (w *Worker) Addr() string { return w.state.addr }
+
+// Done is closed when the worker can no longer serve (its host actor
+// stopped other than through Close); the process should then exit non-zero.
+func (w *Worker) Done() <-chan struct{} { return w.done }
+
+// Refused returns how many Stop or PoisonPill messages from peers the
+// worker's actor port dropped (see guard).
+func (w *Worker) Refused() int { return int(w.guard.dropped.Load()) }
 
 // Ranks returns how many rank actors the worker hosts now.
 func (w *Worker) Ranks() int {
@@ -110,6 +146,7 @@ func (w *Worker) Ranks() int {
 // Close stops every rank actor, waits for their executors, closes the
 // checkpoints and shuts remoting down.
 func (w *Worker) Close() {
+	w.closing.Store(true)
 	w.state.mu.Lock()
 	pids := make([]*actor.PID, 0, len(w.state.ranks))
 	for _, p := range w.state.ranks {
@@ -147,8 +184,10 @@ func (st *workerState) rankCount() int {
 	return len(st.ranks)
 }
 
+// modelDir is the directory the worker opens for an engine that sent
+// engineDir: its own, unless it was started with AnyModelDir.
 func (st *workerState) modelDir(engineDir string) string {
-	if st.cfg.ModelDir != "" {
+	if st.cfg.ModelDir != "" || !st.cfg.AnyModelDir {
 		return st.cfg.ModelDir
 	}
 	return engineDir

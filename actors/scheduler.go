@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -38,9 +39,18 @@ type schedulerActor struct {
 	faults   []*rankFaults // per rank, across generations (nil when disabled)
 	inten    supervision.Intensity
 	detected time.Time // when the failure being recovered was detected
+	// lastFailure and failGap (a moving average of the time between
+	// failures) shrink the step target while failures are frequent, so that
+	// steps still complete between them (see stepTarget).
+	lastFailure time.Time
+	failGap     time.Duration
 
 	live     map[planner.RequestID]*liveRequest
 	inflight *inflightStep
+	// cost is what steps measured to take: it sizes each step's prefill
+	// budget to StepTarget and arms its deadline after its work. It is kept
+	// across rebuilds (the machine did not change).
+	cost supervision.StepCost
 }
 
 // liveRequest is the scheduler's view of an admitted request.
@@ -53,16 +63,24 @@ type liveRequest struct {
 	// promptScored is the last prompt position whose logprob was delivered
 	// (PromptLogprobs), so a replay's re-prefill does not score it again.
 	promptScored int
+	// failedSteps counts the failed steps that included the request since a
+	// step with it last completed; beyond Config.MaxReplays it ends with an
+	// error instead of being replayed again.
+	failedSteps int
 }
 
 type inflightStep struct {
 	span     trace.Span
 	plan     planner.Plan
 	replies  int
+	replied  []bool // by rank
 	samples  []Sampled
 	err      error
 	errRank  int
 	deadline *time.Timer
+	started  time.Time
+	tokens   int           // rows the step computes
+	limit    time.Duration // its deadline
 }
 
 func (s *schedulerActor) Receive(ctx actor.Context) {
@@ -142,7 +160,11 @@ func (s *schedulerActor) maybeStep(ctx actor.Context) {
 			attribute.Int("cohort.sampled", len(step.Outputs))))
 	step.Trace = s.inflight.span.SpanContext()
 	gen, id, root, self := s.gen, step.Step, ctx.ActorSystem().Root, ctx.Self()
-	s.inflight.deadline = time.AfterFunc(s.cfg.StepDeadline, func() {
+	f := s.inflight
+	f.tokens, f.replied = len(step.Tokens), make([]bool, len(s.group.ranks))
+	f.limit = s.cost.Deadline(f.tokens, s.cfg.StepDeadline)
+	f.started = time.Now()
+	f.deadline = time.AfterFunc(f.limit, func() {
 		root.Send(self, &stepDeadlineExceeded{gen: gen, step: id})
 	})
 	for _, r := range s.group.ranks {
@@ -153,7 +175,7 @@ func (s *schedulerActor) maybeStep(ctx actor.Context) {
 // nextStep turns the planner's next plan into a RunStep (nil when idle) and
 // marks it in flight.
 func (s *schedulerActor) nextStep(replyTo *actor.PID) *RunStep {
-	plan := s.plan.Schedule()
+	plan := s.plan.ScheduleWithin(s.prefillBudget())
 	if len(plan.Seqs) == 0 {
 		return nil
 	}
@@ -192,6 +214,12 @@ func (s *schedulerActor) completed(ctx actor.Context, msg *StepCompleted) {
 	if f == nil || msg.Generation != s.gen || msg.Step != f.plan.Step {
 		return // a reply from an older step or generation
 	}
+	if msg.Rank >= 0 && msg.Rank < len(f.replied) {
+		if f.replied[msg.Rank] {
+			return // a duplicate
+		}
+		f.replied[msg.Rank] = true
+	}
 	f.replies++
 	if msg.Err != nil && f.err == nil {
 		f.err, f.errRank = msg.Err, msg.Rank
@@ -211,9 +239,62 @@ func (s *schedulerActor) completed(ctx actor.Context, msg *StepCompleted) {
 	f.deadline.Stop()
 	f.span.End()
 	s.inflight = nil
+	s.cost.Observe(f.tokens, time.Since(f.started))
+	for _, sp := range f.plan.Seqs {
+		if l, ok := s.live[sp.ID]; ok {
+			l.failedSteps = 0
+		}
+	}
 	for _, d := range s.record(f) {
 		ctx.Send(d.pid, d.ev)
 	}
+}
+
+// coldPrefill is the prefill budget of steps before any step was measured:
+// small, so that the first step of a slow machine fits any sane deadline.
+const coldPrefill = 16
+
+// prefillGrowth bounds how far a step's size may exceed the largest step
+// measured so far: the cost fit is only measured up to there.
+const prefillGrowth = 8
+
+// prefillBudget sizes the next step's prefill so that the whole step (the
+// running requests' decode rows included) is predicted to take at most
+// Config.StepTarget. The planner clamps it to Config.MaxPrefillTokens.
+func (s *schedulerActor) prefillBudget() int {
+	if !s.cost.Known() {
+		return coldPrefill
+	}
+	n := s.cost.Tokens(s.stepTarget(time.Now()))
+	if n != math.MaxInt {
+		n -= s.plan.Stats().Running
+	}
+	return min(max(n, 1), max(coldPrefill, prefillGrowth*s.cost.MaxObserved()))
+}
+
+// stepTarget is Config.StepTarget, or a quarter of the recent time between
+// failures when that is shorter: under a fault storm a step sized to the
+// normal target would never complete between two faults, and the requests
+// in it would make no progress at all.
+func (s *schedulerActor) stepTarget(now time.Time) time.Duration {
+	t := s.cfg.StepTarget
+	if s.failGap > 0 && now.Sub(s.lastFailure) < 4*s.failGap {
+		t = min(t, max(s.failGap/4, 5*time.Millisecond))
+	}
+	return t
+}
+
+// noteFailure updates the moving average of the time between failures.
+func (s *schedulerActor) noteFailure(now time.Time) {
+	if !s.lastFailure.IsZero() {
+		gap := min(now.Sub(s.lastFailure), s.cfg.RebuildWindow)
+		if s.failGap == 0 {
+			s.failGap = gap
+		} else {
+			s.failGap = (s.failGap + gap) / 2
+		}
+	}
+	s.lastFailure = now
 }
 
 // delivery is a token (or a prompt token's logprob) on its way to a

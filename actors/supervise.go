@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -31,6 +32,7 @@ type rankGroup struct {
 	gen      uint64
 	ranks    []*actor.PID
 	comms    []nccl.Communicator
+	counts   []*countingComm // by rank: collectives entered (see hungRanks)
 	poison   *supervision.Poison
 	ready    int
 	caps     model.Capacity
@@ -86,7 +88,9 @@ func (s *schedulerActor) rebuild(ctx actor.Context) {
 	}
 	g := &rankGroup{gen: s.gen, poison: &supervision.Poison{}, stopPoll: make(chan struct{})}
 	for r := 0; r < s.cfg.TP; r++ {
-		c := placed[r].comm
+		cc := &countingComm{Communicator: placed[r].comm}
+		g.counts = append(g.counts, cc)
+		var c nccl.Communicator = cc
 		var faults *rankFaults
 		if s.faults != nil {
 			c, faults = newFaultComm(c), s.faults[r]
@@ -205,13 +209,29 @@ func (s *schedulerActor) rebuildTimedOut(ctx actor.Context, msg *rebuildTimedOut
 	}
 }
 
+// deadlineExceeded fails the group when a step's replies did not all arrive
+// within its deadline. The failure names the rank that hung (see hungRanks;
+// the error lists every suspect), and the elapsed time is recorded as a lower
+// bound of the step's cost, so a step that was merely too large for the
+// deadline is followed by smaller ones.
 func (s *schedulerActor) deadlineExceeded(ctx actor.Context, msg *stepDeadlineExceeded) {
 	f := s.inflight
 	if f == nil || msg.gen != s.gen || msg.step != f.plan.Step {
 		return
 	}
-	s.fail(ctx, &supervision.RankFailure{Rank: -1, Generation: msg.gen, Cause: supervision.CauseDeadline,
-		Err: fmt.Errorf("step %d got %d of %d replies within %v", msg.step, f.replies, len(s.group.ranks), s.cfg.StepDeadline)})
+	entered := make([]uint64, len(s.group.counts))
+	for r, c := range s.group.counts {
+		entered[r] = c.entered.Load()
+	}
+	hung := hungRanks(f.replied, entered)
+	rank := -1
+	if len(hung) > 0 {
+		rank = hung[0]
+	}
+	s.cost.Observe(f.tokens, time.Since(f.started))
+	s.fail(ctx, &supervision.RankFailure{Rank: rank, Generation: msg.gen, Cause: supervision.CauseDeadline,
+		Err: fmt.Errorf("step %d (%d tokens): rank %v hung: %d of %d ranks replied within %v; collectives entered by rank: %v",
+			msg.step, f.tokens, hung, f.replies, len(s.group.ranks), f.limit, entered)})
 }
 
 // HandleFailure makes the engine root the supervisor of its rank actors: a
@@ -252,13 +272,20 @@ func (s *schedulerActor) fail(ctx actor.Context, f *supervision.RankFailure) {
 	if s.detected.IsZero() {
 		s.detected = now
 	}
+	s.noteFailure(now)
 	s.stats.failed(f)
 	if s.cfg.OnFailure != nil {
 		s.cfg.OnFailure(f)
 	}
 	s.health.SetReady(false, f.Error())
+	var inStep []planner.RequestID
+	if s.inflight != nil {
+		for _, sp := range s.inflight.plan.Seqs {
+			inStep = append(inStep, sp.ID)
+		}
+	}
 	s.teardown(ctx, f)
-	s.requeueInFlight(ctx, f)
+	s.requeueInFlight(ctx, f, inStep)
 	if err := s.inten.Allow(now); err != nil {
 		s.die(ctx, fmt.Errorf("%w; last failure: %v", err, f))
 		return
@@ -297,25 +324,43 @@ func (s *schedulerActor) teardown(ctx actor.Context, reason error) {
 
 // requeueInFlight puts the running requests back at the front of the queue
 // (they are re-prefilled with their generated tokens and continue with the
-// same sampling state), or ends them with the error when replay is off.
-func (s *schedulerActor) requeueInFlight(ctx actor.Context, f *supervision.RankFailure) {
+// same sampling state), or ends them with the error when replay is off. A
+// request that was in the failed step (inStep) and in Config.MaxReplays
+// failed steps before it, with no completed step in between, ends with the
+// error too: a request whose steps keep failing must not keep the group
+// rebuilding until restart intensity takes the server down.
+func (s *schedulerActor) requeueInFlight(ctx actor.Context, f *supervision.RankFailure, inStep []planner.RequestID) {
 	if s.plan == nil {
 		return
 	}
 	ids := s.plan.RequeueAll()
-	if s.cfg.Replay {
-		s.stats.replayed(len(ids))
-		if s.cfg.OnReplayed != nil {
-			s.cfg.OnReplayed(len(ids))
+	end := func(l *liveRequest, id planner.RequestID, err error) {
+		s.plan.Abort(id)
+		delete(s.live, id)
+		ctx.Send(l.pid, &RequestRejected{Err: err})
+	}
+	if !s.cfg.Replay {
+		for _, id := range ids {
+			if l, ok := s.live[id]; ok {
+				end(l, id, fmt.Errorf("%w: %v", ErrEngineFailure, f))
+			}
 		}
 		return
 	}
-	for _, id := range ids {
-		if l, ok := s.live[id]; ok {
-			s.plan.Abort(id)
-			delete(s.live, id)
-			ctx.Send(l.pid, &RequestRejected{Err: fmt.Errorf("%w: %v", ErrEngineFailure, f)})
+	for _, id := range inStep {
+		l, ok := s.live[id]
+		if !ok {
+			continue
 		}
+		if l.failedSteps++; l.failedSteps > s.cfg.MaxReplays {
+			end(l, id, fmt.Errorf("%w: request %d was in %d failed steps in a row and is not replayed again (max %d replays); last failure: %v",
+				ErrEngineFailure, id, l.failedSteps, s.cfg.MaxReplays, f))
+			ids = slices.DeleteFunc(ids, func(x planner.RequestID) bool { return x == id })
+		}
+	}
+	s.stats.replayed(len(ids))
+	if s.cfg.OnReplayed != nil {
+		s.cfg.OnReplayed(len(ids))
 	}
 }
 
@@ -411,6 +456,20 @@ func (st *supervisionStats) recovered(d time.Duration) {
 	st.mu.Lock()
 	st.recovery = append(st.recovery, d)
 	st.mu.Unlock()
+}
+
+// retryAfter is the longest of the last 5 recoveries, or fallback.
+func (st *supervisionStats) retryAfter(fallback time.Duration) time.Duration {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.recovery) == 0 {
+		return fallback
+	}
+	var d time.Duration
+	for _, r := range st.recovery[max(0, len(st.recovery)-5):] {
+		d = max(d, r)
+	}
+	return d
 }
 
 func (st *supervisionStats) deathReason() string {

@@ -18,7 +18,14 @@
 // envelope {"error":{"message","type","param","code"}}: 400 for invalid
 // input (the param is named), 404 for an unknown model or route, 413 for a
 // body over Options.MaxBodyBytes, 429 with Retry-After when the engine is
-// overloaded, 503 with Retry-After when it is not ready.
+// overloaded, 503 with Retry-After when it is not ready. A request that
+// could never be admitted (more choices than the engine holds) or that would
+// queue more than Options.MaxRequestTokens is a 400, not a 429.
+//
+// Connections are bounded (Options.ReadTimeout, WriteTimeout, IdleTimeout,
+// MaxConns, MaxConnsPerIP): slow and idle clients are cut, and when
+// descriptors run short idle connections are shed instead of the server
+// stopping (see connLimiter).
 //
 // Defaults: temperature 1, top_p 1 (OpenAI's). Without max_tokens a request
 // may generate up to the rest of the context (max_model_len minus the
@@ -29,7 +36,8 @@
 // that disconnects mid stream is noticed on the next write, and its engine
 // requests are cancelled at once (they are then aborted within one engine
 // step). fasthttp gives no disconnect signal for a non-streamed request,
-// which runs to its end.
+// which runs to its end: MaxRequestTokens bounds what such a request can
+// keep queued after its client left.
 package httpapi
 
 import (
@@ -84,6 +92,48 @@ type Options struct {
 	// InjectFault, when set, enables POST /debug/faults (fault injection for
 	// chaos drills; never set by default).
 	InjectFault func(context.Context, actors.Fault) error
+
+	// Connection limits against slow or idle clients (slowloris, descriptor
+	// exhaustion). Zero takes the default in brackets; a negative value
+	// turns the limit off.
+	//
+	// ReadTimeout bounds reading one request, headers and body, from its
+	// first byte (and a new connection's first request from its accept) [30s].
+	// WriteTimeout bounds each write of a response, so a stream to a client
+	// that reads is never cut but one to a client that stopped reading is
+	// [30s]. IdleTimeout closes a kept-alive connection with no request [60s].
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxConns bounds open connections; over it the oldest idle connection
+	// is closed, or the new one when none is idle [the open-file limit less
+	// a reserve of max(64, limit/8)]. MaxConnsPerIP bounds the connections
+	// from one address; over it new ones are closed [256].
+	MaxConns, MaxConnsPerIP int
+	// KeepAlive is how long a stream may stay silent before an SSE comment
+	// line is written to it [2s] (see keepAliveComment).
+	KeepAlive time.Duration
+	// MaxRequestTokens bounds the work one request may queue: the sum over
+	// its choices (prompts × n) of prompt tokens plus max_tokens. A request
+	// over it gets a 400 [4 × max_model_len].
+	MaxRequestTokens int
+}
+
+// Connection-limit defaults (see Options).
+const (
+	defaultReadTimeout   = 30 * time.Second
+	defaultWriteTimeout  = 30 * time.Second
+	defaultIdleTimeout   = 60 * time.Second
+	defaultMaxConnsPerIP = 256
+)
+
+// orDefault resolves an Options limit: 0 takes def, negative means off (0).
+func orDefault[T int | time.Duration](v, def T) T {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
 }
 
 // Server serves the OpenAI-compatible API over one engine.
@@ -99,6 +149,15 @@ type Server struct {
 	defaultMax int
 	srv        *fasthttp.Server
 	live       func() (bool, string) // the engine's liveness, when it reports one
+	// maxPending is how many requests the engine holds at most (0: unknown):
+	// a request with more choices can never be admitted.
+	maxPending func() int
+	limiter    *connLimiter // set by Serve
+	// newTicker makes the keep-alive clock of a stream (nil: no keep-alives).
+	newTicker func() ticker
+	// retryAfter, when the engine measures its recoveries, is how long a
+	// client refused with 503 should wait.
+	retryAfter func(fallback time.Duration) time.Duration
 
 	base   context.Context // cancelled by a forced shutdown: ends in-flight requests
 	cancel context.CancelFunc
@@ -144,6 +203,14 @@ func New(e Engine, o Options) (*Server, error) {
 	if l, ok := e.(interface{ Live() (bool, string) }); ok {
 		s.live = l.Live
 	}
+	if m, ok := e.(interface{ MaxPending() int }); ok {
+		s.maxPending = m.MaxPending
+	}
+	if r, ok := e.(interface {
+		RetryAfter(time.Duration) time.Duration
+	}); ok {
+		s.retryAfter = r.RetryAfter
+	}
 	return s, nil
 }
 
@@ -171,6 +238,9 @@ func newServer(e backend, o Options) (*Server, error) {
 	if s.logf == nil {
 		s.logf = func(string, ...any) {}
 	}
+	if ka := orDefault(o.KeepAlive, defaultKeepAlive); ka > 0 {
+		s.newTicker = func() ticker { return newRealTicker(ka) }
+	}
 	if o.ChatTemplate != "" {
 		t, err := chattemplate.New(o.ChatTemplate, o.BOS, o.EOS)
 		if err != nil {
@@ -194,6 +264,8 @@ func newServer(e backend, o Options) (*Server, error) {
 		Name:               "cohort",
 		MaxRequestBodySize: s.maxBody,
 		ReadBufferSize:     16 << 10, // request headers up to 16 KiB
+		ReadTimeout:        orDefault(o.ReadTimeout, defaultReadTimeout),
+		IdleTimeout:        orDefault(o.IdleTimeout, defaultIdleTimeout),
 		CloseOnShutdown:    true,
 		Logger:             fastLogger(s.logf),
 	}
@@ -204,8 +276,15 @@ func newServer(e backend, o Options) (*Server, error) {
 // one's own; set its MaxRequestBodySize too).
 func (s *Server) Handler() fasthttp.RequestHandler { return s.handleFast }
 
-// Serve serves HTTP on ln until Shutdown.
-func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+// Serve serves HTTP on ln until Shutdown, within the connection limits of
+// Options (see connLimiter). It is called once per Server.
+func (s *Server) Serve(ln net.Listener) error {
+	l := newConnLimiter(ln, orDefault(s.opts.MaxConns, defaultMaxConns()), orDefault(s.opts.MaxConnsPerIP, defaultMaxConnsPerIP),
+		orDefault(s.opts.WriteTimeout, defaultWriteTimeout), s.logf)
+	s.limiter = l
+	s.srv.ConnState = l.connState
+	return s.srv.Serve(l)
+}
 
 // Shutdown stops accepting connections and waits for in-flight requests
 // (streams included) to finish. If ctx ends first, in-flight requests are
@@ -324,11 +403,11 @@ func cutPrefix(s, prefix string) (string, bool) {
 }
 
 func (s *Server) handleCompletions(c *call) reply {
-	return s.generate(c, s.completionJob)
+	return s.generate(c, s.bounded(s.completionJob))
 }
 
 func (s *Server) handleChat(c *call) reply {
-	return s.generate(c, s.chatJob)
+	return s.generate(c, s.bounded(s.chatJob))
 }
 
 func (s *Server) handleModels(*call) reply {
@@ -467,6 +546,9 @@ func (s *Server) handleFast(ctx *fasthttp.RequestCtx) {
 		start:       ctx.Time(),
 	}
 	r := s.serve(&c)
+	if r.status == http.StatusServiceUnavailable && r.retryAfter == retryAfterNotReady && s.retryAfter != nil {
+		r.retryAfter = retryAfterSeconds(s.retryAfter(notReadyFallback))
+	}
 	ctx.SetStatusCode(r.status)
 	ctx.SetContentType(r.contentType)
 	if r.retryAfter != "" {
@@ -478,7 +560,12 @@ func (s *Server) handleFast(ctx *fasthttp.RequestCtx) {
 	if r.stream != nil {
 		ctx.Response.Header.Set("Cache-Control", "no-cache")
 		ctx.Response.Header.Set("X-Accel-Buffering", "no")
-		ctx.SetBodyStreamWriter(r.stream)
+		if s.newTicker == nil {
+			ctx.SetBodyStreamWriter(r.stream)
+			return
+		}
+		stream, newTicker := r.stream, s.newTicker
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { withKeepAlive(w, newTicker(), stream) })
 		return
 	}
 	ctx.SetBody(r.body)
@@ -539,6 +626,16 @@ func drainRequest(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	_ = conn.SetReadDeadline(time.Time{})
+}
+
+// notReadyFallback is the Retry-After of a 503 before any recovery was
+// measured (the first load, or an engine without failures yet).
+const notReadyFallback = 5 * time.Second
+
+// retryAfterSeconds renders d as a Retry-After value: whole seconds,
+// rounded up, at least 1.
+func retryAfterSeconds(d time.Duration) string {
+	return strconv.Itoa(max(1, int((d+time.Second-1)/time.Second)))
 }
 
 type fastLogger func(string, ...any)

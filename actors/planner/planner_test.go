@@ -131,6 +131,47 @@ func TestSampledWithoutToken(t *testing.T) {
 	}
 }
 
+func TestScheduleWithinBudget(t *testing.T) {
+	cases := []struct {
+		name   string
+		budget int
+		want   []int // prefill chunk lengths of the successive plans
+	}{
+		{"config budget", 100, []int{8, 8, 4}},
+		{"smaller", 3, []int{3, 3, 3, 3, 3, 3, 2}},
+		{"zero means one token", 0, slices.Repeat([]int{1}, 20)},
+		{"negative means one token", -5, slices.Repeat([]int{1}, 20)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.MaxModelLen, cfg.KVPages = 64, 16
+			p, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Add(Request{ID: 1, PromptLen: 20, MaxNewTokens: 1}); err != nil {
+				t.Fatal(err)
+			}
+			var got []int
+			for {
+				plan := p.ScheduleWithin(c.budget)
+				if len(plan.Seqs) == 0 {
+					break
+				}
+				got = append(got, plan.Seqs[0].Len)
+				if plan.Seqs[0].Sample {
+					break
+				}
+				p.Update(plan, nil)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("chunks %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
 func TestLowestFreeFirst(t *testing.T) {
 	var h minHeap[int32]
 	for _, v := range []int32{5, 3, 9, 0, 7, 3, 1} {

@@ -59,10 +59,16 @@ func (b *builder) drop(r *request) {
 	b.entries = slices.Delete(b.entries, i, i+1)
 }
 
-// Schedule decides the next step. It returns an empty plan (no Seqs) when
-// there is nothing to run.
-func (p *Planner) Schedule() Plan {
-	b := &builder{budget: p.cfg.MaxPrefillTokens}
+// Schedule decides the next step within Config.MaxPrefillTokens. It returns
+// an empty plan (no Seqs) when there is nothing to run.
+func (p *Planner) Schedule() Plan { return p.ScheduleWithin(p.cfg.MaxPrefillTokens) }
+
+// ScheduleWithin decides the next step with a prefill budget of at most
+// maxPrefill tokens (clamped to [1, Config.MaxPrefillTokens]): the caller
+// sizes steps to what it measured they cost. Decode rows do not use the
+// budget.
+func (p *Planner) ScheduleWithin(maxPrefill int) Plan {
+	b := &builder{budget: min(max(maxPrefill, 1), p.cfg.MaxPrefillTokens)}
 	p.scheduleDecode(b)
 	p.scheduleRunningPrefill(b)
 	if !b.preempted {

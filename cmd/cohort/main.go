@@ -24,6 +24,7 @@ var commands = map[string]command{
 	"serve":      {"serve the model over an OpenAI-compatible HTTP API", runServe},
 	"bench":      {"measure decode, prefill and TTFT through the engine", runBench},
 	"worker":     {"host rank actors for `serve --workers` (ranks in other processes)", runWorker},
+	"gen-certs":  {"write a cluster CA and node certificate for mutual TLS on the actor ports", runGenCerts},
 }
 
 func main() {

@@ -46,8 +46,17 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	workers := fs.String("workers", "", "comma-separated host:port of `cohort worker` processes to place the ranks on (default: ranks in this process)")
 	remoteListen := fs.String("remote-listen", "127.0.0.1:0", "with --workers: this engine's actor-remote address; the workers must reach it")
 	ranksPerWorker := fs.Int("ranks-per-worker", 0, "with --workers: at most this many ranks on one worker (0: ⌈tp / workers⌉)")
+	readTimeout := fs.Duration("read-timeout", 30*time.Second, "bound on reading one request, headers and body (slow clients are cut); negative: none")
+	writeTimeout := fs.Duration("write-timeout", 30*time.Second, "bound on each write of a response (a client that stops reading is cut; streams to reading clients are not); negative: none")
+	idleTimeout := fs.Duration("idle-timeout", time.Minute, "a kept-alive connection with no request is closed after this; negative: never")
+	maxConns := fs.Int("max-conns", 0, "open connections at most; over it the oldest idle one is closed (0: the open-file limit less a reserve; negative: no limit)")
+	maxConnsPerIP := fs.Int("max-conns-per-ip", 256, "connections from one address at most; over it new ones are closed (negative: no limit)")
+	keepAlive := fs.Duration("sse-keepalive", 2*time.Second, "a stream silent this long gets an SSE comment line (negative: never)")
+	maxRequestTokens := fs.Int("max-request-tokens", 0, "bound on what one request queues, Σ over prompts × n of prompt + max_tokens; over it a 400 (0: 4 × max-model-len; negative: none)")
 	var policy failurePolicy
 	policy.register(fs)
+	var sec securityFlags
+	sec.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -117,12 +126,17 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		Capacity: model.CapacityInput{Budget: int64(*kvBudget) << 20, ElemBytes: elemBytes, PageSize: 16,
 			MaxSeqs: 64, MaxModelLen: *maxModelLen},
 		MaxPrefillTokens: *maxPrefill, MaxRows: 64, MaxPending: *maxPending,
-		StepDeadline: policy.stepDeadline, Replay: policy.replay, MaxRebuilds: policy.maxRebuilds,
+		StepDeadline: policy.stepDeadline, StepTarget: policy.stepTarget, MaxReplays: policy.maxReplays, Replay: policy.replay, MaxRebuilds: policy.maxRebuilds,
 		RebuildWindow: policy.rebuildWindow, Faults: policy.debugFaults, TracerProvider: tracing,
 	}
 	if list := workerList(*workers); len(list) > 0 {
 		cfg.NewBackend = nil
-		cfg.Remote = &actors.Remote{Workers: list, Listen: *remoteListen, ModelDir: modelDir, RanksPerWorker: *ranksPerWorker}
+		security, err := sec.security()
+		if err != nil {
+			return fmt.Errorf("serve: --workers: %w", err)
+		}
+		cfg.Remote = &actors.Remote{Workers: list, Listen: *remoteListen, ModelDir: modelDir, RanksPerWorker: *ranksPerWorker,
+			Security: security}
 		logf("placing %d ranks on workers %s (this engine at %s)", *tp, strings.Join(list, ", "), *remoteListen)
 	}
 	observer.hooks(&cfg)
@@ -139,7 +153,9 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		logf("sampling defaults from %s/generation_config.json: %s (requests may override them)", modelDir, d)
 	}
 	opts := httpapi.Options{ModelName: *name, Tokenizer: tok, ChatTemplate: chat.Template,
-		BOS: chat.BOS, EOS: chat.EOS, Sampling: samplingDefaults(ck.Generation), TracerProvider: tracing, Logf: logf}
+		BOS: chat.BOS, EOS: chat.EOS, Sampling: samplingDefaults(ck.Generation), TracerProvider: tracing, Logf: logf,
+		ReadTimeout: *readTimeout, WriteTimeout: *writeTimeout, IdleTimeout: *idleTimeout,
+		MaxConns: *maxConns, MaxConnsPerIP: *maxConnsPerIP, MaxRequestTokens: *maxRequestTokens, KeepAlive: *keepAlive}
 	if policy.debugFaults {
 		opts.InjectFault = eng.InjectFault
 		logf("fault injection is ON: POST /debug/faults")

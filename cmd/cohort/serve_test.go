@@ -29,7 +29,7 @@ func TestServe(t *testing.T) {
 			done := make(chan error, 1)
 			go func() {
 				done <- dispatch(ctx, []string{"serve", "--model", dir, "--port", "0", "--tp", tp,
-					"--served-model-name", "tiny", "--max-model-len", "512", "--kv-budget-mib", "64"}, out)
+					"--served-model-name", "tiny", "--max-model-len", "512", "--kv-budget-mib", "64", "--max-pending", "4"}, out)
 			}()
 			var banner string
 			select {
@@ -64,6 +64,11 @@ func TestServe(t *testing.T) {
 			}
 			if code, v := post("/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3}`); code != 200 {
 				t.Errorf("chat: %d %v", code, v)
+			}
+			// More choices than the engine ever holds: a 400, not a 429 to retry forever.
+			if code, v := post("/v1/completions", `{"model":"tiny","prompt":"x","n":8,"max_tokens":1}`); code != 400 ||
+				v["error"].(map[string]any)["code"] != "too_many_choices" {
+				t.Errorf("n over --max-pending: %d %v", code, v)
 			}
 			if code, v := post("/v1/completions", `{"model":"other","prompt":"x"}`); code != 404 {
 				t.Errorf("wrong model: %d %v", code, v)

@@ -16,13 +16,15 @@ import (
 
 // failurePolicy holds the serve flags of the failure contract.
 type failurePolicy struct {
-	stepDeadline, rebuildWindow time.Duration
-	maxRebuilds                 int
-	replay, debugFaults         bool
+	stepDeadline, stepTarget, rebuildWindow time.Duration
+	maxRebuilds, maxReplays                 int
+	replay, debugFaults                     bool
 }
 
 func (p *failurePolicy) register(fs *flag.FlagSet) {
-	fs.DurationVar(&p.stepDeadline, "step-deadline", time.Minute, "a step's replies must all arrive within this (a hung rank is detected after it)")
+	fs.DurationVar(&p.stepDeadline, "step-deadline", time.Minute, "a step's replies must all arrive within this, or within 4× the step's measured cost when that is longer (a hung rank is detected after it)")
+	fs.DurationVar(&p.stepTarget, "step-target", 0, "steps are sized (prefill tokens) to take about this long, from their measured cost (0: min(1s, step-deadline/4))")
+	fs.IntVar(&p.maxReplays, "max-replays", 3, "a request in this many failed steps in a row (no progress between) ends with an error instead of another replay")
 	fs.IntVar(&p.maxRebuilds, "max-rebuilds", 5, "restart intensity: more than this many group rebuilds ...")
 	fs.DurationVar(&p.rebuildWindow, "rebuild-window", time.Minute, "... within this window stops the process (exit 1)")
 	fs.BoolVar(&p.replay, "replay", true, "replay in-flight requests after a group rebuild (else they end with an error)")

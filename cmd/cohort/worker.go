@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -23,9 +24,11 @@ func runWorker(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:7400", "host:port of this worker's actor remote (port 0 picks one); engines list it in --workers")
 	ringHost := fs.String("ring-host", "", "address the ranks' TCP ring listeners bind (default: the --listen host)")
-	dir := fs.String("model", "", "checkpoint directory on this host (default: the engine's path; the checksum must match either way)")
+	dir := fs.String("model", "", "checkpoint directory this worker serves (required: engines cannot name another; the checksum must match the engine's)")
 	device := fs.String("device", "cpu", "backend of the hosted ranks: cpu (NCCL across processes is not built yet, see docs/remote.md)")
 	threads := fs.Int("threads", 0, "compute threads per hosted rank (0: all cores)")
+	var sec securityFlags
+	sec.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -36,6 +39,12 @@ func runWorker(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("worker: --device %s: only cpu ranks can run in worker processes so far (GPU ranks need NCCL across processes, see docs/remote.md)", *device)
 	case *threads < 0:
 		return errors.New("worker: --threads must not be negative")
+	case *dir == "":
+		return errors.New("worker: --model is required: a worker serves only the checkpoint directory it was started with")
+	}
+	security, err := sec.security()
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
 	}
 	if *threads == 0 {
 		*threads = runtime.GOMAXPROCS(0)
@@ -56,14 +65,21 @@ func runWorker(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("worker: %w", err)
 	}
 	w, err := actors.StartWorker(actors.WorkerConfig{Listen: *listen, RingHost: *ringHost, ModelDir: *dir,
-		NewBackend: newBackend, LockThread: lockThread, TracerProvider: tracing})
+		NewBackend: newBackend, LockThread: lockThread, TracerProvider: tracing, Security: security})
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
 	defer w.Close()
 	fmt.Fprintf(stdout, "cohort: worker listening on %s (%s)\n", w.Addr(), actors.Build())
-	<-ctx.Done()
-	return nil
+	if host, _, _ := net.SplitHostPort(*listen); security.Insecure && (host == "" || host == "0.0.0.0" || host == "::") {
+		fmt.Fprintf(os.Stderr, "cohort: worker: WARNING: --insecure on every interface (%s): anyone who reaches this port can run ranks here\n", *listen)
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-w.Done():
+		return errors.New("worker: the host actor stopped: this worker can no longer serve engines")
+	}
 }
 
 // workerList parses --workers: comma-separated host:port addresses.

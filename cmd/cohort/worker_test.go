@@ -31,11 +31,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// startWorker runs `cohort worker` in a child process and returns its address.
-func startWorker(t *testing.T) string {
+// startWorker runs `cohort worker --listen 127.0.0.1:0 --threads 1` with
+// the extra flags in a child process and returns its address.
+func startWorker(t *testing.T, extra string) string {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), cliEnv+"=worker --listen 127.0.0.1:0 --threads 1")
+	cmd.Env = append(os.Environ(), cliEnv+"=worker --listen 127.0.0.1:0 --threads 1 "+extra)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -73,11 +74,11 @@ func TestServeWorkers(t *testing.T) {
 	dir := tinyDir(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	addrs := []string{startWorker(t), startWorker(t)}
+	addrs := []string{startWorker(t, "--insecure --model "+dir), startWorker(t, "--insecure --model "+dir)}
 	out := make(urlWriter, 4)
 	done := make(chan error, 1)
 	go func() {
-		done <- dispatch(ctx, []string{"serve", "--model", dir, "--port", "0", "--tp", "2", "--workers", strings.Join(addrs, ","),
+		done <- dispatch(ctx, []string{"serve", "--model", dir, "--port", "0", "--tp", "2", "--workers", strings.Join(addrs, ","), "--insecure",
 			"--served-model-name", "tiny", "--max-model-len", "512", "--kv-budget-mib", "64"}, out)
 	}()
 	var banner string
@@ -113,7 +114,10 @@ func TestWorkerFlags(t *testing.T) {
 		{"worker", "--device", "cuda"},
 		{"worker", "--threads", "-1"},
 		{"worker", "extra"},
-		{"worker", "--listen", "not-an-address"},
+		{"worker", "--listen", "not-an-address", "--model", "x", "--insecure"},
+		{"worker", "--listen", "127.0.0.1:0", "--insecure"},                      // no --model
+		{"worker", "--listen", "127.0.0.1:0", "--model", "x"},                    // neither TLS nor --insecure
+		{"worker", "--listen", "127.0.0.1:0", "--model", "x", "--tls-cert", "c"}, // TLS flags go together
 	} {
 		if err := dispatch(context.Background(), args, io.Discard); err == nil {
 			t.Errorf("%q: no error", args)
