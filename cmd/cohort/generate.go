@@ -40,7 +40,7 @@ func runGenerate(ctx context.Context, args []string, stdout io.Writer) error {
 	threads := fs.Int("threads", 0, "CPU backend workers (0: GOMAXPROCS)")
 	ignoreEOS := fs.Bool("ignore-eos", false, "keep generating past the model's EOS tokens")
 	asJSON := fs.Bool("json", false, "print the generated token ids (and text) as JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	params := sample.Params{Temperature: *temp, TopK: *topK, TopP: *topP, Seed: *seed}

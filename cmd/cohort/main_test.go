@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -160,5 +163,53 @@ func TestGenerateCancelled(t *testing.T) {
 	err := dispatch(ctx, []string{"generate", "--model", dir, "--max-tokens", "5"}, &out)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
+	}
+}
+
+// TestHelpEveryCommand: -h, -help and --help print the command's usage to
+// stdout and succeed for every command, with one plain word as each flag's
+// placeholder (a backquoted word in a usage string becomes the placeholder,
+// which garbled `serve -h`).
+func TestHelpEveryCommand(t *testing.T) {
+	flagLine := regexp.MustCompile(`^  -[a-z][a-z0-9-]*( [a-z]+)?$`)
+	for _, name := range slices.Sorted(maps.Keys(commands)) {
+		for _, h := range []string{"-h", "-help", "--help"} {
+			t.Run(name+" "+h, func(t *testing.T) {
+				var out bytes.Buffer
+				if err := dispatch(context.Background(), []string{name, h}, &out); err != nil {
+					t.Fatalf("error %v", err)
+				}
+				text := out.String()
+				if !strings.HasPrefix(text, "usage: cohort "+name+" [flags]\n\n"+commands[name].summary+".\n") {
+					t.Errorf("usage does not start with the command's synopsis and summary:\n%s", text)
+				}
+				flags := 0
+				for _, line := range strings.Split(text, "\n") {
+					if strings.HasPrefix(line, "  -") {
+						flags++
+						if !flagLine.MatchString(line) {
+							t.Errorf("garbled flag line %q", line)
+						}
+					}
+				}
+				if flags == 0 {
+					t.Errorf("no flags listed:\n%s", text)
+				}
+			})
+		}
+	}
+}
+
+// TestBadFlag: an unknown flag is an error naming the command and -h.
+func TestBadFlag(t *testing.T) {
+	for _, name := range slices.Sorted(maps.Keys(commands)) {
+		var out bytes.Buffer
+		err := dispatch(context.Background(), []string{name, "--no-such-flag"}, &out)
+		if err == nil || !strings.Contains(err.Error(), "no-such-flag") || !strings.Contains(err.Error(), "cohort "+name+" -h") {
+			t.Errorf("%s: error %v", name, err)
+		}
+		if out.Len() != 0 {
+			t.Errorf("%s: wrote %q to stdout", name, out.String())
+		}
 	}
 }

@@ -44,7 +44,7 @@ func runScore(ctx context.Context, args []string, stdout io.Writer) error {
 	positions := fs.String("positions", "all", `positions to output: "all", "last", "stride:N" (0, N, 2N, ... and the last) or a comma-separated list`)
 	out := fs.String("out", "", "write the full log-softmax rows of the chosen positions to this .safetensors file instead of JSON")
 	chunk := fs.Int("chunk", 2048, "prefill chunk in tokens (0: the whole prompt in one step)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	inputs := 0

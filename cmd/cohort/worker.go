@@ -26,7 +26,7 @@ func runWorker(ctx context.Context, args []string, stdout io.Writer) error {
 	dir := fs.String("model", "", "checkpoint directory on this host (default: the engine's path; the checksum must match either way)")
 	device := fs.String("device", "cpu", "backend of the hosted ranks: cpu (NCCL across processes is not built yet, see docs/remote.md)")
 	threads := fs.Int("threads", 0, "compute threads per hosted rank (0: all cores)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	switch {
