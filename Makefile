@@ -12,8 +12,9 @@ RACE_PKGS := ./kernels/... ./model/... ./nccl/... ./actors/... ./supervision/...
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-run: ## serve the built-in tiny model on http://127.0.0.1:8000 (OpenAI API, CPU, no network)
-	$(GO) run ./cmd/cohort serve
+ARGS ?=
+run: ## serve the built-in tiny model on http://127.0.0.1:8000 (OpenAI API, CPU); ARGS='--port 8001 --model DIR' passes flags to cohort serve
+	$(GO) run ./cmd/cohort serve $(ARGS)
 
 build: ## build bin/cohort (CPU)
 	$(GO) build -o bin/cohort ./cmd/cohort
