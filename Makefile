@@ -12,8 +12,9 @@ RACE_PKGS := ./kernels/... ./model/... ./nccl/... ./actors/... ./supervision/...
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-run: ## serve the built-in tiny model on http://127.0.0.1:8000 (OpenAI API, CPU, no network)
-	$(GO) run ./cmd/cohort serve
+ARGS ?=
+run: ## serve the built-in tiny model on http://127.0.0.1:8000 (OpenAI API, CPU); ARGS='--port 8001 --model DIR' passes flags to cohort serve
+	$(GO) run ./cmd/cohort serve $(ARGS)
 
 build: ## build bin/cohort (CPU)
 	$(GO) build -o bin/cohort ./cmd/cohort
@@ -58,17 +59,17 @@ fixtures: ## regenerate HF reference fixtures (run on the GPU machine; see tools
 
 .PHONY: build-cuda vet-cuda
 # The cuda build needs the CUDA headers and, to link libcuda (gorgonia.org/cu),
-# the driver's stub libcuda.so; NVRTC, cuBLASLt and NCCL are opened with dlopen
+# a libcuda.so (the toolkit's stub or a driver's); NVRTC, cuBLASLt and NCCL are opened with dlopen
 # at run time. tools/cuda/cuda-headers.sh finds or fetches both (no GPU needed).
 CUDA_ENV = CGO_ENABLED=1 CGO_CFLAGS="-I$$(./tools/cuda/cuda-headers.sh)" CGO_LDFLAGS="-L$$(./tools/cuda/cuda-headers.sh --lib)"
 
-build-cuda: ## build bin/cohort and bin/cuda.test with the CUDA backend (-tags cuda; fetches the CUDA headers and stub libcuda if missing)
+build-cuda: ## build bin/cohort and bin/cuda.test with the CUDA backend (-tags cuda; fetches the CUDA headers and a libcuda.so if missing)
 	$(CUDA_ENV) $(GO) vet -tags cuda ./kernels/cuda/ ./nccl/
 	$(CUDA_ENV) $(GO) build -tags cuda -o bin/cohort ./cmd/cohort
 	$(CUDA_ENV) $(GO) test -c -tags cuda -o bin/cuda.test ./kernels/cuda/
 
 vet-cuda: ## compile and vet the cuda build, tests included (no GPU needed)
-	@inc=$$(./tools/cuda/cuda-headers.sh) && lib=$$(./tools/cuda/cuda-headers.sh --lib) || { echo "vet-cuda: SKIPPED: the CUDA headers and stub libcuda could not be fetched (tools/cuda/cuda-headers.sh failed)" >&2; exit 0; }; \
+	@inc=$$(./tools/cuda/cuda-headers.sh) && lib=$$(./tools/cuda/cuda-headers.sh --lib) || { echo "vet-cuda: SKIPPED: the CUDA headers and libcuda.so could not be fetched (tools/cuda/cuda-headers.sh failed)" >&2; exit 0; }; \
 	echo "CGO_ENABLED=1 CGO_CFLAGS=-I$$inc CGO_LDFLAGS=-L$$lib $(GO) vet -tags cuda ./..."; \
 	CGO_ENABLED=1 CGO_CFLAGS="-I$$inc" CGO_LDFLAGS="-L$$lib" $(GO) vet -tags cuda ./...
 

@@ -31,7 +31,7 @@ var (
 func synthTokenizer(t testing.TB) *tokenizer.Tokenizer {
 	t.Helper()
 	synthOnce.Do(func() {
-		data, err := tokenizer.Synthetic(modelgen.Presets["tiny"].Merges, modelgen.Specials)
+		data, err := tokenizer.Synthetic(modelgen.Presets["tiny"].Merges(), modelgen.Specials)
 		if err != nil {
 			panic(err)
 		}

@@ -364,7 +364,7 @@ func TestModelsAndMetrics(t *testing.T) {
 		`vllm:num_requests_waiting{model_name="fake"} 2`,
 		`vllm:kv_cache_usage_perc{model_name="fake"} 0.25`,
 		`vllm:num_preemptions_total{model_name="fake"} 7`,
-		`vllm:request_success_total{model_name="fake",finished_reason="length"} 1`,
+		`vllm:request_success_total{finished_reason="length",model_name="fake"} 1`,
 		`vllm:generation_tokens_total{model_name="fake"} 3`,
 		fmt.Sprintf(`vllm:prompt_tokens_total{model_name="fake"} %d`, len(s.tok.Encode("hi"))),
 		`cohort:ready{model_name="fake"} 1`,
@@ -372,6 +372,44 @@ func TestModelsAndMetrics(t *testing.T) {
 	} {
 		if !strings.Contains(string(body), want+"\n") {
 			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+// TestMetricsNegotiation: /metrics answers each scraper in the format its
+// Accept header asks for, with that format's Content-Type.
+func TestMetricsNegotiation(t *testing.T) {
+	url, _ := startFake(t, newFakeEngine(), nil)
+	tests := []struct {
+		accept, contentType, line, end string
+	}{
+		{"", "text/plain; version=0.0.4; charset=utf-8", `cohort:ready{model_name="fake"} 1`, ""},
+		{"text/plain", "text/plain; version=0.0.4; charset=utf-8", `cohort:ready{model_name="fake"} 1`, ""},
+		{"application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5",
+			"application/openmetrics-text; version=1.0.0; charset=utf-8", `cohort:ready{model_name="fake"} 1.0`, "# EOF\n"},
+	}
+	for _, tt := range tests {
+		req, err := http.NewRequest(http.MethodGet, url+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.accept != "" {
+			req.Header.Set("Accept", tt.accept)
+		}
+		res, err := testClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode != 200 || res.Header.Get("Content-Type") != tt.contentType {
+			t.Errorf("Accept %q: status %d, Content-Type %q, want %q", tt.accept, res.StatusCode, res.Header.Get("Content-Type"), tt.contentType)
+		}
+		if !strings.Contains(string(body), tt.line+"\n") || !strings.HasSuffix(string(body), tt.end) {
+			t.Errorf("Accept %q: body lacks %q or does not end in %q", tt.accept, tt.line, tt.end)
 		}
 	}
 }
@@ -728,7 +766,7 @@ func TestClientDisconnectCancels(t *testing.T) {
 			}
 			// Recorded before the cancel, under vLLM's label.
 			_, metricsBody := do(t, http.MethodGet, url+"/metrics", "")
-			want := fmt.Sprintf(`vllm:request_success_total{model_name="fake",finished_reason="abort"} %d`, n)
+			want := fmt.Sprintf(`vllm:request_success_total{finished_reason="abort",model_name="fake"} %d`, n)
 			if !strings.Contains(string(metricsBody), want+"\n") {
 				t.Errorf("metrics lack %q", want)
 			}

@@ -320,6 +320,7 @@ type call struct {
 	method, path            string
 	body                    []byte
 	traceparent, tracestate string
+	accept                  string // the Accept header (read by /metrics)
 	start                   time.Time
 }
 
@@ -457,12 +458,13 @@ func (s *Server) handleReady(*call) reply {
 	return jsonReply(http.StatusOK, []byte(`{"status":"ready"}`))
 }
 
-func (s *Server) handleMetrics(*call) reply {
+func (s *Server) handleMetrics(c *call) reply {
 	var buf bytes.Buffer
-	if _, err := s.metrics.WriteTo(&buf); err != nil {
-		return errorReply(internal("metrics: %v", err))
+	f := metrics.Negotiate(c.accept)
+	if err := s.metrics.Write(&buf, f); err != nil {
+		return errorReply(internal("%v", err))
 	}
-	return reply{status: http.StatusOK, contentType: metrics.ContentType, body: buf.Bytes()}
+	return reply{status: http.StatusOK, contentType: string(f), body: buf.Bytes()}
 }
 
 func (s *Server) handleTokenize(c *call) reply {
@@ -543,6 +545,7 @@ func (s *Server) handleFast(ctx *fasthttp.RequestCtx) {
 		body:        ctx.PostBody(),
 		traceparent: string(ctx.Request.Header.Peek("traceparent")),
 		tracestate:  string(ctx.Request.Header.Peek("tracestate")),
+		accept:      string(ctx.Request.Header.Peek("Accept")),
 		start:       ctx.Time(),
 	}
 	r := s.serve(&c)

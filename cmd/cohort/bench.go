@@ -118,7 +118,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	peakTFLOPS := fs.Float64("peak-tflops", defaultPeakTFLOPS, "dense bf16 TFLOP/s for the prefill floor (H200: 989 nominal)")
 	hfJSON := fs.String("hf-json", "", "HF transformers baseline to print beside each result (tools/hfref/hfbench.py --out)")
 	hfDtype := fs.String("hf-dtype", "bf16", "which dtype's results to take from --hf-json")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	batches, err := parseInts(*batchList)

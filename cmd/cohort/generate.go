@@ -40,7 +40,9 @@ func runGenerate(ctx context.Context, args []string, stdout io.Writer) error {
 	threads := fs.Int("threads", 0, "CPU backend workers (0: GOMAXPROCS)")
 	ignoreEOS := fs.Bool("ignore-eos", false, "keep generating past the model's EOS tokens")
 	asJSON := fs.Bool("json", false, "print the generated token ids (and text) as JSON")
-	if err := fs.Parse(args); err != nil {
+	tp := fs.Int("tp", 1, "tensor-parallel degree (ranks); above 1, or with --devices, generation runs through the engine as in serve")
+	devices := fs.String("devices", "", "with --device cuda: GPU of each rank, comma-separated, e.g. 1,0 (default 0..tp-1)")
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	params := sample.Params{Temperature: *temp, TopK: *topK, TopP: *topP, Seed: *seed}
@@ -56,6 +58,8 @@ func runGenerate(ctx context.Context, args []string, stdout io.Writer) error {
 		return errors.New("generate: give at most one of --tokens and --ids-file")
 	case *threads < 0:
 		return errors.New("generate: --threads must not be negative")
+	case *tp < 1:
+		return errors.New("generate: --tp must be at least 1")
 	}
 	var prompts [][]int32
 	nested := false
@@ -74,6 +78,10 @@ func runGenerate(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if _, _, _, err := backendFactory(*device, *threads); err != nil {
 		return fmt.Errorf("generate: %w", err)
+	}
+	if *tp > 1 || *devices != "" {
+		return generateOnEngine(ctx, stdout, generateArgs{dir: *dir, device: *device, devices: *devices, tp: *tp, threads: *threads,
+			prompts: prompts, nested: nested, prompt: *prompt, maxTokens: *maxTokens, params: params, ignoreEOS: *ignoreEOS, asJSON: *asJSON})
 	}
 	return onDeviceThread(func() error {
 		l, err := loadModelOn(*dir, *device, *threads)
@@ -215,4 +223,68 @@ func prefill(l *loaded, s *model.Session, ids []int32, chunk int) ([]float32, er
 		}
 	}
 	return logits, nil
+}
+
+// generateArgs are generate's inputs for generateOnEngine.
+type generateArgs struct {
+	dir, device, devices string
+	tp, threads          int
+	prompts              [][]int32 // token-id prompts (--tokens, --ids-file), or nil for prompt
+	nested               bool      // --ids-file held a list of prompts
+	prompt               string
+	maxTokens            int
+	params               sample.Params
+	ignoreEOS, asJSON    bool
+}
+
+// generateOnEngine is `generate` with --tp > 1 or --devices: each prompt
+// through the engine (the ranks of serve), printing what --tp 1 prints (the
+// generated text, or JSON).
+func generateOnEngine(ctx context.Context, stdout io.Writer, a generateArgs) error {
+	e, err := openRun(a.dir)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	prompts, text := a.prompts, a.prompts == nil
+	if text {
+		ids := e.tok.Encode(a.prompt)
+		if len(ids) == 0 {
+			return fmt.Errorf("generate: the prompt encodes to no tokens")
+		}
+		prompts = [][]int32{ids}
+	} else if err := checkVocab(prompts, e.ck.Config.VocabSize, "generate: prompt"); err != nil {
+		return err
+	}
+	longest := 0
+	for _, ids := range prompts {
+		longest = max(longest, len(ids))
+	}
+	if err := e.start(ctx, a.device, a.devices, a.tp, a.threads, longest+a.maxTokens); err != nil {
+		return fmt.Errorf("generate: %w", err)
+	}
+	if text && !a.asJSON {
+		if _, err := e.generate(ctx, prompts[0], a.maxTokens, a.params, a.ignoreEOS, func(s string) { fmt.Fprint(stdout, s) }); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout)
+		return nil
+	}
+	var all []generated
+	for _, ids := range prompts {
+		var out strings.Builder
+		g, err := e.generate(ctx, ids, a.maxTokens, a.params, a.ignoreEOS, func(s string) { out.WriteString(s) })
+		if err != nil {
+			return err
+		}
+		if text {
+			g.Text = out.String()
+		}
+		all = append(all, g)
+	}
+	enc := json.NewEncoder(stdout)
+	if a.nested {
+		return enc.Encode(all)
+	}
+	return enc.Encode(all[0])
 }

@@ -25,7 +25,7 @@ type loaded struct {
 // builtinDir returns the directory of the built-in default model (the tiny
 // preset), generating it on first use. It needs no network.
 func builtinDir() (string, error) {
-	dir := filepath.Join(os.TempDir(), "cohort-builtin-tiny-v3")
+	dir := filepath.Join(os.TempDir(), "cohort-builtin-tiny-v4")
 	if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); err == nil {
 		return dir, nil
 	}

@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,14 +19,20 @@ type command struct {
 	run     func(ctx context.Context, args []string, stdout io.Writer) error
 }
 
-var commands = map[string]command{
-	"make-model": {"write a deterministic random-weight checkpoint", runMakeModel},
-	"generate":   {"generate text from a prompt (streams to stdout)", runGenerate},
-	"score":      {"print per-position top-k logprobs of a token sequence as JSON", runScore},
-	"serve":      {"serve the model over an OpenAI-compatible HTTP API", runServe},
-	"bench":      {"measure decode, prefill and TTFT through the engine", runBench},
-	"worker":     {"host rank actors for `serve --workers` (ranks in other processes)", runWorker},
-	"gen-certs":  {"write a cluster CA and node certificate for mutual TLS on the actor ports", runGenCerts},
+// commands is filled by init: the commands' -h output reads the summaries,
+// so a composite literal here would be an initialization cycle.
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"make-model": {"write a deterministic random-weight checkpoint", runMakeModel},
+		"generate":   {"generate text from a prompt (streams to stdout)", runGenerate},
+		"score":      {"print per-position top-k logprobs of a token sequence as JSON", runScore},
+		"serve":      {"serve the model over an OpenAI-compatible HTTP API", runServe},
+		"bench":      {"measure decode, prefill and TTFT through the engine", runBench},
+		"worker":     {"host rank actors for `serve --workers` (ranks in other processes)", runWorker},
+		"gen-certs":  {"write a cluster CA and node certificate for mutual TLS on the actor ports", runGenCerts},
+	}
 }
 
 func main() {
@@ -46,7 +54,34 @@ func dispatch(ctx context.Context, args []string, stdout io.Writer) error {
 		usage(os.Stderr)
 		return fmt.Errorf("unknown command %q", args[0])
 	}
-	return cmd.run(ctx, args[1:], stdout)
+	if err := cmd.run(ctx, args[1:], stdout); !errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return nil // -h: the usage went to stdout
+}
+
+// parseFlags parses a command's flags. With -h, -help or --help it writes
+// the command's usage to stdout and returns flag.ErrHelp, which dispatch
+// turns into success (exit 0). A bad flag is an error that points at -h;
+// nothing is printed for it here (main prints the error).
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprintf(stdout, "usage: cohort %s [flags]\n\n", fs.Name())
+		if c, ok := commands[fs.Name()]; ok {
+			fmt.Fprintf(stdout, "%s.\n\n", c.summary)
+		}
+		fmt.Fprintln(stdout, "flags (-name or --name):")
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return err
+	case err != nil:
+		return fmt.Errorf("%s: %w (cohort %s -h lists the flags)", fs.Name(), err, fs.Name())
+	}
+	return nil
 }
 
 func usage(w io.Writer) {

@@ -5,7 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
+	"math"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -160,5 +164,130 @@ func TestGenerateCancelled(t *testing.T) {
 	err := dispatch(ctx, []string{"generate", "--model", dir, "--max-tokens", "5"}, &out)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
+	}
+}
+
+// TestHelpEveryCommand: -h, -help and --help print the command's usage to
+// stdout and succeed for every command, with one plain word as each flag's
+// placeholder (a backquoted word in a usage string becomes the placeholder,
+// which garbled `serve -h`).
+func TestHelpEveryCommand(t *testing.T) {
+	flagLine := regexp.MustCompile(`^  -[a-z][a-z0-9-]*( [a-z]+)?$`)
+	for _, name := range slices.Sorted(maps.Keys(commands)) {
+		for _, h := range []string{"-h", "-help", "--help"} {
+			t.Run(name+" "+h, func(t *testing.T) {
+				var out bytes.Buffer
+				if err := dispatch(context.Background(), []string{name, h}, &out); err != nil {
+					t.Fatalf("error %v", err)
+				}
+				text := out.String()
+				if !strings.HasPrefix(text, "usage: cohort "+name+" [flags]\n\n"+commands[name].summary+".\n") {
+					t.Errorf("usage does not start with the command's synopsis and summary:\n%s", text)
+				}
+				flags := 0
+				for _, line := range strings.Split(text, "\n") {
+					if strings.HasPrefix(line, "  -") {
+						flags++
+						if !flagLine.MatchString(line) {
+							t.Errorf("garbled flag line %q", line)
+						}
+					}
+				}
+				if flags == 0 {
+					t.Errorf("no flags listed:\n%s", text)
+				}
+			})
+		}
+	}
+}
+
+// TestBadFlag: an unknown flag is an error naming the command and -h.
+func TestBadFlag(t *testing.T) {
+	for _, name := range slices.Sorted(maps.Keys(commands)) {
+		var out bytes.Buffer
+		err := dispatch(context.Background(), []string{name, "--no-such-flag"}, &out)
+		if err == nil || !strings.Contains(err.Error(), "no-such-flag") || !strings.Contains(err.Error(), "cohort "+name+" -h") {
+			t.Errorf("%s: error %v", name, err)
+		}
+		if out.Len() != 0 {
+			t.Errorf("%s: wrote %q to stdout", name, out.String())
+		}
+	}
+}
+
+// TestTensorParallelCLI: generate and score at --tp 2 and 4 (through the
+// engine) agree with --tp 1 (the single-rank model): score's logprobs
+// within 1e-3 (float32 partial sums in another order), generate's tokens
+// wherever --tp 1's top-1 margin leaves room for that noise.
+func TestTensorParallelCLI(t *testing.T) {
+	dir := tinyDir(t)
+	run := func(t *testing.T, args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		if err := dispatch(context.Background(), append(args, "--model", dir), &out); err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		return out.String()
+	}
+	scoreArgs := []string{"score", "--tokens", "3,60,255,17,400,9,120,77", "--top", "4"}
+	genArgs := []string{"generate", "--tokens", "5,6,7,300", "--max-tokens", "12"}
+	var refScore []scoredPosition
+	var refGen generated
+	if err := json.Unmarshal([]byte(run(t, scoreArgs...)), &refScore); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(run(t, genArgs...)), &refGen); err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range []string{"2", "4"} {
+		t.Run("tp="+tp, func(t *testing.T) {
+			out := run(t, append(scoreArgs, "--tp", tp)...)
+			checkScore(t, out, len(refScore), 4)
+			var got []scoredPosition
+			if err := json.Unmarshal([]byte(out), &got); err != nil {
+				t.Fatal(err)
+			}
+			for i := range got {
+				if d := math.Abs(got[i].Top[0].Logprob - refScore[i].Top[0].Logprob); d > 1e-3 {
+					t.Errorf("score position %d: best logprob differs by %g", i, d)
+				}
+				if got[i].Next != nil && math.Abs(got[i].Next.Logprob-refScore[i].Next.Logprob) > 1e-3 {
+					t.Errorf("score position %d: next %v, --tp 1 %v", i, *got[i].Next, *refScore[i].Next)
+				}
+			}
+			var g generated
+			if err := json.Unmarshal([]byte(run(t, append(genArgs, "--tp", tp)...)), &g); err != nil {
+				t.Fatal(err)
+			}
+			if g.PromptTokens != 4 || len(g.Tokens) != len(refGen.Tokens) || g.Finish != refGen.Finish {
+				t.Fatalf("generate %+v, --tp 1 %+v", g, refGen)
+			}
+			for i := range g.Tokens {
+				if g.Tokens[i] != refGen.Tokens[i] {
+					t.Fatalf("token %d: %d, --tp 1 %d (margin %g)", i, g.Tokens[i], refGen.Tokens[i], refGen.Margins[i])
+				}
+				if refGen.Margins[i] < 1e-3 {
+					break // a near tie: the rest may diverge
+				}
+			}
+		})
+	}
+	errs := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"score", "--tokens", "1,2", "--tp", "2", "--out", filepath.Join(t.TempDir(), "x.safetensors")}, "--out needs the full rows"},
+		{[]string{"score", "--tokens", "1,2", "--tp", "2", "--top", "21"}, "--top is at most 20"},
+		{[]string{"score", "--tokens", "1,2", "--tp", "0"}, "--tp must be at least 1"},
+		{[]string{"generate", "--tp", "0"}, "--tp must be at least 1"},
+		{[]string{"generate", "--devices", "0"}, "--devices applies only to --device cuda"},
+		{[]string{"score", "--tokens", "1", "--devices", "0"}, "--devices applies only to --device cuda"},
+	}
+	for _, e := range errs {
+		var out bytes.Buffer
+		err := dispatch(context.Background(), append(e.args, "--model", dir), &out)
+		if err == nil || !strings.Contains(err.Error(), e.want) {
+			t.Errorf("%q: error %v, want %q", e.args, err, e.want)
+		}
 	}
 }

@@ -14,7 +14,7 @@ func runMakeModel(_ context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("make-model", flag.ContinueOnError)
 	preset := fs.String("preset", "tiny", "model shape: "+strings.Join(modelgen.PresetNames(), ", "))
 	out := fs.String("out", "", "output directory (required)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if *out == "" {

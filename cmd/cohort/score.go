@@ -16,6 +16,7 @@ import (
 	"cohort/model"
 	"cohort/model/safetensors"
 	"cohort/model/sample"
+	"cohort/model/tokenizer"
 )
 
 // scoredPosition is one position of `cohort score` output: the logprob of
@@ -43,8 +44,10 @@ func runScore(ctx context.Context, args []string, stdout io.Writer) error {
 	threads := fs.Int("threads", 0, "CPU backend workers (0: GOMAXPROCS)")
 	positions := fs.String("positions", "all", `positions to output: "all", "last", "stride:N" (0, N, 2N, ... and the last) or a comma-separated list`)
 	out := fs.String("out", "", "write the full log-softmax rows of the chosen positions to this .safetensors file instead of JSON")
-	chunk := fs.Int("chunk", 2048, "prefill chunk in tokens (0: the whole prompt in one step)")
-	if err := fs.Parse(args); err != nil {
+	chunk := fs.Int("chunk", 2048, "prefill chunk in tokens (0: the whole prompt in one step; at --tp 1 without --devices)")
+	tp := fs.Int("tp", 1, "tensor-parallel degree (ranks); above 1, or with --devices, the prompt runs through the engine as in serve (--top at most 20, no --out)")
+	devices := fs.String("devices", "", "with --device cuda: GPU of each rank, comma-separated, e.g. 1,0 (default 0..tp-1)")
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	inputs := 0
@@ -66,6 +69,15 @@ func runScore(ctx context.Context, args []string, stdout io.Writer) error {
 		return errors.New("score: --threads must not be negative")
 	case *out != "" && !strings.HasSuffix(*out, ".safetensors"):
 		return fmt.Errorf("score: --out %q: want a .safetensors file name", *out)
+	case *tp < 1:
+		return errors.New("score: --tp must be at least 1")
+	}
+	onEngine := *tp > 1 || *devices != ""
+	switch {
+	case onEngine && *out != "":
+		return errors.New("score: --out needs the full rows, which only --tp 1 without --devices computes")
+	case onEngine && *top > 20:
+		return errors.New("score: --top is at most 20 with --tp > 1 or --devices (the engine's limit)")
 	}
 	spec, err := parsePositionSpec(*positions)
 	if err != nil {
@@ -81,6 +93,9 @@ func runScore(ctx context.Context, args []string, stdout io.Writer) error {
 	if _, _, _, err := backendFactory(*device, *threads); err != nil {
 		return fmt.Errorf("score: %w", err)
 	}
+	if onEngine {
+		return scoreOnEngine(ctx, stdout, *dir, *device, *devices, *tp, *threads, fileIDs, nested, *tokens, *prompt, spec, *top)
+	}
 	return onDeviceThread(func() error {
 		l, err := loadModelOn(*dir, *device, *threads)
 		if err != nil {
@@ -89,7 +104,12 @@ func runScore(ctx context.Context, args []string, stdout io.Writer) error {
 		defer l.Close()
 		prompts := fileIDs
 		if prompts == nil {
-			ids, err := scoreInput(l, *tokens, *prompt)
+			if *prompt != "" {
+				if err := l.needTokenizer(); err != nil {
+					return err
+				}
+			}
+			ids, err := scoreInput(l.tok, l.ck.Config.VocabSize, *tokens, *prompt)
 			if err != nil {
 				return err
 			}
@@ -349,12 +369,9 @@ func checkVocab(prompts [][]int32, vocab int, flagName string) error {
 	return nil
 }
 
-func scoreInput(l *loaded, tokens, prompt string) ([]int32, error) {
+func scoreInput(tok *tokenizer.Tokenizer, vocab int, tokens, prompt string) ([]int32, error) {
 	if prompt != "" {
-		if err := l.needTokenizer(); err != nil {
-			return nil, err
-		}
-		ids := l.tok.Encode(prompt)
+		ids := tok.Encode(prompt)
 		if len(ids) == 0 {
 			return nil, fmt.Errorf("score: the prompt encodes to no tokens")
 		}
@@ -366,10 +383,54 @@ func scoreInput(l *loaded, tokens, prompt string) ([]int32, error) {
 		if err != nil {
 			return nil, fmt.Errorf("score: --tokens: %q is not a token id", f)
 		}
-		if v < 0 || int(v) >= l.ck.Config.VocabSize {
-			return nil, fmt.Errorf("score: --tokens: id %d is outside the vocabulary [0, %d)", v, l.ck.Config.VocabSize)
+		if v < 0 || int(v) >= vocab {
+			return nil, fmt.Errorf("score: --tokens: id %d is outside the vocabulary [0, %d)", v, vocab)
 		}
 		ids = append(ids, int32(v))
 	}
 	return ids, nil
+}
+
+// scoreOnEngine is `score` with --tp > 1 or --devices: each prompt through
+// the engine (the ranks of serve), printing the same JSON as at --tp 1.
+func scoreOnEngine(ctx context.Context, stdout io.Writer, dir, device, devices string, tp, threads int,
+	prompts [][]int32, nested bool, tokens, prompt string, spec positionSpec, top int) error {
+	e, err := openRun(dir)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	vocab := e.ck.Config.VocabSize
+	if prompts == nil {
+		ids, err := scoreInput(e.tok, vocab, tokens, prompt)
+		if err != nil {
+			return err
+		}
+		prompts = [][]int32{ids}
+	} else if err := checkVocab(prompts, vocab, "--ids-file"); err != nil {
+		return fmt.Errorf("score: %w", err)
+	}
+	longest := 0
+	for _, ids := range prompts {
+		longest = max(longest, len(ids))
+	}
+	if err := e.start(ctx, device, devices, tp, threads, longest+1); err != nil {
+		return fmt.Errorf("score: %w", err)
+	}
+	all := make([][]scoredPosition, len(prompts))
+	for i, ids := range prompts {
+		rows, err := spec.resolve(len(ids))
+		if err != nil {
+			return fmt.Errorf("score: --positions: prompt %d: %w", i, err)
+		}
+		if all[i], err = e.score(ctx, ids, rows, top); err != nil {
+			return fmt.Errorf("score: prompt %d: %w", i, err)
+		}
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if nested {
+		return enc.Encode(all)
+	}
+	return enc.Encode(all[0])
 }

@@ -43,7 +43,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	maxPrefill := fs.Int("max-prefill-tokens", 2048, "prefill tokens per engine step")
 	kvBudget := fs.Int("kv-budget-mib", 512, "memory per rank for KV pages and request state, in MiB")
 	maxPending := fs.Int("max-pending", 0, "requests the engine holds before answering 429 (0: 16 × the slots)")
-	workers := fs.String("workers", "", "comma-separated host:port of `cohort worker` processes to place the ranks on (default: ranks in this process)")
+	workers := fs.String("workers", "", "comma-separated host:port of the cohort worker processes to place the ranks on (default: ranks in this process)")
 	remoteListen := fs.String("remote-listen", "127.0.0.1:0", "with --workers: this engine's actor-remote address; the workers must reach it")
 	ranksPerWorker := fs.Int("ranks-per-worker", 0, "with --workers: at most this many ranks on one worker (0: ⌈tp / workers⌉)")
 	readTimeout := fs.Duration("read-timeout", 30*time.Second, "bound on reading one request, headers and body (slow clients are cut); negative: none")
@@ -57,7 +57,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	policy.register(fs)
 	var sec securityFlags
 	sec.register(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	switch {

@@ -29,7 +29,7 @@ func runWorker(ctx context.Context, args []string, stdout io.Writer) error {
 	threads := fs.Int("threads", 0, "compute threads per hosted rank (0: all cores)")
 	var sec securityFlags
 	sec.register(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	switch {

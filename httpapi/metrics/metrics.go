@@ -1,9 +1,11 @@
-// Package metrics is a small, dependency-free Prometheus registry that writes
-// the text exposition format 0.0.4.
+// Package metrics is Cohort's Prometheus registry, built on the Prometheus
+// Go client (github.com/prometheus/client_golang).
 //
 // Metric names follow vLLM (prefix "vllm:") so that existing vLLM dashboards
 // work unchanged; Cohort-specific metrics use the prefix "cohort:". Every
-// series carries a model_name label, as vLLM's do.
+// series of those carries a model_name label, as vLLM's do. The registry also
+// exports the client's standard process ("process_") and Go runtime ("go_")
+// collectors, which have no model_name.
 //
 // Request metrics are recorded once per finished request (RequestFinished);
 // engine occupancy is read at scrape time through the Gauges callback, so
@@ -12,24 +14,31 @@
 // Histogram buckets are vLLM's (vllm/v1/metrics/loggers.py):
 // TTFTBuckets for time to first token, InterTokenBuckets for inter-token
 // latency, and RequestLatencyBuckets for end-to-end and queue time.
+//
+// The exposition is Prometheus text 0.0.4 by default; Negotiate picks
+// OpenMetrics or protobuf when a scraper's Accept header asks for them.
 package metrics
 
 import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"slices"
-	"strconv"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
-	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 )
 
-// ContentType is the Content-Type of WriteTo's output.
-const ContentType = "text/plain; version=0.0.4; charset=utf-8"
+// ContentType is the Content-Type of WriteTo's output (text format 0.0.4).
+const ContentType = string(expfmt.FmtText)
 
-// ModelLabel is the label every series of a Registry carries.
+// ModelLabel is the label every Cohort and vLLM series carries.
 const ModelLabel = "model_name"
 
 // vLLM's bucket boundaries, in seconds.
@@ -41,6 +50,14 @@ var (
 	RequestLatencyBuckets = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0,
 		20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
 )
+
+// FinishReasons are the finished_reason values of vllm:request_success_total
+// that exist (at zero) before any request finishes: vLLM's engine reasons.
+var FinishReasons = []string{"stop", "length", "abort", "error"}
+
+// RejectReasons are the reason values of cohort:requests_rejected_total that
+// exist (at zero) before any request is refused.
+var RejectReasons = []string{"invalid", "overloaded", "not_ready", "context_length", "capacity"}
 
 // Gauges is the engine's state at scrape time.
 type Gauges struct {
@@ -59,77 +76,61 @@ type RequestMetrics struct {
 	PromptTokens, GenerationTokens int
 	TTFT, E2E, Queue               time.Duration
 	InterToken                     []time.Duration // gaps between consecutive output tokens
-	Finish                         string          // "stop", "length", "cancelled", "error", ...; "" counts as "unknown"
+	Finish                         string          // a finished_reason ("stop", "length", "abort", "error", ...); "" counts as "unknown"
 }
 
-// Registry holds metric families and writes them sorted by name.
+// Registry holds Cohort's metric families, and the process and Go runtime
+// collectors, in one Prometheus registry.
 type Registry struct {
 	model  string
-	base   string // `model_name="…"`, escaped
-	gauges func() Gauges
+	reg    *prometheus.Registry
+	labels prometheus.Labels // {model_name: model}, on every Cohort series
 
-	mu     sync.Mutex
-	fams   map[string]*family
-	sorted []*family // nil when a registration invalidated it
-	size   int       // the last exposition's size, to presize the buffer
+	mu   sync.Mutex
+	fams map[string]any // name → *CounterVec, *Gauge, *Histogram or builtin
 
 	ttft, itl, e2e, queue *Histogram
 	prompt, generation    *Counter
 	success, rejected     *CounterVec
 }
 
-// family is one exposed metric name.
-type family struct {
-	name, help, typ string
-	metric          any // *CounterVec, *Gauge, *Histogram, or nil for built-ins
-	write           func(b []byte, base string, g *Gauges) []byte
-}
-
-// New returns a registry with Cohort's standard metrics. gauges is called
-// once per scrape (WriteTo); it may be nil.
+// New returns a registry with Cohort's standard metrics and the process and
+// Go runtime collectors. gauges is called once per scrape; it may be nil
+// (the engine gauges then read zero).
 func New(model string, gauges func() Gauges) *Registry {
+	model = strings.ToValidUTF8(model, "\uFFFD")
 	r := &Registry{
 		model:  model,
-		base:   ModelLabel + `="` + escapeLabel(model) + `"`,
-		gauges: gauges,
-		fams:   map[string]*family{},
+		reg:    prometheus.NewRegistry(),
+		labels: prometheus.Labels{ModelLabel: model},
+		fams:   map[string]any{},
 	}
-	gauge := func(name, help string, v func(*Gauges) float64) {
-		r.register(&family{name: name, help: help, typ: "gauge",
-			write: func(b []byte, base string, g *Gauges) []byte {
-				return appendSample(b, name, base, "", "", v(g))
-			}})
+	r.reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
+
+	e := &engineCollector{gauges: gauges}
+	var names []string
+	for _, s := range []struct{ name, help string }{
+		{"vllm:num_requests_running", "Number of requests in model execution batches."},
+		{"vllm:num_requests_waiting", "Number of requests waiting to be processed."},
+		{"vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage."},
+		{"vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage. Deprecated alias of vllm:kv_cache_usage_perc."},
+		{"cohort:ready", "1 when the server accepts requests, else 0."},
+		{"cohort:pending_requests", "Requests admitted by the HTTP edge and not yet finished."},
+		{"vllm:num_preemptions_total", "Cumulative number of preemptions from the engine."},
+	} {
+		e.descs = append(e.descs, prometheus.NewDesc(s.name, s.help, nil, r.labels))
+		names = append(names, s.name)
 	}
-	gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
-		func(g *Gauges) float64 { return float64(g.Running) })
-	gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
-		func(g *Gauges) float64 { return float64(g.Waiting) })
-	gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
-		func(g *Gauges) float64 { return g.KVUsage })
-	gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage. Deprecated alias of vllm:kv_cache_usage_perc.",
-		func(g *Gauges) float64 { return g.KVUsage })
-	gauge("cohort:ready", "1 when the server accepts requests, else 0.",
-		func(g *Gauges) float64 {
-			if g.Ready {
-				return 1
-			}
-			return 0
-		})
-	gauge("cohort:pending_requests", "Requests admitted by the HTTP edge and not yet finished.",
-		func(g *Gauges) float64 { return float64(g.Pending) })
-	r.register(&family{name: "vllm:num_preemptions_total", help: "Cumulative number of preemptions from the engine.", typ: "counter",
-		write: func(b []byte, base string, g *Gauges) []byte {
-			return appendSample(b, "vllm:num_preemptions_total", base, "", "", float64(g.Preemptions))
-		}})
+	r.builtin(e, names...)
 
 	r.prompt = r.Counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.").With()
 	r.generation = r.Counter("vllm:generation_tokens_total", "Number of generation tokens processed.").With()
 	r.success = r.Counter("vllm:request_success_total", "Count of successfully processed requests.", "finished_reason")
 	r.rejected = r.Counter("cohort:requests_rejected_total", "Requests refused before they reached the engine, by reason.", "reason")
-	for _, f := range []string{"stop", "length", "cancelled", "error"} {
+	for _, f := range FinishReasons {
 		r.success.With(f)
 	}
-	for _, f := range []string{"invalid", "overloaded", "not_ready", "context_length", "capacity"} {
+	for _, f := range RejectReasons {
 		r.rejected.With(f)
 	}
 
@@ -143,6 +144,10 @@ func New(model string, gauges func() Gauges) *Registry {
 
 // Model returns the model_name label value.
 func (r *Registry) Model() string { return r.model }
+
+// Gatherer returns the underlying Prometheus gatherer (for promhttp or a
+// push gateway).
+func (r *Registry) Gatherer() prometheus.Gatherer { return r.reg }
 
 // RequestFinished records one finished request. It is safe for concurrent
 // use and does not allocate once the finish reason has been seen.
@@ -171,8 +176,8 @@ func (r *Registry) RequestFinished(m RequestMetrics) {
 }
 
 // Rejected counts a request refused before it reached the engine. reason
-// should come from a small fixed set (invalid, overloaded, not_ready,
-// context_length, capacity, ...): each distinct value is a new series.
+// should come from a small fixed set (RejectReasons, ...): each distinct
+// value is a new series.
 func (r *Registry) Rejected(reason string) {
 	if reason == "" {
 		reason = "unknown"
@@ -180,70 +185,76 @@ func (r *Registry) Rejected(reason string) {
 	r.rejected.With(reason).Inc()
 }
 
-// WriteTo writes the exposition: families sorted by name, series sorted by
-// label values. It calls the gauges callback once.
-func (r *Registry) WriteTo(w io.Writer) (int64, error) {
-	var g Gauges
-	if r.gauges != nil {
-		g = r.gauges()
-	}
-	r.mu.Lock()
-	if r.sorted == nil {
-		r.sorted = make([]*family, 0, len(r.fams))
-		for _, f := range r.fams {
-			r.sorted = append(r.sorted, f)
-		}
-		slices.SortFunc(r.sorted, func(a, b *family) int {
-			if a.name < b.name {
-				return -1
-			}
-			if a.name > b.name {
-				return 1
-			}
-			return 0
-		})
-	}
-	fams, size := r.sorted, r.size
-	r.mu.Unlock()
-
-	b := make([]byte, 0, size+size/8+256)
-	for _, f := range fams {
-		b = append(b, "# HELP "...)
-		b = append(b, f.name...)
-		b = append(b, ' ')
-		b = appendHelp(b, f.help)
-		b = append(b, "\n# TYPE "...)
-		b = append(b, f.name...)
-		b = append(b, ' ')
-		b = append(b, f.typ...)
-		b = append(b, '\n')
-		b = f.write(b, r.base, &g)
-	}
-	r.mu.Lock()
-	r.size = len(b)
-	r.mu.Unlock()
-	n, err := w.Write(b)
-	return int64(n), err
+// Negotiate returns the exposition format for an HTTP Accept header:
+// OpenMetrics 1.0.0 or 0.0.1 or a protobuf format when the header asks for
+// one, else the Prometheus text format 0.0.4. The format's string is the
+// response's Content-Type.
+func Negotiate(accept string) expfmt.Format {
+	return expfmt.NegotiateIncludingOpenMetrics(http.Header{"Accept": {accept}})
 }
 
-// register adds f, or returns the family already registered under f.name
-// when it is compatible (same type and labels). It panics on an invalid name
-// or a conflicting registration.
-func (r *Registry) register(f *family) *family {
-	if !validMetricName(f.name) {
-		panic(fmt.Sprintf("metrics: invalid metric name %q", f.name))
+// Write writes the exposition in format f (from Negotiate): families sorted
+// by name, series sorted by labels. It calls the gauges callback once. The
+// OpenMetrics formats end with "# EOF".
+func (r *Registry) Write(w io.Writer, f expfmt.Format) error {
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
 	}
+	enc := expfmt.NewEncoder(w, f)
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+	}
+	if c, ok := enc.(expfmt.Closer); ok {
+		if err := c.Close(); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// WriteTo writes the exposition in the text format 0.0.4 (ContentType).
+func (r *Registry) WriteTo(w io.Writer) (int64, error) {
+	cw := &countingWriter{w: w}
+	err := r.Write(cw, expfmt.FmtText)
+	return cw.n, err
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// builtin marks a name a scrape-time collector exports: it cannot be
+// registered again.
+type builtin struct{}
+
+// add registers the collector mk makes for m under name, or returns the
+// metric already registered under name when it is compatible with m (same
+// kind, labels and buckets). It panics on a conflict, or when the Prometheus
+// client refuses the collector (an invalid name, say).
+func (r *Registry) add(name string, m any, mk func() prometheus.Collector) any {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if old, ok := r.fams[f.name]; ok {
-		if old.metric != nil && compatible(old.metric, f.metric) {
+	if old, ok := r.fams[name]; ok {
+		if compatible(old, m) {
 			return old
 		}
-		panic(fmt.Sprintf("metrics: %s registered twice", f.name))
+		panic(fmt.Sprintf("metrics: %s registered twice", name))
 	}
-	r.fams[f.name] = f
-	r.sorted = nil
-	return f
+	if err := r.reg.Register(mk()); err != nil {
+		panic(fmt.Sprintf("metrics: %s: %v", name, err))
+	}
+	r.fams[name] = m
+	return m
 }
 
 func compatible(a, b any) bool {
@@ -263,42 +274,61 @@ func compatible(a, b any) bool {
 
 // Counter registers (or returns the already registered) counter family name
 // with the given label names, in addition to model_name. By Prometheus
-// convention name should end in "_total".
+// convention name should end in "_total". It panics on an invalid or
+// conflicting name or label.
 func (r *Registry) Counter(name, help string, labels ...string) *CounterVec {
 	for _, l := range labels {
-		if !validLabelName(l) || l == ModelLabel || l == "le" || l == "quantile" {
-			panic(fmt.Sprintf("metrics: %s: invalid label name %q", name, l))
+		if l == ModelLabel || l == "le" || l == "quantile" {
+			panic(fmt.Sprintf("metrics: %s: reserved label name %q", name, l))
 		}
 	}
 	v := &CounterVec{name: name, labels: slices.Clone(labels), m: map[string]*Counter{}}
-	f := r.register(&family{name: name, help: help, typ: "counter", metric: v, write: v.write})
-	return f.metric.(*CounterVec)
+	return r.add(name, v, func() prometheus.Collector {
+		v.vec = prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: r.labels}, v.labels)
+		return v.vec
+	}).(*CounterVec)
 }
 
 // Gauge registers (or returns the already registered) gauge name.
 func (r *Registry) Gauge(name, help string) *Gauge {
 	g := &Gauge{}
-	f := r.register(&family{name: name, help: help, typ: "gauge", metric: g,
-		write: func(b []byte, base string, _ *Gauges) []byte {
-			return appendSample(b, name, base, "", "", g.Value())
-		}})
-	return f.metric.(*Gauge)
+	return r.add(name, g, func() prometheus.Collector {
+		g.g = prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: r.labels})
+		return g.g
+	}).(*Gauge)
 }
 
 // Histogram registers (or returns the already registered) histogram name
 // with the given upper bounds (strictly increasing, finite; +Inf is
 // implicit).
 func (r *Registry) Histogram(name, help string, buckets []float64) *Histogram {
-	h := newHistogram(buckets)
-	f := r.register(&family{name: name, help: help, typ: "histogram", metric: h,
-		write: func(b []byte, base string, _ *Gauges) []byte { return h.write(b, name, base) }})
-	return f.metric.(*Histogram)
+	for i, u := range buckets {
+		if math.IsNaN(u) || math.IsInf(u, 0) || (i > 0 && u <= buckets[i-1]) {
+			panic(fmt.Sprintf("metrics: %s: histogram buckets must be finite and strictly increasing: %v", name, buckets))
+		}
+	}
+	h := &Histogram{upper: slices.Clone(buckets)}
+	return r.add(name, h, func() prometheus.Collector {
+		h.h = prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, ConstLabels: r.labels, Buckets: h.upper})
+		return h.h
+	}).(*Histogram)
 }
 
-// alias exposes h under a second name too.
+// alias exposes h under a second name too, read from the same observations.
 func (r *Registry) alias(name, help string, h *Histogram) {
-	r.register(&family{name: name, help: help, typ: "histogram",
-		write: func(b []byte, base string, _ *Gauges) []byte { return h.write(b, name, base) }})
+	d := prometheus.NewDesc(name, help, nil, r.labels)
+	r.builtin(&aliasCollector{h: h, desc: d}, name)
+}
+
+// builtin registers a scrape-time collector of Cohort's and reserves the
+// names it exports.
+func (r *Registry) builtin(c prometheus.Collector, names ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reg.MustRegister(c)
+	for _, n := range names {
+		r.fams[n] = builtin{}
+	}
 }
 
 // ---- Counter ----
@@ -307,19 +337,18 @@ func (r *Registry) alias(name, help string, h *Histogram) {
 type CounterVec struct {
 	name   string
 	labels []string
+	vec    *prometheus.CounterVec
 	mu     sync.RWMutex
 	m      map[string]*Counter // key: label values joined by "\x00"
 }
 
 // Counter is one monotonically increasing series.
-type Counter struct {
-	bits   atomic.Uint64 // float64
-	values []string
-}
+type Counter struct{ c prometheus.Counter }
 
 // With returns the series for labelValues (one per label name, in order),
-// creating it at zero on first use. It panics on a wrong value count.
-// Looking up an existing series does not allocate.
+// creating it at zero on first use; invalid UTF-8 in a value becomes
+// U+FFFD. It panics on a wrong value count. Looking up an existing series
+// does not allocate.
 func (v *CounterVec) With(labelValues ...string) *Counter {
 	if len(labelValues) != len(v.labels) {
 		panic(fmt.Sprintf("metrics: %s: %d label values for %d labels", v.name, len(labelValues), len(v.labels)))
@@ -354,290 +383,129 @@ func (v *CounterVec) With(labelValues ...string) *Counter {
 }
 
 func (v *CounterVec) create(labelValues []string) *Counter {
-	key := ""
+	key := strings.Join(labelValues, "\x00")
 	vals := make([]string, len(labelValues))
 	for i, s := range labelValues {
-		if i > 0 {
-			key += "\x00"
-		}
-		key += s
-		if !utf8.ValidString(s) {
-			s = string([]rune(s)) // invalid bytes become U+FFFD
-		}
-		vals[i] = s
+		vals[i] = strings.ToValidUTF8(s, "\uFFFD")
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if c := v.m[key]; c != nil {
 		return c
 	}
-	c := &Counter{values: vals}
+	c := &Counter{c: v.vec.WithLabelValues(vals...)}
 	v.m[key] = c
 	return c
 }
 
 // Add adds n; negative and NaN values are ignored (counters only go up).
 func (c *Counter) Add(n float64) {
-	if !(n > 0) {
-		return
-	}
-	for {
-		old := c.bits.Load()
-		if c.bits.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+n)) {
-			return
-		}
+	if n > 0 {
+		c.c.Add(n)
 	}
 }
 
 // Inc adds 1.
-func (c *Counter) Inc() { c.Add(1) }
-
-// Value returns the current value.
-func (c *Counter) Value() float64 { return math.Float64frombits(c.bits.Load()) }
-
-func (v *CounterVec) write(b []byte, base string, _ *Gauges) []byte {
-	v.mu.RLock()
-	cs := make([]*Counter, 0, len(v.m))
-	for _, c := range v.m {
-		cs = append(cs, c)
-	}
-	v.mu.RUnlock()
-	slices.SortFunc(cs, func(a, b *Counter) int { return slices.Compare(a.values, b.values) })
-	for _, c := range cs {
-		b = append(b, v.name...)
-		b = append(b, '{')
-		b = append(b, base...)
-		for i, l := range v.labels {
-			b = append(b, ',')
-			b = append(b, l...)
-			b = append(b, `="`...)
-			b = appendEscapedLabel(b, c.values[i])
-			b = append(b, '"')
-		}
-		b = append(b, "} "...)
-		b = appendFloat(b, c.Value())
-		b = append(b, '\n')
-	}
-	return b
-}
+func (c *Counter) Inc() { c.c.Inc() }
 
 // ---- Gauge ----
 
 // Gauge is a value that goes up and down.
-type Gauge struct{ bits atomic.Uint64 }
+type Gauge struct{ g prometheus.Gauge }
 
 // Set sets the value.
-func (g *Gauge) Set(v float64) { g.bits.Store(math.Float64bits(v)) }
+func (g *Gauge) Set(v float64) { g.g.Set(v) }
 
 // Add adds d (which may be negative).
-func (g *Gauge) Add(d float64) {
-	for {
-		old := g.bits.Load()
-		if g.bits.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+d)) {
-			return
-		}
-	}
-}
+func (g *Gauge) Add(d float64) { g.g.Add(d) }
 
 // Inc adds 1.
-func (g *Gauge) Inc() { g.Add(1) }
+func (g *Gauge) Inc() { g.g.Inc() }
 
 // Dec subtracts 1.
-func (g *Gauge) Dec() { g.Add(-1) }
-
-// Value returns the current value.
-func (g *Gauge) Value() float64 { return math.Float64frombits(g.bits.Load()) }
+func (g *Gauge) Dec() { g.g.Dec() }
 
 // ---- Histogram ----
 
 // Histogram counts observations into cumulative buckets.
 type Histogram struct {
 	upper []float64
-	mu    sync.Mutex
-	count []uint64 // per bucket, not cumulative; the last is +Inf
-	sum   float64
-	n     uint64
-}
-
-func newHistogram(buckets []float64) *Histogram {
-	for i, u := range buckets {
-		if math.IsNaN(u) || math.IsInf(u, 0) || (i > 0 && u <= buckets[i-1]) {
-			panic(fmt.Sprintf("metrics: histogram buckets must be finite and strictly increasing: %v", buckets))
-		}
-	}
-	return &Histogram{upper: slices.Clone(buckets), count: make([]uint64, len(buckets)+1)}
-}
-
-// bucket returns the index of the first upper bound >= v (len(upper) for +Inf).
-func (h *Histogram) bucket(v float64) int {
-	lo, hi := 0, len(h.upper)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if h.upper[m] < v {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo
+	h     prometheus.Histogram
 }
 
 // Observe records v. NaN is ignored.
 func (h *Histogram) Observe(v float64) {
-	if math.IsNaN(v) {
-		return
+	if !math.IsNaN(v) {
+		h.h.Observe(v)
 	}
-	i := h.bucket(v)
-	h.mu.Lock()
-	h.count[i]++
-	h.sum += v
-	h.n++
-	h.mu.Unlock()
 }
 
-// ObserveDurations records each duration in seconds, under one lock.
+// ObserveDurations records each duration in seconds.
 func (h *Histogram) ObserveDurations(ds []time.Duration) {
-	h.mu.Lock()
 	for _, d := range ds {
-		v := d.Seconds()
-		h.count[h.bucket(v)]++
-		h.sum += v
+		h.h.Observe(d.Seconds())
 	}
-	h.n += uint64(len(ds))
-	h.mu.Unlock()
 }
 
 // Snapshot returns cumulative bucket counts (one per upper bound, then +Inf),
 // the sum and the count, consistently.
 func (h *Histogram) Snapshot() (cumulative []uint64, sum float64, count uint64) {
-	cumulative = make([]uint64, len(h.count))
-	h.mu.Lock()
-	copy(cumulative, h.count)
-	sum, count = h.sum, h.n
-	h.mu.Unlock()
-	for i := 1; i < len(cumulative); i++ {
-		cumulative[i] += cumulative[i-1]
+	var m dto.Metric
+	if err := h.h.Write(&m); err != nil {
+		panic(fmt.Sprintf("metrics: %v", err)) // a plain histogram always writes
 	}
-	return cumulative, sum, count
+	hm := m.GetHistogram()
+	cumulative = make([]uint64, 0, len(h.upper)+1)
+	for _, b := range hm.GetBucket() {
+		cumulative = append(cumulative, b.GetCumulativeCount())
+	}
+	return append(cumulative, hm.GetSampleCount()), hm.GetSampleSum(), hm.GetSampleCount()
 }
 
-func (h *Histogram) write(b []byte, name, base string) []byte {
-	cum, sum, n := h.Snapshot()
-	for i, c := range cum {
-		b = append(b, name...)
-		b = append(b, "_bucket{"...)
-		b = append(b, base...)
-		b = append(b, `,le="`...)
-		if i < len(h.upper) {
-			b = appendFloat(b, h.upper[i])
-		} else {
-			b = append(b, "+Inf"...)
-		}
-		b = append(b, `"} `...)
-		b = strconv.AppendUint(b, c, 10)
-		b = append(b, '\n')
-	}
-	b = appendSample(b, name+"_sum", base, "", "", sum)
-	b = append(b, name...)
-	b = append(b, "_count{"...)
-	b = append(b, base...)
-	b = append(b, "} "...)
-	b = strconv.AppendUint(b, n, 10)
-	return append(b, '\n')
+// ---- scrape-time collectors ----
+
+// engineCollector exports the Gauges callback's values, calling it once
+// per scrape. descs are, in order: running, waiting, KV usage, its GPU
+// alias, ready, pending (gauges) and preemptions (a counter).
+type engineCollector struct {
+	gauges func() Gauges
+	descs  []*prometheus.Desc
 }
 
-// ---- text format helpers ----
-
-func appendSample(b []byte, name, base, label, value string, v float64) []byte {
-	b = append(b, name...)
-	b = append(b, '{')
-	b = append(b, base...)
-	if label != "" {
-		b = append(b, ',')
-		b = append(b, label...)
-		b = append(b, `="`...)
-		b = appendEscapedLabel(b, value)
-		b = append(b, '"')
+func (e *engineCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range e.descs {
+		ch <- d
 	}
-	b = append(b, "} "...)
-	b = appendFloat(b, v)
-	return append(b, '\n')
 }
 
-func appendFloat(b []byte, v float64) []byte {
-	switch {
-	case math.IsInf(v, 1):
-		return append(b, "+Inf"...)
-	case math.IsInf(v, -1):
-		return append(b, "-Inf"...)
-	case math.IsNaN(v):
-		return append(b, "NaN"...)
+func (e *engineCollector) Collect(ch chan<- prometheus.Metric) {
+	var g Gauges
+	if e.gauges != nil {
+		g = e.gauges()
 	}
-	return strconv.AppendFloat(b, v, 'g', -1, 64)
+	ready := 0.0
+	if g.Ready {
+		ready = 1
+	}
+	for i, v := range []float64{float64(g.Running), float64(g.Waiting), g.KVUsage, g.KVUsage, ready, float64(g.Pending)} {
+		ch <- prometheus.MustNewConstMetric(e.descs[i], prometheus.GaugeValue, v)
+	}
+	ch <- prometheus.MustNewConstMetric(e.descs[6], prometheus.CounterValue, float64(g.Preemptions))
 }
 
-// appendEscapedLabel escapes a label value: backslash, double quote and
-// line feed.
-func appendEscapedLabel(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '\\':
-			b = append(b, `\\`...)
-		case '"':
-			b = append(b, `\"`...)
-		case '\n':
-			b = append(b, `\n`...)
-		default:
-			b = append(b, c)
-		}
-	}
-	return b
+// aliasCollector exports a histogram's current state under another name.
+type aliasCollector struct {
+	h    *Histogram
+	desc *prometheus.Desc
 }
 
-func escapeLabel(s string) string {
-	if !utf8.ValidString(s) {
-		s = string([]rune(s))
-	}
-	return string(appendEscapedLabel(nil, s))
-}
+func (a *aliasCollector) Describe(ch chan<- *prometheus.Desc) { ch <- a.desc }
 
-// appendHelp escapes a HELP docstring: backslash and line feed.
-func appendHelp(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '\\':
-			b = append(b, `\\`...)
-		case '\n':
-			b = append(b, `\n`...)
-		default:
-			b = append(b, c)
-		}
+func (a *aliasCollector) Collect(ch chan<- prometheus.Metric) {
+	cum, sum, n := a.h.Snapshot()
+	buckets := make(map[float64]uint64, len(a.h.upper))
+	for i, u := range a.h.upper {
+		buckets[u] = cum[i]
 	}
-	return b
-}
-
-func validMetricName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c == '_' || c == ':' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9') {
-			return false
-		}
-	}
-	return true
-}
-
-func validLabelName(s string) bool {
-	if s == "" || len(s) >= 2 && s[:2] == "__" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9') {
-			return false
-		}
-	}
-	return true
+	ch <- prometheus.MustNewConstHistogram(a.desc, n, sum, buckets)
 }

@@ -4,14 +4,21 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"google.golang.org/protobuf/encoding/protodelim"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata golden files")
@@ -52,6 +59,8 @@ func lineDiff(want, got string) string {
 	return b.String()
 }
 
+// scrape returns r's text exposition without the process and Go runtime
+// families, whose values change from scrape to scrape.
 func scrape(t testing.TB, r *Registry) []byte {
 	t.Helper()
 	var buf bytes.Buffer
@@ -62,7 +71,31 @@ func scrape(t testing.TB, r *Registry) []byte {
 	if n != int64(buf.Len()) {
 		t.Fatalf("WriteTo returned %d, wrote %d", n, buf.Len())
 	}
-	return buf.Bytes()
+	checkExposition(t, buf.Bytes())
+	return cohortOnly(buf.Bytes())
+}
+
+// isRuntime reports whether a family is the client's process or Go runtime
+// collector's.
+func isRuntime(name string) bool {
+	return strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_")
+}
+
+// cohortOnly drops the lines of the process and Go runtime families.
+func cohortOnly(out []byte) []byte {
+	var b bytes.Buffer
+	for _, line := range strings.SplitAfter(string(out), "\n") {
+		name := line
+		if strings.HasPrefix(line, "# ") {
+			if f := strings.SplitN(line, " ", 4); len(f) > 2 {
+				name = f[2]
+			}
+		}
+		if line != "" && !isRuntime(name) {
+			b.WriteString(line)
+		}
+	}
+	return b.Bytes()
 }
 
 func goldenRegistry() *Registry {
@@ -227,7 +260,7 @@ func TestRequestFinishedValues(t *testing.T) {
 		{val("vllm:request_success_total", "finished_reason", "stop"), 1, "stop"},
 		{val("vllm:request_success_total", "finished_reason", "length"), 1, "length"},
 		{val("vllm:request_success_total", "finished_reason", "error"), 1, "error"},
-		{val("vllm:request_success_total", "finished_reason", "cancelled"), 0, "cancelled"},
+		{val("vllm:request_success_total", "finished_reason", "abort"), 0, "abort"},
 		{val("cohort:requests_rejected_total", "reason", "overloaded"), 2, "overloaded"},
 		{val("cohort:requests_rejected_total", "reason", "capacity"), 0, "capacity"},
 		{val("vllm:num_requests_running"), 3, "running"},
@@ -282,7 +315,7 @@ func TestConcurrent(t *testing.T) {
 	r := New("m", func() Gauges { return Gauges{Running: 1} })
 	const workers, per = 8, 500
 	itl := []time.Duration{time.Millisecond, 30 * time.Millisecond}
-	reasons := []string{"stop", "length", "cancelled", "error", "brand_new"}
+	reasons := []string{"stop", "length", "abort", "error", "brand_new"}
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	var scrapes sync.WaitGroup
@@ -584,12 +617,12 @@ func checkEscapes(s string, quotes bool) error {
 	return nil
 }
 
-func isMetricName(s string) bool { return validMetricName(s) }
-func isLabelName(s string) bool  { return s != "" && validLabelName(s) || s == "__name__" }
+func isMetricName(s string) bool { return model.IsValidMetricName(model.LabelValue(s)) }
+func isLabelName(s string) bool  { return model.LabelName(s).IsValid() }
 
 // checkExposition parses out and checks the structure the format requires:
 // one HELP and one TYPE per family before its samples, families contiguous
-// and sorted, every series with model_name, histograms with increasing le,
+// and sorted, every series but the runtime ones with model_name, histograms with increasing le,
 // non-decreasing cumulative counts, a final +Inf equal to _count, and _sum.
 func checkExposition(t testing.TB, out []byte) {
 	t.Helper()
@@ -642,7 +675,7 @@ func checkExposition(t testing.TB, out []byte) {
 			t.Fatalf("sample %q before its TYPE", line)
 		}
 		st.samples++
-		if _, ok := s.labels[ModelLabel]; !ok {
+		if _, ok := s.labels[ModelLabel]; !ok && !isRuntime(cur) {
 			t.Errorf("sample %q without %s", line, ModelLabel)
 		}
 		key := line[:strings.LastIndexByte(line, ' ')]
@@ -674,6 +707,10 @@ func checkExposition(t testing.TB, out []byte) {
 			default:
 				t.Errorf("%q: not a sample of histogram %s", line, cur)
 			}
+		case "summary":
+			if s.name != cur && s.name != cur+"_sum" && s.name != cur+"_count" {
+				t.Errorf("%q: not a sample of summary %s", line, cur)
+			}
 		case "counter":
 			if s.name != cur || s.value < 0 {
 				t.Errorf("%q: bad counter sample of %s", line, cur)
@@ -698,6 +735,136 @@ func checkExposition(t testing.TB, out []byte) {
 			inf, ok2 := infCount[name]
 			if !ok || !ok2 || c != inf {
 				t.Errorf("%s: +Inf bucket %v != _count %v", name, inf, c)
+			}
+		}
+	}
+}
+
+// TestNegotiate: the Accept headers scrapers send pick the format, and each
+// format's output is what its parser expects.
+func TestNegotiate(t *testing.T) {
+	const (
+		text = "text/plain; version=0.0.4; charset=utf-8"
+		om1  = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+		om0  = "application/openmetrics-text; version=0.0.1; charset=utf-8"
+		pb   = "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited"
+	)
+	tests := []struct {
+		name, accept, want string
+	}{
+		{"none", "", text},
+		{"any", "*/*", text},
+		{"browser", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", text},
+		{"text", "text/plain", text},
+		{"text 0.0.4", "text/plain;version=0.0.4", text},
+		{"openmetrics", "application/openmetrics-text", om0},
+		{"openmetrics 1.0.0", "application/openmetrics-text;version=1.0.0", om1},
+		{"openmetrics 0.0.1", "application/openmetrics-text; version=0.0.1", om0},
+		// What Prometheus 2.x sends by default: OpenMetrics first.
+		{"prometheus", "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1", om1},
+		{"protobuf", "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3", pb},
+	}
+	r := goldenRegistry()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := Negotiate(tt.accept)
+			if string(f) != tt.want {
+				t.Fatalf("Negotiate(%q) = %q, want %q", tt.accept, f, tt.want)
+			}
+			var buf bytes.Buffer
+			if err := r.Write(&buf, f); err != nil {
+				t.Fatal(err)
+			}
+			out := buf.String()
+			switch tt.want {
+			case text:
+				checkExposition(t, buf.Bytes())
+				if strings.Contains(out, "# EOF") {
+					t.Error("text format with # EOF")
+				}
+			case om0, om1:
+				if !strings.HasSuffix(out, "\n# EOF\n") {
+					t.Errorf("OpenMetrics without the final # EOF:\n%s", out[max(0, len(out)-200):])
+				}
+				// Counters are declared without _total, their samples keep it.
+				for _, want := range []string{
+					"# TYPE vllm:request_success counter\n",
+					`vllm:request_success_total{finished_reason="stop",model_name="Qwen/Qwen3.5-0.8B"} 1.0` + "\n",
+					"# TYPE vllm:time_to_first_token_seconds histogram\n",
+					`vllm:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen3.5-0.8B",le="+Inf"} 2` + "\n",
+					"# TYPE go_goroutines gauge\n",
+				} {
+					if !strings.Contains(out, want) {
+						t.Errorf("OpenMetrics lacks %q", want)
+					}
+				}
+			case pb:
+				var mf dto.MetricFamily
+				if err := protodelim.UnmarshalFrom(&buf, &mf); err != nil {
+					t.Fatalf("first protobuf family: %v", err)
+				}
+				if mf.GetName() == "" || len(mf.GetMetric()) == 0 {
+					t.Errorf("empty first family %v", &mf)
+				}
+			}
+		})
+	}
+}
+
+// TestRuntimeCollectors: the client's process and Go runtime collectors are
+// exported, without model_name.
+func TestRuntimeCollectors(t *testing.T) {
+	var buf bytes.Buffer
+	if _, err := New("m", nil).WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	fams := parseExposition(t, buf.Bytes())
+	want := []string{"go_goroutines", "go_memstats_alloc_bytes", "go_gc_duration_seconds_count", "go_info"}
+	if runtime.GOOS == "linux" {
+		want = append(want, "process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds")
+	}
+	for _, name := range want {
+		f := fams[name]
+		if f == nil {
+			t.Errorf("no %s", name)
+			continue
+		}
+		if _, ok := f.samples[0].labels[ModelLabel]; ok {
+			t.Errorf("%s has %s", name, ModelLabel)
+		}
+	}
+	if g := fams["go_goroutines"]; g != nil && g.samples[0].value < 1 {
+		t.Errorf("go_goroutines = %v", g.samples[0].value)
+	}
+}
+
+// TestGaugesOncePerScrape: the engine callback runs once per scrape, in
+// every format.
+func TestGaugesOncePerScrape(t *testing.T) {
+	var calls int
+	r := New("m", func() Gauges { calls++; return Gauges{Running: calls} })
+	for i, f := range []expfmt.Format{expfmt.FmtText, expfmt.FmtOpenMetrics_1_0_0, expfmt.FmtProtoDelim} {
+		if err := r.Write(io.Discard, f); err != nil {
+			t.Fatal(err)
+		}
+		if calls != i+1 {
+			t.Fatalf("after %d scrapes the callback ran %d times", i+1, calls)
+		}
+	}
+}
+
+// TestAlias: the deprecated vllm:time_per_output_token_seconds reads the
+// same observations as vllm:inter_token_latency_seconds.
+func TestAlias(t *testing.T) {
+	fams := parseExposition(t, scrape(t, goldenRegistry()))
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		a, b := fams["vllm:inter_token_latency_seconds"+suffix], fams["vllm:time_per_output_token_seconds"+suffix]
+		if a == nil || b == nil || len(a.samples) != len(b.samples) {
+			t.Fatalf("%s: families %v and %v", suffix, a, b)
+		}
+		for i := range a.samples {
+			if a.samples[i].value != b.samples[i].value || a.samples[i].labels["le"] != b.samples[i].labels["le"] {
+				t.Errorf("%s sample %d: %v vs %v", suffix, i, a.samples[i], b.samples[i])
 			}
 		}
 	}

@@ -34,23 +34,27 @@ type Preset struct {
 	LinearKeyHeads, LinearValueHeads int
 	LinearKeyDim, LinearValueDim     int
 	Intermediate, MaxPositions       int
-	Merges                           int // byte-level BPE merges in the tokenizer
 	Tied                             bool
 }
+
+// Merges is the number of byte-level BPE merges in the preset's tokenizer:
+// with the 256 byte tokens and the Specials they make exactly Vocab tokens,
+// so every id the model can emit decodes to text.
+func (p Preset) Merges() int { return p.Vocab - 256 - len(Specials) }
 
 // Presets are the named shapes `cohort make-model --preset` accepts.
 var Presets = map[string]Preset{
 	// tiny divides by TP = 1, 2 and 4 (KV heads are replicated at 4).
 	"tiny": {Name: "tiny", Vocab: 512, Hidden: 64, Layers: 8, Heads: 4, KVHeads: 2, HeadDim: 64,
 		LinearKeyHeads: 4, LinearValueHeads: 8, LinearKeyDim: 16, LinearValueDim: 16,
-		Intermediate: 192, MaxPositions: 4096, Merges: 240, Tied: true},
+		Intermediate: 192, MaxPositions: 4096, Tied: true},
 	"small": {Name: "small", Vocab: 8192, Hidden: 1024, Layers: 4, Heads: 8, KVHeads: 2, HeadDim: 256,
 		LinearKeyHeads: 16, LinearValueHeads: 16, LinearKeyDim: 128, LinearValueDim: 128,
-		Intermediate: 3584, MaxPositions: 32768, Merges: 1000, Tied: true},
+		Intermediate: 3584, MaxPositions: 32768, Tied: true},
 	// 4b-shape has the dimensions of Qwen3.5-4B (about 8.4 GB in bf16).
 	"4b-shape": {Name: "4b-shape", Vocab: 248320, Hidden: 2560, Layers: 32, Heads: 16, KVHeads: 4, HeadDim: 256,
 		LinearKeyHeads: 16, LinearValueHeads: 32, LinearKeyDim: 128, LinearValueDim: 128,
-		Intermediate: 9216, MaxPositions: 262144, Merges: 1000, Tied: true},
+		Intermediate: 9216, MaxPositions: 262144, Tied: true},
 }
 
 // PresetNames lists the preset names, sorted.
@@ -73,16 +77,9 @@ func Write(dir string, p Preset) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("modelgen: %w", err)
 	}
-	tokJSON, err := tokenizer.Synthetic(p.Merges, Specials)
+	tokJSON, tok, err := presetTokenizer(p)
 	if err != nil {
-		return fmt.Errorf("modelgen: %w", err)
-	}
-	tok, err := tokenizer.Parse(tokJSON)
-	if err != nil {
-		return fmt.Errorf("modelgen: %w", err)
-	}
-	if tok.VocabSize() > p.Vocab {
-		return fmt.Errorf("modelgen: tokenizer has %d tokens, preset %s only %d", tok.VocabSize(), p.Name, p.Vocab)
+		return err
 	}
 	eos, _ := tok.TokenID("<|endoftext|>")
 	imEnd, _ := tok.TokenID("<|im_end|>")
@@ -105,6 +102,26 @@ func Write(dir string, p Preset) error {
 		return err
 	}
 	return writeWeights(filepath.Join(dir, "model.safetensors"), cfg)
+}
+
+// presetTokenizer builds p's tokenizer.json and parses it. It has exactly
+// p.Vocab tokens: the 256 bytes, p.Merges() merges, then Specials.
+func presetTokenizer(p Preset) ([]byte, *tokenizer.Tokenizer, error) {
+	if p.Merges() < 0 {
+		return nil, nil, fmt.Errorf("modelgen: preset %s: vocabulary %d is smaller than the %d byte and special tokens", p.Name, p.Vocab, 256+len(Specials))
+	}
+	data, err := tokenizer.Synthetic(p.Merges(), Specials)
+	if err != nil {
+		return nil, nil, fmt.Errorf("modelgen: %w", err)
+	}
+	tok, err := tokenizer.Parse(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("modelgen: %w", err)
+	}
+	if tok.VocabSize() != p.Vocab {
+		return nil, nil, fmt.Errorf("modelgen: preset %s: the tokenizer has %d tokens, the model %d", p.Name, tok.VocabSize(), p.Vocab)
+	}
+	return data, tok, nil
 }
 
 // configJSON renders the nested (multimodal container) form of config.json.

@@ -73,9 +73,10 @@ El zorro marrón rápido salta sobre el perro perezoso. Быстрая бура�
 // pair of ids) from a fixed built-in sample text pre-tokenized like Qwen,
 // followed by the given special tokens (ids 256+nMerges...). Every merge
 // creates a new token; if the sample is exhausted before nMerges merges are
-// learned, the remaining merges join existing tokens in a fixed order, so the
-// vocabulary always has exactly 256+nMerges+len(specials) entries. The normalizer, pre-tokenizer and decoder are those of Qwen3. The
-// output bytes are deterministic.
+// learned, the remaining merges append a printable ASCII character to
+// existing tokens in a fixed order, so the vocabulary always has exactly
+// 256+nMerges+len(specials) entries. The normalizer, pre-tokenizer and
+// decoder are those of Qwen3. The output bytes are deterministic.
 func Synthetic(nMerges int, specials []string) ([]byte, error) {
 	if nMerges < 0 {
 		return nil, fmt.Errorf("tokenizer: negative merge count %d", nMerges)
@@ -162,9 +163,19 @@ func Synthetic(nMerges int, specials []string) ([]byte, error) {
 			words[i] = out
 		}
 	}
-	// Sample exhausted: join existing tokens in a fixed order.
-	for a := int32(0); len(merges) < nMerges; a++ {
-		for b := int32(0); b < int32(len(toks)) && len(merges) < nMerges; b++ {
+	// Sample exhausted: append a printable ASCII byte to the printable ASCII
+	// bytes, then to the learned tokens, then to these new tokens, in id
+	// order. The new tokens stay short (a 248k vocabulary is a few MB of
+	// JSON) and every one decodes to visible text.
+	const first, last = '!', '~'
+	for a := int32(first); len(merges) < nMerges; a++ {
+		if a == last+1 {
+			a = 256 // skip the bytes after '~'
+		}
+		if a >= int32(len(toks)) {
+			return nil, fmt.Errorf("tokenizer: cannot make %d merges", nMerges)
+		}
+		for b := int32(first); b <= last && len(merges) < nMerges; b++ {
 			if usable(a, b) {
 				addMerge(a, b)
 			}
