@@ -32,7 +32,7 @@ func runGenCerts(_ context.Context, args []string, stdout io.Writer) error {
 	out := fs.String("out", "certs", "directory to write ca.pem, ca-key.pem, node.pem and node-key.pem into")
 	hosts := fs.String("hosts", "127.0.0.1,::1,localhost", "comma-separated IPs and names the node certificate is valid for (every --listen / --workers host)")
 	days := fs.Int("days", 365, "validity in days")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 || *days < 1 {
@@ -119,7 +119,7 @@ type securityFlags struct {
 }
 
 func (s *securityFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&s.cert, "tls-cert", "", "PEM certificate of this node for mutual TLS on the actor port (see `cohort gen-certs`)")
+	fs.StringVar(&s.cert, "tls-cert", "", "PEM certificate of this node for mutual TLS on the actor port (cohort gen-certs makes one)")
 	fs.StringVar(&s.key, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&s.ca, "tls-ca", "", "PEM CA of the cluster: peers must present a certificate signed by it")
 	fs.BoolVar(&s.insecure, "insecure", false, "run the actor port in plaintext, unauthenticated (trusted networks only)")
