@@ -200,16 +200,24 @@ func (p *Parser) step(final bool) bool {
 		p.fallback()
 		return true
 	case inFuncName:
+		// The checks on a name read so far only fail if they fail on every
+		// longer one, so the result does not depend on how the text was
+		// split: the raw length, the trimmed length and the characters
+		// inside the trimmed name only grow.
 		i := strings.IndexByte(p.buf, '>')
+		head := p.buf
+		if i >= 0 {
+			head = p.buf[:i]
+		}
+		name := strings.TrimSpace(head)
+		if len(head) > 2*maxName || len(name) > maxName || strings.ContainsAny(name, "<\n") {
+			p.fallback()
+			return true
+		}
 		if i < 0 {
-			if len(p.buf) > maxName || strings.ContainsAny(p.buf, "<\n") {
-				p.fallback()
-				return true
-			}
 			return false
 		}
-		name := strings.TrimSpace(p.buf[:i])
-		if name == "" || len(name) > maxName || strings.ContainsAny(name, "<\n") {
+		if name == "" {
 			p.fallback()
 			return true
 		}
