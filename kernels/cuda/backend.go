@@ -102,6 +102,7 @@ type Backend struct {
 	gemvTune    gemvTuning         // its variant (bf16.go)
 	mmaCnt      devptr             // its tile counters (zero between launches)
 	pdl         bool               // launch with programmatic dependent launch (sm_90+, COHORT_CUDA_PDL)
+	fuse        bool               // fused decode kernels (COHORT_CUDA_FUSE=0 turns them off)
 	plans       map[ltKey]ltPlan   // prepared cuBLASLt matmuls by shape
 	graph       graphs             // CUDA graphs of decode steps (graph.go)
 	collectives collectives        // device collectives (collective.go)
@@ -165,6 +166,7 @@ func New(o Options) (*Backend, error) {
 		return nil, fmt.Errorf("cuda: device %d: %w", o.Device, err)
 	}
 	b.pdl = b.ccMaj >= 9 && os.Getenv("COHORT_CUDA_PDL") != "0"
+	b.fuse = os.Getenv("COHORT_CUDA_FUSE") != "0"
 	if b.ctx, err = primaryCtxRetain(dev); err != nil {
 		return nil, fmt.Errorf("cuda: device %d: %w", o.Device, err)
 	}

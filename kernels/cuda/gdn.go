@@ -147,6 +147,16 @@ func (b *Backend) seqMeta(op string, p *StatePool, layer int, bt *kernels.Batch)
 	return start, length, slot
 }
 
+// allDecode reports whether every sequence of the batch brings one token.
+func allDecode(bt *kernels.Batch) bool {
+	for _, s := range bt.Seqs {
+		if s.Len != 1 {
+			return false
+		}
+	}
+	return len(bt.Seqs) > 0
+}
+
 // seqLayout returns the sequences' starts, lengths and slots, checking each
 // slot against the pool.
 func seqLayout(p *StatePool, layer int, bt *kernels.Batch) (st, ln, sl []int32) {
@@ -207,10 +217,21 @@ func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, st
 	if T == 0 || len(bt.Seqs) == 0 {
 		return out
 	}
+	scale := 1 / float32(math.Sqrt(float64(dk)))
+	warps := min(max((dk+7)/8, 1), 32)
+	if b.fuse && allDecode(bt) && warps <= 16 && (dk+warps-1)/warps <= gdnRowsMax {
+		// Decode rows: the q/k norms and the gates are computed by the
+		// recurrent kernel itself (two launches fewer per layer).
+		start, length, slot := b.seqMeta(op, p, layer, bt)
+		b.launch(op, "gdn_decode_cols_f32", [3]int{len(bt.Seqs), nv, (dv + 31) / 32}, [3]int{32, warps, 1},
+			(2*dk+2*32*warps)*4+2*warps*8,
+			out.ptr, mt.ptr, bt2.ptr, at.ptr, alt.ptr, dtt.ptr, p.rec, start, length, slot,
+			nk, nv, dk, dv, convDim, p.slots, layer, scale)
+		return out
+	}
 	qk := nk * dk
 	qh, kh := b.newTensor(op, T, qk), b.newTensor(op, T, qk)
 	g, bs := b.newTensor(op, T, nv), b.newTensor(op, T, nv)
-	scale := 1 / float32(math.Sqrt(float64(dk)))
 	b.launch(op, "gdn_qk_norm_f32", [3]int{T, 2 * nk, 1}, [3]int{blockFor(dk), 1, 1}, 0,
 		qh.ptr, kh.ptr, mt.ptr, convDim, nk, dk, scale)
 	n := int64(T) * int64(nv)
@@ -224,7 +245,7 @@ func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, st
 			return out
 		}
 	}
-	if warps := min(max((dk+7)/8, 1), 32); (dk+warps-1)/warps <= gdnRowsMax {
+	if (dk+warps-1)/warps <= gdnRowsMax {
 		// Column-split form: 32 state columns per block, dk rows over the
 		// block's warps (about 8 rows per thread, kept in registers).
 		b.launch(op, "gdn_recurrent_cols_f32", [3]int{nSeq, nv, (dv + 31) / 32}, [3]int{32, warps, 1},

@@ -24,6 +24,7 @@ func TestGDNMatchesCPU(t *testing.T) {
 		{KeyHeads: 2, ValueHeads: 4, KeyDim: 32, ValueDim: 48, ConvKernel: 4},
 		{KeyHeads: 1, ValueHeads: 2, KeyDim: 128, ValueDim: 128, ConvKernel: 4},
 		{KeyHeads: 3, ValueHeads: 3, KeyDim: 16, ValueDim: 8, ConvKernel: 2},
+		{KeyHeads: 16, ValueHeads: 32, KeyDim: 128, ValueDim: 128, ConvKernel: 4}, // the 4b shape (decode steps run the fused kernel)
 	} {
 		t.Run(fmt.Sprintf("nk%d/nv%d/dk%d/dv%d/K%d", cfg.KeyHeads, cfg.ValueHeads, cfg.KeyDim, cfg.ValueDim, cfg.ConvKernel), func(t *testing.T) {
 			gpu(t) // each subtest runs on its own goroutine: lock and bind it

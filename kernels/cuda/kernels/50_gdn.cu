@@ -194,3 +194,116 @@ extern "C" __global__ void __launch_bounds__(1024) gdn_recurrent_cols_f32(float 
 		if (col && d < dk) S[(long long)d * dv + c] = st[i];
 	}
 }
+
+// block_sum2_d returns the sums of a and b over a block of (32, nw) threads
+// to every thread; part has 2*nw doubles. Every thread must call it.
+__device__ __forceinline__ void block_sum2_d(double &a, double &b, double *part, int lane, int w, int nw) {
+	a = warp_sum_d(a);
+	b = warp_sum_d(b);
+	__syncthreads(); // part may still be read by a previous call
+	if (lane == 0) {
+		part[w] = a;
+		part[nw + w] = b;
+	}
+	__syncthreads();
+	a = 0;
+	b = 0;
+	for (int i = 0; i < nw; i++) {
+		a += part[i];
+		b += part[nw + i];
+	}
+}
+
+// gdn_decode_cols_f32 is gdn_qk_norm_f32, gdn_gates_f32 and
+// gdn_recurrent_cols_f32 in one kernel, for decode steps: each block
+// l2-normalizes its k head's q and k from the conv output and computes its
+// v head's gates itself (the same expressions, in the same precision), so a
+// GDN layer's decode needs two launches fewer. At most 16 warps (dk up to
+// 128), so that the state rows stay in registers. Dynamic shared memory:
+// (2*dk + 2*32*blockDim.y) floats and 2*blockDim.y doubles.
+extern "C" __global__ void __launch_bounds__(512) gdn_decode_cols_f32(float *out, const float *mixed,
+		const float *braw, const float *araw, const float *aLog, const float *dtBias, float *rec,
+		const int *seqStart, const int *seqLen, const int *seqSlot,
+		int nk, int nv, int dk, int dv, int convDim, int slots, int layer, float scale) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	extern __shared__ float sm[];
+	int nw = blockDim.y;
+	float *sq = sm, *sk = sm + dk, *redU = sm + 2 * dk, *redO = redU + 32 * nw;
+	double *part = (double *)(redO + 32 * nw);
+	int s = blockIdx.x, h = blockIdx.y;
+	int lane = threadIdx.x, w = threadIdx.y, tid = w * 32 + lane, nt = 32 * nw;
+	int c = blockIdx.z * 32 + lane;
+	bool col = c < dv;
+	int start = seqStart[s], len = seqLen[s];
+	if (len <= 0) return;
+	int kHead = h / (nv / nk);
+	int qk = nk * dk, vOff = 2 * qk;
+	float *S = rec + (((long long)layer * slots + seqSlot[s]) * nv + h) * (long long)dk * dv;
+	float st[GDN_ROWS_MAX];
+#pragma unroll
+	for (int i = 0; i < GDN_ROWS_MAX; i++) {
+		int d = w + i * nw;
+		st[i] = (col && d < dk) ? S[(long long)d * dv + c] : 0.0f;
+	}
+	float gdecay = -(float)exp((double)aLog[h]), bias = dtBias[h];
+	for (int t = 0; t < len; t++) {
+		long long r = start + t;
+		__syncthreads(); // the previous token is done with sq, sk and redU
+		const float *row = mixed + r * convDim;
+		double ssq = 0, ssk = 0;
+		for (int i = tid; i < dk; i += nt) {
+			float q = row[(long long)kHead * dk + i], k = row[qk + (long long)kHead * dk + i];
+			sq[i] = q;
+			sk[i] = k;
+			ssq += (double)q * (double)q;
+			ssk += (double)k * (double)k;
+		}
+		block_sum2_d(ssq, ssk, part, lane, w, nw);
+		float invq = 1.0f / (float)sqrt((double)((float)ssq + 1e-6f));
+		float invk = 1.0f / (float)sqrt((double)((float)ssk + 1e-6f));
+		for (int i = tid; i < dk; i += nt) {
+			sq[i] = sq[i] * invq * scale;
+			sk[i] = sk[i] * invk;
+		}
+		__syncthreads();
+		float bt = sigmoid_ref(braw[r * nv + h]);
+		float decay = (float)exp((double)(gdecay * softplus_ref(araw[r * nv + h] + bias)));
+		float u = 0.0f;
+#pragma unroll
+		for (int i = 0; i < GDN_ROWS_MAX; i++) {
+			int d = w + i * nw;
+			if (d < dk) {
+				st[i] = st[i] * decay;
+				u += sk[d] * st[i];
+			}
+		}
+		redU[w * 32 + lane] = u;
+		__syncthreads();
+		u = 0.0f;
+		for (int k = 0; k < nw; k++) u += redU[k * 32 + lane];
+		float vj = col ? row[vOff + (long long)h * dv + c] : 0.0f;
+		float delta = bt * (vj - u);
+		float o = 0.0f;
+#pragma unroll
+		for (int i = 0; i < GDN_ROWS_MAX; i++) {
+			int d = w + i * nw;
+			if (d < dk) {
+				st[i] = st[i] + sk[d] * delta;
+				o += sq[d] * st[i];
+			}
+		}
+		redO[w * 32 + lane] = o;
+		__syncthreads();
+		if (w == 0 && col) {
+			o = 0.0f;
+			for (int k = 0; k < nw; k++) o += redO[k * 32 + lane];
+			out[r * nv * dv + (long long)h * dv + c] = o;
+		}
+	}
+#pragma unroll
+	for (int i = 0; i < GDN_ROWS_MAX; i++) {
+		int d = w + i * nw;
+		if (col && d < dk) S[(long long)d * dv + c] = st[i];
+	}
+}
