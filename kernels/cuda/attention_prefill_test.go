@@ -26,7 +26,8 @@ func withFlash(t testing.TB, minRows int) {
 }
 
 // flashConfigs are the head shapes of the differential tests: GQA ratios
-// 1, 2 and 4 at head dims 64, 128 and 256, and the 4b model's heads.
+// 1, 2 and 4 at head dims 64, 128 and 256, a ratio of 3 (tiles of 64
+// M-rows then split a row's heads), and the 4b model's heads.
 var flashConfigs = []kernels.AttnConfig{
 	{Heads: 2, KVHeads: 2, HeadDim: 64},
 	{Heads: 4, KVHeads: 2, HeadDim: 64},
@@ -34,6 +35,7 @@ var flashConfigs = []kernels.AttnConfig{
 	{Heads: 2, KVHeads: 2, HeadDim: 128},
 	{Heads: 4, KVHeads: 2, HeadDim: 128},
 	{Heads: 8, KVHeads: 2, HeadDim: 128},
+	{Heads: 6, KVHeads: 2, HeadDim: 128},
 	{Heads: 3, KVHeads: 3, HeadDim: 256},
 	{Heads: 4, KVHeads: 2, HeadDim: 256},
 	{Heads: 16, KVHeads: 4, HeadDim: 256},
