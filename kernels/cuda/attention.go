@@ -48,7 +48,9 @@ const attnMaxHeadDim = 256
 // Attention stores k and v of every row in the cache at its position, then
 // computes causal GQA attention of each row's query over positions [0, p] of
 // its sequence, scaled by 1/sqrt(headDim), softmax in float32, and multiplies
-// by sigmoid(gate). Output [T, Heads·HeadDim].
+// by sigmoid(gate). Output [T, Heads·HeadDim]. With COHORT_CUDA_FLASH=1,
+// sequences of many rows take the tensor-core kernel of
+// attention_prefill.go (bf16 products, float32 softmax).
 func (b *Backend) Attention(q, k, v, gate kernels.Tensor, cache kernels.KVCache, layer int, bt *kernels.Batch, cfg kernels.AttnConfig) kernels.Tensor {
 	const op = "Attention"
 	qt, kt, vt, gt := b.tensor(op, q), b.tensor(op, k), b.tensor(op, v), b.tensor(op, gate)
