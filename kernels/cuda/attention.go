@@ -48,7 +48,9 @@ const attnMaxHeadDim = 256
 // Attention stores k and v of every row in the cache at its position, then
 // computes causal GQA attention of each row's query over positions [0, p] of
 // its sequence, scaled by 1/sqrt(headDim), softmax in float32, and multiplies
-// by sigmoid(gate). Output [T, Heads·HeadDim].
+// by sigmoid(gate). Output [T, Heads·HeadDim]. With COHORT_CUDA_FLASH=1,
+// sequences of many rows take the tensor-core kernel of
+// attention_prefill.go (bf16 products, float32 softmax).
 func (b *Backend) Attention(q, k, v, gate kernels.Tensor, cache kernels.KVCache, layer int, bt *kernels.Batch, cfg kernels.AttnConfig) kernels.Tensor {
 	const op = "Attention"
 	qt, kt, vt, gt := b.tensor(op, q), b.tensor(op, k), b.tensor(op, v), b.tensor(op, gate)
@@ -77,6 +79,10 @@ func (b *Backend) Attention(q, k, v, gate kernels.Tensor, cache kernels.KVCache,
 	b.launch(op, "kv_write_f32", [3]int{T, 1, 1}, [3]int{min(256, (kvw+31)/32*32), 1, 1}, 0,
 		c.k, c.v, kt.ptr, vt.ptr, dpos, dpageOff, dpages, kvw, c.pageSize, c.pages, layer)
 	scale := 1 / float32(math.Sqrt(float64(hd)))
+	if b.useFlash(bt, cfg) { // long sequences on tensor cores (attention_prefill.go)
+		b.attentionFlash(op, out, qt, gt, c, dpos, dpageOff, dpages, layer, bt, cfg, scale)
+		return out
+	}
 	b.launch(op, "attention_f32", [3]int{T, H, 1}, [3]int{128, 1, 1}, 0,
 		out.ptr, qt.ptr, gt.ptr, c.k, c.v, dpos, dpageOff, dpages, H, KV, hd, c.pageSize, c.pages, layer, scale)
 	return out

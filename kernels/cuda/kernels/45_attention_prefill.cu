@@ -1,0 +1,261 @@
+// Prefill attention on tensor cores over the paged KV cache (flash-attention
+// style: tiles of queries against tiles of keys, online softmax, nothing of
+// size positions² in memory). The Go side (attention_prefill.go) uses it,
+// behind COHORT_CUDA_FLASH=1, for sequences that bring many rows in one
+// step; kv_write_f32 (40_attention.cu) has already stored their k and v.
+//
+// GQA packing: for KV head kvh with G = H/KV query heads, a sequence of len
+// rows has len·G "M-rows" u = token·G + j (query head kvh·G + j of row
+// token), which all read the same keys and values. A block takes FA_BM
+// consecutive M-rows of one sequence and one KV head, so every key/value
+// tile it stages in shared memory serves FA_BM query vectors whatever G is.
+// Warp w owns M-rows [16w, 16w+16) of the block as the A operand of
+// mma.sync m16n8k16 (bf16 inputs, float32 accumulation).
+//
+// Per key tile of BN positions (positions 0 .. the block's last row's
+// position, read through the sequence's page list): the 128 threads convert
+// K and V from float32 to bf16 into shared memory, each warp computes
+// S = Q·Kᵀ (16 × BN) in registers, masks positions after each M-row's own
+// (causal), updates its running row maximum and sum in float32 (base-2
+// exponent of S·scale·log2 e), rescales its output accumulator and adds
+// P·V, with P rounded to bf16 as the A operand and V read transposed by
+// ldmatrix. The output is divided by the row sum and multiplied by
+// sigmoid(gate), as attention_f32 does.
+//
+// Shared-memory rows (Q, K, V all [row][head dim] bf16) are swizzled: the
+// 16-byte chunk c of row r is stored at chunk c ^ (r & 7), so the fragment
+// loads of 8 rows at one column and ldmatrix's 8 row reads hit distinct
+// banks. This needs at least 8 chunks (head dim 64) per row. Everything
+// fits the 48 KiB of static shared memory: head dim 256 uses BN = 16 (Q
+// 32 KiB, K and V 8 KiB each).
+
+#define FA_WARPS 4
+#define FA_THREADS (FA_WARPS * 32)
+#define FA_BM (FA_WARPS * 16)
+
+// fa_pack_bf16x2 rounds lo and hi to bf16 (nearest even) and packs them,
+// lo in the low half.
+__device__ __forceinline__ unsigned fa_pack_bf16x2(float lo, float hi) {
+	unsigned r;
+	asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+	return r;
+}
+
+// fa_mma accumulates d += a·b for one m16n8k16 bf16 tile.
+__device__ __forceinline__ void fa_mma(float d[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+		: "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+		: "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// fa_ldmatrix_x4_trans loads four 8×8 bf16 matrices transposed; lane l
+// gives the shared-memory address of row l % 8 of matrix l / 8.
+__device__ __forceinline__ void fa_ldmatrix_x4_trans(unsigned addr, unsigned &r0, unsigned &r1, unsigned &r2, unsigned &r3) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+		: "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+
+// fa_word is the index of 32-bit word w of row r in a swizzled bf16 tile of
+// HD columns (HD/2 words a row).
+template <int HD>
+__device__ __forceinline__ int fa_word(int r, int w) { return r * (HD / 2) + (w ^ ((r & 7) << 2)); }
+
+// fa_store4 converts four float32 values to bf16 and stores them at
+// columns 4c..4c+3 of row r of a swizzled tile.
+template <int HD>
+__device__ __forceinline__ void fa_store4(unsigned *tile, int r, int c, float4 x) {
+	*(uint2 *)&tile[fa_word<HD>(r, 2 * c)] = make_uint2(fa_pack_bf16x2(x.x, x.y), fa_pack_bf16x2(x.z, x.w));
+}
+
+// fa_prefill is the body of attention_prefill_hd<HD>. tiles[i] =
+// {first row of the sequence, its length, first M-row of the tile, 0};
+// block x works on tile x / KV and KV head x % KV. pos, pageOff, pages,
+// the cache layout and the output are as for attention_f32; the rows of a
+// tile's sequence have consecutive positions pos[row0], pos[row0]+1, ...
+template <int HD, int BN>
+__device__ __forceinline__ void fa_prefill(float *out, const float *q, const float *gate, const float *kc, const float *vc,
+		const int *pos, const int *pageOff, const int *pages, const int4 *tiles,
+		int H, int KV, int pageSize, int numPages, int layer, float scale) {
+	__shared__ __align__(16) unsigned sQ[FA_BM * HD / 2];
+	__shared__ __align__(16) unsigned sK[BN * HD / 2];
+	__shared__ __align__(16) unsigned sV[BN * HD / 2];
+	constexpr int C4 = HD / 4; // float4 per row
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
+	const int4 tl = tiles[blockIdx.x / KV];
+	const int kvh = blockIdx.x % KV, G = H / KV;
+	const int row0 = tl.x, len = tl.y, u0 = tl.z, nM = len * G;
+	const int cached = pos[row0];
+	const int *pg = pages + pageOff[row0];
+	const int kvEnd = cached + min(len - 1, (u0 + FA_BM - 1) / G) + 1; // positions [0, kvEnd)
+	const long long kvw = (long long)KV * HD;                          // floats per cache position
+	const long long layerOff = (long long)layer * numPages * pageSize * kvw + (long long)kvh * HD;
+	const float *kb = kc + layerOff, *vb = vc + layerOff;
+
+	// The Q tile (M-rows past the sequence are zero and never stored).
+	for (int i = tid; i < FA_BM * C4; i += FA_THREADS) {
+		int r = i / C4, c = i % C4, u = u0 + r;
+		float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+		if (u < nM) x = *(const float4 *)(q + ((long long)(row0 + u / G) * H + kvh * G + u % G) * HD + 4 * c);
+		fa_store4<HD>(sQ, r, c, x);
+	}
+
+	// This thread's two M-rows (gq and gq+8 of the warp) and their positions;
+	// padding M-rows take the last position (their results are dropped).
+	const int ua = u0 + warp * 16 + gq, ub = ua + 8;
+	const int posA = cached + min(ua / G, len - 1), posB = cached + min(ub / G, len - 1);
+	const int warpLo = cached + min((u0 + warp * 16) / G, len - 1);      // first position of the warp's rows
+	const int warpHi = cached + min((u0 + warp * 16 + 15) / G, len - 1); // last
+	const float sl2 = scale * 1.4426950408889634f;
+	const unsigned sVaddr = (unsigned)__cvta_generic_to_shared(sV);
+
+	float o[HD / 8][4];
+#pragma unroll
+	for (int n = 0; n < HD / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+	float mA = NEG_INF, mB = NEG_INF, lA = 0.0f, lB = 0.0f;
+
+	for (int kv0 = 0; kv0 < kvEnd; kv0 += BN) {
+		__syncthreads(); // every warp is done with the previous K and V tiles
+#pragma unroll
+		for (int i = tid; i < BN * C4; i += FA_THREADS) {
+			int r = i / C4, c = i % C4, p = kv0 + r;
+			float4 kx = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vx = kx;
+			if (p < kvEnd) {
+				long long off = ((long long)pg[p / pageSize] * pageSize + p % pageSize) * kvw + 4 * c;
+				kx = *(const float4 *)(kb + off);
+				vx = *(const float4 *)(vb + off);
+			}
+			fa_store4<HD>(sK, r, c, kx);
+			fa_store4<HD>(sV, r, c, vx);
+		}
+		__syncthreads();
+		if (kv0 > warpHi) continue; // every position of the tile is after the warp's rows
+
+		// S = Q·Kᵀ for the warp's 16 M-rows and the tile's BN positions.
+		float s[BN / 8][4];
+#pragma unroll
+		for (int n = 0; n < BN / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+		const int ra = warp * 16 + gq, rb = ra + 8;
+#pragma unroll
+		for (int kk = 0; kk < HD / 16; kk++) {
+			const int w = kk * 8 + tq;
+			unsigned a0 = sQ[fa_word<HD>(ra, w)], a1 = sQ[fa_word<HD>(rb, w)];
+			unsigned a2 = sQ[fa_word<HD>(ra, w + 4)], a3 = sQ[fa_word<HD>(rb, w + 4)];
+#pragma unroll
+			for (int n = 0; n < BN / 8; n++) {
+				const int kr = n * 8 + gq;
+				fa_mma(s[n], a0, a1, a2, a3, sK[fa_word<HD>(kr, w)], sK[fa_word<HD>(kr, w + 4)]);
+			}
+		}
+
+		// Causal mask, then the online softmax in base 2.
+		const bool mask = kv0 + BN - 1 > warpLo;
+		float xA = NEG_INF, xB = NEG_INF;
+#pragma unroll
+		for (int n = 0; n < BN / 8; n++) {
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				int p = kv0 + n * 8 + 2 * tq + (e & 1);
+				float v = s[n][e] * sl2;
+				if (mask && p > (e < 2 ? posA : posB)) v = NEG_INF;
+				s[n][e] = v;
+			}
+			xA = fmaxf(xA, fmaxf(s[n][0], s[n][1]));
+			xB = fmaxf(xB, fmaxf(s[n][2], s[n][3]));
+		}
+		xA = fmaxf(xA, __shfl_xor_sync(0xffffffffu, xA, 1));
+		xA = fmaxf(xA, __shfl_xor_sync(0xffffffffu, xA, 2));
+		xB = fmaxf(xB, __shfl_xor_sync(0xffffffffu, xB, 1));
+		xB = fmaxf(xB, __shfl_xor_sync(0xffffffffu, xB, 2));
+		const float nA = fmaxf(mA, xA), nB = fmaxf(mB, xB);
+		// Position 0 is never masked, so the maxima are finite after the
+		// first tile; the guards only keep -inf - -inf out of exp2.
+		const float bA = nA == NEG_INF ? 0.0f : nA, bB = nB == NEG_INF ? 0.0f : nB;
+		const float cA = exp2f(mA - bA), cB = exp2f(mB - bB);
+		mA = nA;
+		mB = nB;
+		float sA = 0.0f, sB = 0.0f;
+#pragma unroll
+		for (int n = 0; n < BN / 8; n++) {
+			s[n][0] = exp2f(s[n][0] - bA);
+			s[n][1] = exp2f(s[n][1] - bA);
+			s[n][2] = exp2f(s[n][2] - bB);
+			s[n][3] = exp2f(s[n][3] - bB);
+			sA += s[n][0] + s[n][1];
+			sB += s[n][2] + s[n][3];
+		}
+		lA = lA * cA + sA; // this thread's columns; the quad's sum is taken at the end
+		lB = lB * cB + sB;
+#pragma unroll
+		for (int n = 0; n < HD / 8; n++) {
+			o[n][0] *= cA;
+			o[n][1] *= cA;
+			o[n][2] *= cB;
+			o[n][3] *= cB;
+		}
+
+		// O += P·V: P's accumulator layout is the A operand's, V comes
+		// transposed from ldmatrix (rows kk·16 + 0..15, columns d0 + 0..15).
+#pragma unroll
+		for (int kk = 0; kk < BN / 16; kk++) {
+			const unsigned a0 = fa_pack_bf16x2(s[2 * kk][0], s[2 * kk][1]), a1 = fa_pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
+			const unsigned a2 = fa_pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]), a3 = fa_pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+			const int vr = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+			for (int np = 0; np < HD / 16; np++) {
+				const int chunk = np * 2 + (lane >> 4);
+				unsigned b0, b1, b2, b3;
+				fa_ldmatrix_x4_trans(sVaddr + 4u * (unsigned)(vr * (HD / 2) + ((chunk ^ (vr & 7)) << 2)), b0, b1, b2, b3);
+				fa_mma(o[2 * np], a0, a1, a2, a3, b0, b1);
+				fa_mma(o[2 * np + 1], a0, a1, a2, a3, b2, b3);
+			}
+		}
+	}
+
+	lA += __shfl_xor_sync(0xffffffffu, lA, 1);
+	lA += __shfl_xor_sync(0xffffffffu, lA, 2);
+	lB += __shfl_xor_sync(0xffffffffu, lB, 1);
+	lB += __shfl_xor_sync(0xffffffffu, lB, 2);
+#pragma unroll
+	for (int half = 0; half < 2; half++) {
+		const int u = half ? ub : ua;
+		if (u >= nM) continue;
+		const float inv = 1.0f / (half ? lB : lA);
+		const long long base = ((long long)(row0 + u / G) * H + kvh * G + u % G) * HD;
+#pragma unroll
+		for (int n = 0; n < HD / 8; n++) {
+			const int d = n * 8 + 2 * tq;
+			const float2 gv = *(const float2 *)(gate + base + d);
+			float2 r;
+			r.x = o[n][2 * half] * inv * sigmoid_ref(gv.x);
+			r.y = o[n][2 * half + 1] * inv * sigmoid_ref(gv.y);
+			*(float2 *)(out + base + d) = r;
+		}
+	}
+}
+
+// attention_prefill_hd64, _hd128, _hd256: fa_prefill for one head dim, one
+// block of FA_THREADS threads per (tile, KV head): grid tiles·KV. (Written
+// out, not by a macro, so that the PDL source check sees each entry.)
+extern "C" __global__ void __launch_bounds__(FA_THREADS) attention_prefill_hd64(float *out, const float *q, const float *gate,
+		const float *kc, const float *vc, const int *pos, const int *pageOff, const int *pages, const int4 *tiles,
+		int H, int KV, int pageSize, int numPages, int layer, float scale) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	fa_prefill<64, 64>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(FA_THREADS) attention_prefill_hd128(float *out, const float *q, const float *gate,
+		const float *kc, const float *vc, const int *pos, const int *pageOff, const int *pages, const int4 *tiles,
+		int H, int KV, int pageSize, int numPages, int layer, float scale) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	fa_prefill<128, 32>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(FA_THREADS) attention_prefill_hd256(float *out, const float *q, const float *gate,
+		const float *kc, const float *vc, const int *pos, const int *pageOff, const int *pages, const int4 *tiles,
+		int H, int KV, int pageSize, int numPages, int layer, float scale) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	fa_prefill<256, 16>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer, scale);
+}
