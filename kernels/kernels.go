@@ -235,3 +235,32 @@ type DeviceSampler interface {
 	// number (as sample.Argmax).
 	Argmax(logits Tensor) []int32
 }
+
+// QKPreparer is implemented by backends that prepare a gated attention
+// layer's query, gate and key in one pass (the CUDA backend).
+type QKPreparer interface {
+	// PrepareQK returns what PrepareQKOps returns.
+	PrepareQK(qg, k, qNorm, kNorm Tensor, positions []int32, cfg AttnConfig, eps float32) (q, gate, kOut Tensor)
+}
+
+// PrepareQK splits q_proj's interleaved output qg into the query and the
+// gate, RMS-normalizes the query and k per head (zero-centered weights
+// qNorm and kNorm) and rotates both by RoPE at positions: in one pass where
+// be is a QKPreparer, else with PrepareQKOps.
+func PrepareQK(be Backend, qg, k, qNorm, kNorm Tensor, positions []int32, cfg AttnConfig, eps float32) (q, gate, kOut Tensor) {
+	if p, ok := be.(QKPreparer); ok {
+		return p.PrepareQK(qg, k, qNorm, kNorm, positions, cfg, eps)
+	}
+	return PrepareQKOps(be, qg, k, qNorm, kNorm, positions, cfg, eps)
+}
+
+// PrepareQKOps is PrepareQK as five ops: SplitQueryGate, two RMSNorms and
+// two RoPEs.
+func PrepareQKOps(be Backend, qg, k, qNorm, kNorm Tensor, positions []int32, cfg AttnConfig, eps float32) (q, gate, kOut Tensor) {
+	q, gate = be.SplitQueryGate(qg, cfg.Heads, cfg.HeadDim)
+	q = be.RMSNorm(q, qNorm, eps)
+	kOut = be.RMSNorm(k, kNorm, eps)
+	be.RoPE(q, positions, cfg.HeadDim, cfg.RotaryDim, cfg.Theta)
+	be.RoPE(kOut, positions, cfg.HeadDim, cfg.RotaryDim, cfg.Theta)
+	return q, gate, kOut
+}

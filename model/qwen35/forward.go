@@ -196,12 +196,8 @@ func (m *Model) allReduce(be kernels.Backend, x kernels.Tensor) error {
 func (m *Model) attention(be kernels.Backend, l *layer, h kernels.Tensor, st *model.State, b *kernels.Batch) kernels.Tensor {
 	c := m.attn
 	p := kernels.Linears(be, h, l.q, l.k, l.v)
-	q, gate := be.SplitQueryGate(p[0], c.Heads, c.HeadDim)
-	q = be.RMSNorm(q, l.qNorm, m.cfg.Eps)
-	k := be.RMSNorm(p[1], l.kNorm, m.cfg.Eps)
+	q, gate, k := kernels.PrepareQK(be, p[0], p[1], l.qNorm, l.kNorm, b.Positions, c, m.cfg.Eps)
 	v := p[2]
-	be.RoPE(q, b.Positions, c.HeadDim, c.RotaryDim, c.Theta)
-	be.RoPE(k, b.Positions, c.HeadDim, c.RotaryDim, c.Theta)
 	out := be.Attention(q, k, v, gate, st.KV, l.index, b, c)
 	return be.Linear(out, l.o)
 }

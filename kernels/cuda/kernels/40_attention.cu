@@ -90,3 +90,50 @@ extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_f32(floa
 		oh[d] = o / L * sigmoid_ref(gh[d]);
 	}
 }
+
+#define ATTN_PREP_MAX_HD 256
+
+// attn_prep_f32 is SplitQueryGate, the per-head q and k RMSNorms and RoPE
+// of both in one kernel: block (row r, head y) takes query head y (y < H;
+// its gate half is copied out) or key head y-H of row r, normalizes it
+// (zero-centered weight), rotates its first rd dims at the row's position
+// (rotate-half pairs), and writes it out. The expressions and their order
+// are those of rmsnorm_f32 and rope_f32.
+extern "C" __global__ void attn_prep_f32(float *q, float *gate, float *kout, const float *qg, const float *k,
+		const float *qw, const float *kw, const int *pos, const float *invf, int H, int KV, int hd, int rd, float eps) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	__shared__ float v[ATTN_PREP_MAX_HD];
+	int r = blockIdx.x, y = blockIdx.y;
+	const float *src, *w;
+	float *dst;
+	if (y < H) {
+		long long head = (long long)r * H + y;
+		src = qg + head * 2 * hd;
+		dst = q + head * hd;
+		w = qw;
+		for (int j = threadIdx.x; j < hd; j += blockDim.x) gate[head * hd + j] = src[hd + j];
+	} else {
+		long long head = (long long)r * KV + (y - H);
+		src = k + head * hd;
+		dst = kout + head * hd;
+		w = kw;
+	}
+	double ss = 0;
+	for (int j = threadIdx.x; j < hd; j += blockDim.x) ss += (double)src[j] * (double)src[j];
+	float inv = inv_rms(block_sum_d(ss), hd, eps);
+	for (int j = threadIdx.x; j < hd; j += blockDim.x) v[j] = src[j] * inv * (1.0f + w[j]);
+	__syncthreads();
+	int half = rd / 2;
+	float p = (float)pos[r];
+	for (int j = threadIdx.x; j < hd; j += blockDim.x) {
+		float o = v[j];
+		if (j < rd) {
+			int i = j < half ? j : j - half;
+			float ang = p * invf[i];
+			float c = (float)cos((double)ang), s = (float)sin((double)ang);
+			o = j < half ? v[j] * c - v[j + half] * s : v[j] * c + v[j - half] * s;
+		}
+		dst[j] = o;
+	}
+}

@@ -1,0 +1,51 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"cohort/kernels"
+)
+
+// TestPrepareQK: the fused query/gate/key kernel gives the same bits as the
+// five ops it replaces on the GPU, and matches the CPU oracle.
+func TestPrepareQK(t *testing.T) {
+	p := newPair(t)
+	for _, cfg := range []kernels.AttnConfig{
+		{Heads: 16, KVHeads: 4, HeadDim: 256, RotaryDim: 64, Theta: 1e7}, // the 4b shape
+		{Heads: 4, KVHeads: 2, HeadDim: 64, RotaryDim: 32, Theta: 1e4},
+		{Heads: 2, KVHeads: 2, HeadDim: 40, RotaryDim: 0, Theta: 1e4},
+	} {
+		t.Run(fmt.Sprintf("H%d_KV%d_hd%d_rd%d", cfg.Heads, cfg.KVHeads, cfg.HeadDim, cfg.RotaryDim), func(t *testing.T) {
+			gpu(t)
+			const T, eps = 5, 1e-6
+			r := newRand(uint64(cfg.HeadDim))
+			positions := []int32{0, 1, 7, 300, 4095}
+			qgc, qgg := p.up(randSlice(r, T*cfg.Heads*2*cfg.HeadDim, 2), T, cfg.Heads*2*cfg.HeadDim)
+			kc, kg := p.up(randSlice(r, T*cfg.KVHeads*cfg.HeadDim, 2), T, cfg.KVHeads*cfg.HeadDim)
+			qwc, qwg := p.up(randSlice(r, cfg.HeadDim, 0.5), cfg.HeadDim)
+			kwc, kwg := p.up(randSlice(r, cfg.HeadDim, 0.5), cfg.HeadDim)
+			fuse := p.g.fuse
+			defer func() { p.g.fuse = fuse }()
+			p.g.fuse = true
+			q, gate, k := p.g.PrepareQK(qgg, kg, qwg, kwg, positions, cfg, eps)
+			p.g.fuse = false
+			q0, gate0, k0 := p.g.PrepareQK(qgg, kg, qwg, kwg, positions, cfg, eps)
+			qc, gatec, kcOut := kernels.PrepareQKOps(p.c, qgc, kc, qwc, kwc, positions, cfg, eps)
+			for _, x := range []struct {
+				name       string
+				fused, ops kernels.Tensor
+				cpu        kernels.Tensor
+			}{{"q", q, q0, qc}, {"gate", gate, gate0, gatec}, {"k", k, k0, kcOut}} {
+				got := p.g.Download(x.fused)
+				if want := p.g.Download(x.ops); !slices.Equal(got, want) {
+					t.Errorf("%s: fused differs from the five ops (relative %.3g)", x.name, relDiff(got, want))
+				}
+				checkClose(t, x.name+" vs CPU", got, p.c.Download(x.cpu), 1e-5)
+			}
+		})
+	}
+}
