@@ -3,7 +3,9 @@
 # background while the 4b-shape model is generated, then the bf16 Linear
 # micro-benchmark (tensor-core GEMV beside the old paths), fidelity
 # (cohort score against HF f32 and bf16 on the same weights), cohort bench,
-# and optionally an ncu profile of one batch-1 decode step (NCU=1).
+# and optionally side-by-side benches of other binaries (AB=1) or settings
+# (AB_ENVS="COHORT_CUDA_PDL=0 ..."), and an ncu profile of one batch-1
+# decode step (NCU=1).
 # Carry $BIN (default out/) with cohort and cuda.test. Results go to $OUT.
 set -u
 export NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -37,6 +39,14 @@ if [ "${AB:-0}" = 1 ]; then
 		echo "=== $name" | tee -a "$OUT/ab.txt"
 		"$BIN/$name" bench --model $WORK/m4b --device cuda --batch "${AB_BATCHES:-1,32,128}" --prefill 1024 --decode-tokens 32 \
 			--ttft-len 0 2>/dev/null | grep -E '^ +[0-9]+ +[0-9.]+ ' | tee -a "$OUT/ab.txt"
+	done
+fi
+if [ -n "${AB_ENVS:-}" ]; then
+	# Side by side: the same binary with one setting changed (e.g. COHORT_CUDA_PDL=0).
+	for e in ${AB_ENVS}; do
+		echo "=== $e" | tee -a "$OUT/ab.txt"
+		env "$e" "$BIN/cohort" bench --model $WORK/m4b --device cuda --batch "${AB_BATCHES:-1,32,128}" --prefill 1024 \
+			--decode-tokens 32 --ttft-len 0 2>&1 | grep -E '^ +[0-9]+ +[0-9.]+ |mean over' | tee -a "$OUT/ab.txt"
 	done
 fi
 if [ "${NCU:-0}" = 1 ]; then
