@@ -14,7 +14,8 @@ mkdir -p "$OUT"
 BIN=$(cd "${BIN:-out}" && pwd)
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
 (
-	cd kernels/cuda && timeout -k 5 "${TEST_LIMIT:-150}" "$BIN/cuda.test" -test.v -test.count=1 \
+	# The tests choose their own kernels: no opt-in from the environment.
+	cd kernels/cuda && env -u COHORT_CUDA_FLASH timeout -k 5 "${TEST_LIMIT:-150}" "$BIN/cuda.test" -test.v -test.count=1 \
 		-test.run "${TESTS:-.}" >/tmp/gpu-tests.log 2>&1
 	echo "cuda.test rc=$?" >>/tmp/gpu-tests.log
 ) &
@@ -25,7 +26,7 @@ wait $tests
 grep -E '^(--- |ok|FAIL|PASS|panic)|top-8|graphs captured|greedy|cuda.test rc|Error|error' /tmp/gpu-tests.log | head -80
 cp /tmp/gpu-tests.log "$OUT/gpu-tests.log"
 if [ "${MICRO:-1}" = 1 ]; then
-	(cd kernels/cuda && timeout -k 5 120 "$BIN/cuda.test" -test.run '^$' -test.bench "${MICRO_BENCH:-BenchmarkLinearBF16}" \
+	(cd kernels/cuda && env -u COHORT_CUDA_FLASH timeout -k 5 120 "$BIN/cuda.test" -test.run '^$' -test.bench "${MICRO_BENCH:-BenchmarkLinearBF16}" \
 		-test.benchtime "${MICRO_TIME:-5x}" 2>&1) | tee "$OUT/micro.txt" | grep -E 'Benchmark|ok|FAIL|panic'
 fi
 BUDGET=${BUDGET:-300} STAGES=${STAGES:-model ids score ref bench} HF_DTYPES=${HF_DTYPES:-bf16,f32} \
