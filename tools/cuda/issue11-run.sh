@@ -51,11 +51,17 @@ if [ -n "${AB_ENVS:-}" ]; then
 	done
 fi
 if [ "${NCU:-0}" = 1 ]; then
-	ncu --target-processes all --cache-control none --clock-control none \
-		--launch-skip "${NCU_SKIP:-2000}" --launch-count "${NCU_COUNT:-700}" \
-		--metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size \
-		--csv --page raw --print-units base \
-		"$BIN/cohort" bench --model $WORK/m4b --device cuda --batch "${NCU_BATCH:-1}" --prompt-len 16 --decode-tokens 12 \
-		--prefill 16 --ttft-len 0 >"$OUT/ncu.csv" 2>/tmp/ncu.err
-	echo "ncu rc=$? ($(wc -l <"$OUT/ncu.csv") lines)"
+	# One ncu window per batch size: NCU_BATCHES="1:1000:800 32:1500:1200" (batch:skip:count).
+	for spec in ${NCU_BATCHES:-1:${NCU_SKIP:-2000}:${NCU_COUNT:-700}}; do
+		IFS=: read -r nb skip count <<<"$spec"
+		timeout -k 5 "${NCU_LIMIT:-120}" ncu --target-processes all --cache-control none --clock-control none \
+			--launch-skip "$skip" --launch-count "$count" \
+			--metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size \
+			--csv --page raw --print-units base \
+			"$BIN/cohort" bench --model $WORK/m4b --device cuda --batch "$nb" --prompt-len 16 --decode-tokens 12 \
+			--prefill 16 --ttft-len 0 >"$OUT/ncu-b$nb.csv" 2>/tmp/ncu.err
+		echo "ncu batch $nb rc=$? ($(wc -l <"$OUT/ncu-b$nb.csv") lines)"
+	done
 fi
+rm -f "$OUT/fidelity-4b.json.keep"
+[ "${KEEP_JSON:-0}" = 1 ] || rm -f "$OUT/fidelity-4b.json"
