@@ -63,5 +63,4 @@ if [ "${NCU:-0}" = 1 ]; then
 		echo "ncu batch $nb rc=$? ($(wc -l <"$OUT/ncu-b$nb.csv") lines)"
 	done
 fi
-rm -f "$OUT/fidelity-4b.json.keep"
 [ "${KEEP_JSON:-0}" = 1 ] || rm -f "$OUT/fidelity-4b.json"
