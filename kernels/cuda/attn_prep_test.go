@@ -4,14 +4,15 @@ package cuda
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 
 	"cohort/kernels"
 )
 
-// TestPrepareQK: the fused query/gate/key kernel gives the same bits as the
-// five ops it replaces on the GPU, and matches the CPU oracle.
+// TestPrepareQK: the fused query/gate/key kernel matches the five ops it
+// replaces on the GPU (to a float32 ulp or so: the compiler contracts the
+// RoPE products into FMAs differently in the two kernels; measured 8e-8
+// relative on the H200) and the CPU oracle.
 func TestPrepareQK(t *testing.T) {
 	p := newPair(t)
 	for _, cfg := range []kernels.AttnConfig{
@@ -41,9 +42,7 @@ func TestPrepareQK(t *testing.T) {
 				cpu        kernels.Tensor
 			}{{"q", q, q0, qc}, {"gate", gate, gate0, gatec}, {"k", k, k0, kcOut}} {
 				got := p.g.Download(x.fused)
-				if want := p.g.Download(x.ops); !slices.Equal(got, want) {
-					t.Errorf("%s: fused differs from the five ops (relative %.3g)", x.name, relDiff(got, want))
-				}
+				checkClose(t, x.name+" vs the five ops", got, p.g.Download(x.ops), 1e-6)
 				checkClose(t, x.name+" vs CPU", got, p.c.Download(x.cpu), 1e-5)
 			}
 		})

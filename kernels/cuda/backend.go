@@ -101,7 +101,7 @@ type Backend struct {
 	mmaRows     int                // most rows of the tensor-core GEMV (bf16.go)
 	gemvTune    gemvTuning         // its variant (bf16.go)
 	mmaCnt      devptr             // its tile counters (zero between launches)
-	pdl         bool               // launch with programmatic dependent launch (sm_90+, COHORT_CUDA_PDL)
+	pdl         bool               // launch with programmatic dependent launch (sm_90+, COHORT_CUDA_PDL=1)
 	fuse        bool               // fused decode kernels (COHORT_CUDA_FUSE=0 turns them off)
 	plans       map[ltKey]ltPlan   // prepared cuBLASLt matmuls by shape
 	graph       graphs             // CUDA graphs of decode steps (graph.go)
@@ -165,7 +165,10 @@ func New(o Options) (*Backend, error) {
 	if b.sms, err = deviceAttribute(dev, attrMultiprocessorCount); err != nil {
 		return nil, fmt.Errorf("cuda: device %d: %w", o.Device, err)
 	}
-	b.pdl = b.ccMaj >= 9 && os.Getenv("COHORT_CUDA_PDL") != "0"
+	// Programmatic dependent launch is opt-in: measured on the H200
+	// (2026-12-01, cohort bench, 4b-shape) it made decode slower, batch 1
+	// 4.40 against 3.90 ms/token and batch 8 5.85 against 5.45.
+	b.pdl = b.ccMaj >= 9 && os.Getenv("COHORT_CUDA_PDL") == "1"
 	b.fuse = os.Getenv("COHORT_CUDA_FUSE") != "0"
 	if b.ctx, err = primaryCtxRetain(dev); err != nil {
 		return nil, fmt.Errorf("cuda: device %d: %w", o.Device, err)
