@@ -20,9 +20,9 @@ const flashTol = 1e-2
 // sequences of at least minRows rows, and restores the settings after it.
 func withFlash(t testing.TB, minRows int) {
 	t.Helper()
-	on, rows := flashAttention, flashMinRows
-	flashAttention, flashMinRows = true, minRows
-	t.Cleanup(func() { flashAttention, flashMinRows = on, rows })
+	on, rows, f32 := flashAttention, flashMinRows, flashF32Weights
+	flashAttention, flashMinRows, flashF32Weights = true, minRows, true
+	t.Cleanup(func() { flashAttention, flashMinRows, flashF32Weights = on, rows, f32 })
 }
 
 // flashConfigs are the head shapes of the differential tests: GQA ratios
@@ -208,9 +208,9 @@ func (pf prefill4B) free(g *Backend) { g.Free(pf.q, pf.k, pf.v, pf.gate) }
 
 // run returns the output of one Attention call, flash on or off.
 func (pf prefill4B) run(g *Backend, flash bool) kernels.Tensor {
-	on := flashAttention
-	flashAttention = flash
-	defer func() { flashAttention = on }()
+	on, f32 := flashAttention, flashF32Weights
+	flashAttention, flashF32Weights = flash, true
+	defer func() { flashAttention, flashF32Weights = on, f32 }()
 	return g.Attention(pf.q, pf.k, pf.v, pf.gate, pf.cache, 0, pf.bt, pf.cfg)
 }
 
