@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"io"
-	"net/http"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -72,39 +70,9 @@ func TestActorPortsMutualTLS(t *testing.T) {
 	})
 
 	t.Run("cluster members serve", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		out := make(urlWriter, 4)
-		done := make(chan error, 1)
 		args := append([]string{"serve", "--model", dir, "--port", "0", "--tp", "2", "--workers", strings.Join(addrs, ","),
 			"--served-model-name", "tiny", "--max-model-len", "512", "--kv-budget-mib", "64"}, strings.Fields(tlsFlags(certs))...)
-		go func() { done <- dispatch(ctx, args, out) }()
-		var banner string
-		select {
-		case banner = <-out:
-		case err := <-done:
-			t.Fatalf("serve ended before listening: %v", err)
-		case <-time.After(time.Minute):
-			t.Fatal("serve did not print its URL")
-		}
-		m := regexp.MustCompile(`on (http://\S+) \(tp=2,`).FindStringSubmatch(banner)
-		if m == nil {
-			t.Fatalf("banner %q", banner)
-		}
-		res, err := (&http.Client{Timeout: time.Minute}).Post(m[1]+"/v1/completions", "application/json",
-			strings.NewReader(`{"model":"tiny","prompt":"hello","max_tokens":4}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != http.StatusOK || !strings.Contains(string(body), `"completion_tokens":4`) {
-			t.Fatalf("status %d: %s", res.StatusCode, body)
-		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatalf("serve: %v", err)
-		}
+		serveOneCompletion(t, args)
 	})
 
 	t.Run("plaintext engine refused", func(t *testing.T) {

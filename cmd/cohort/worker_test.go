@@ -72,15 +72,21 @@ func startWorker(t *testing.T, extra string) string {
 // --workers` (in this process) and completes a request.
 func TestServeWorkers(t *testing.T) {
 	dir := tinyDir(t)
+	addrs := []string{startWorker(t, "--insecure --model "+dir), startWorker(t, "--insecure --model "+dir)}
+	serveOneCompletion(t, []string{"serve", "--model", dir, "--port", "0", "--tp", "2", "--workers", strings.Join(addrs, ","), "--insecure",
+		"--served-model-name", "tiny", "--max-model-len", "512", "--kv-budget-mib", "64"})
+}
+
+// serveOneCompletion runs `cohort` with args (a serve at TP=2 on the
+// workers) until it prints its URL, checks that a 4-token completion
+// succeeds, then stops it and checks that it ended cleanly.
+func serveOneCompletion(t *testing.T, args []string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	addrs := []string{startWorker(t, "--insecure --model "+dir), startWorker(t, "--insecure --model "+dir)}
 	out := make(urlWriter, 4)
 	done := make(chan error, 1)
-	go func() {
-		done <- dispatch(ctx, []string{"serve", "--model", dir, "--port", "0", "--tp", "2", "--workers", strings.Join(addrs, ","), "--insecure",
-			"--served-model-name", "tiny", "--max-model-len", "512", "--kv-budget-mib", "64"}, out)
-	}()
+	go func() { done <- dispatch(ctx, args, out) }()
 	var banner string
 	select {
 	case banner = <-out:
