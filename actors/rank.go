@@ -214,14 +214,14 @@ func executeStep(be kernels.Backend, m model.Model, st *model.State, msg *RunSte
 			out[i] = Sampled{ID: o.ID, Result: sample.Result{Token: sample.TokenLogprob{ID: ids[i]}}}
 		}
 		t2 := time.Now()
-		timing.add(t1.Sub(t0), t2.Sub(t1), 0, t2.Sub(t0))
+		timing.add(decodeStep(msg), t1.Sub(t0), t2.Sub(t1), 0, t2.Sub(t0))
 		return out, nil
 	}
 	host := be.Download(logits)
 	t2 := time.Now()
 	defer func() {
 		t3 := time.Now()
-		timing.add(t1.Sub(t0), t2.Sub(t1), t3.Sub(t2), t3.Sub(t0))
+		timing.add(decodeStep(msg), t1.Sub(t0), t2.Sub(t1), t3.Sub(t2), t3.Sub(t0))
 	}()
 	vocab := len(host) / len(rows)
 	out := make([]Sampled, len(rows))
@@ -253,6 +253,16 @@ func executeStep(be kernels.Backend, m model.Model, st *model.State, msg *RunSte
 	}
 	wg.Wait()
 	return out, nil
+}
+
+// decodeStep reports whether every sequence of the step brings one token.
+func decodeStep(msg *RunStep) bool {
+	for _, s := range msg.Seqs {
+		if s.Len != 1 {
+			return false
+		}
+	}
+	return len(msg.Seqs) > 0
 }
 
 // plainArgmax reports whether every output row draws the argmax of its raw

@@ -1,0 +1,45 @@
+package actors
+
+import (
+	"bytes"
+	"log"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestStepTiming: decode and other steps are averaged apart, each kind logs
+// once per stepTimingEvery of its steps, and it is silent when off.
+func TestStepTiming(t *testing.T) {
+	var buf bytes.Buffer
+	saved := log.Writer()
+	log.SetOutput(&buf)
+	defer log.SetOutput(saved)
+	st := &stepTiming{on: true, rank: 3}
+	for range stepTimingEvery {
+		st.add(true, time.Millisecond, 2*time.Millisecond, 0, 3*time.Millisecond)
+	}
+	for range stepTimingEvery - 1 {
+		st.add(false, 9*time.Millisecond, 0, 0, 9*time.Millisecond)
+	}
+	out := buf.String()
+	if !strings.Contains(out, "rank 3: mean over 30 decode steps: forward (host) 1ms, logits wait 2ms, sampling 0s, step 3ms") {
+		t.Errorf("log %q lacks the decode means", out)
+	}
+	if strings.Contains(out, "other steps") {
+		t.Errorf("other steps logged before %d of them: %q", stepTimingEvery, out)
+	}
+	if st.kinds[0].n != 0 || st.kinds[1].n != stepTimingEvery-1 {
+		t.Errorf("counts after logging: decode %d, other %d", st.kinds[0].n, st.kinds[1].n)
+	}
+	buf.Reset()
+	var off *stepTiming
+	off.add(true, time.Second, 0, 0, time.Second) // nil: records nothing
+	quiet := &stepTiming{rank: 1}
+	for range 2 * stepTimingEvery {
+		quiet.add(true, time.Second, 0, 0, time.Second)
+	}
+	if buf.Len() != 0 || quiet.kinds[0].n != 0 {
+		t.Errorf("an off timing logged %q or counted %d", buf.String(), quiet.kinds[0].n)
+	}
+}
