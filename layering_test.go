@@ -20,11 +20,13 @@ type pkgInfo struct {
 	Deps       []string // transitive
 	Imports    []string // direct
 	CgoFiles   []string
+	Doc        string   // the package comment's first sentence
+	GoFiles    []string
 }
 
 func listPackages(t *testing.T, tags string) []pkgInfo {
 	t.Helper()
-	args := []string{"list", "-deps=false", "-json=ImportPath,Deps,Imports,CgoFiles"}
+	args := []string{"list", "-deps=false", "-json=ImportPath,Deps,Imports,CgoFiles,Doc,GoFiles"}
 	if tags != "" {
 		args = append(args, "-tags", tags)
 	}
@@ -184,5 +186,21 @@ func TestRulesBite(t *testing.T) {
 	}
 	if !hit {
 		t.Fatal("a kernels -> model import was not flagged")
+	}
+}
+
+// TestEveryPackageHasDoc: every package with Go files (in the default build
+// and with -tags cuda) says what it is in a package comment that starts
+// "Package <name>" (or "Command" for a main package).
+func TestEveryPackageHasDoc(t *testing.T) {
+	for _, tags := range []string{"", "cuda"} {
+		for _, p := range listPackages(t, tags) {
+			if len(p.GoFiles)+len(p.CgoFiles) == 0 {
+				continue // tests only
+			}
+			if !strings.HasPrefix(p.Doc, "Package ") && !strings.HasPrefix(p.Doc, "Command ") {
+				t.Errorf("%s (tags %q): package comment %q does not start with \"Package\" or \"Command\"", p.ImportPath, tags, p.Doc)
+			}
+		}
 	}
 }

@@ -1,6 +1,7 @@
 // Package nccl holds the collective communicators of a tensor-parallel group:
-// an in-process one for CPU ranks, and (later) NCCL for GPU ranks and TCP for
-// CPU ranks in different processes. Every communicator can be aborted from
+// an in-process one for CPU ranks, a TCP ring for CPU ranks in different
+// processes, and NCCL for GPU ranks (build tag cuda; its library is opened at
+// run time through nccl/dynload). Every communicator can be aborted from
 // another goroutine so that peers blocked in a collective return.
 package nccl
 
