@@ -20,7 +20,7 @@ type pkgInfo struct {
 	Deps       []string // transitive
 	Imports    []string // direct
 	CgoFiles   []string
-	Doc        string   // the package comment's first sentence
+	Doc        string // the package comment's first sentence
 	GoFiles    []string
 }
 
