@@ -163,6 +163,14 @@ func (s *RequestSpan) Context() context.Context { return s.ctx }
 // Span returns the server span.
 func (s *RequestSpan) Span() trace.Span { return s.span }
 
+// SpanContext is the server span's context, for the engine requests it
+// starts (actors.Request.Trace), so that the engine's step spans join the
+// request's trace. With tracing off it is the caller's span context, if
+// any (Extract), or the zero value.
+func (s *RequestSpan) SpanContext() trace.SpanContext {
+	return trace.SpanContextFromContext(s.ctx)
+}
+
 // Observe records an event of choice 0's stream.
 func (s *RequestSpan) Observe(ev actors.Event) {
 	if !s.c0.rec {

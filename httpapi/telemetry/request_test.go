@@ -107,6 +107,9 @@ func TestRequestSpanTree(t *testing.T) {
 	if srv.Parent.IsValid() {
 		t.Errorf("server span has a parent without a traceparent")
 	}
+	if got := rs.SpanContext(); !got.Equal(srv.SpanContext) {
+		t.Errorf("SpanContext %v, want the server span's %v", got, srv.SpanContext)
+	}
 	a := attrs(srv.Attributes)
 	checks := map[attribute.Key]any{
 		AttrOperation:     "chat",
