@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -133,7 +134,7 @@ type telemetryConfig struct{}
 // logged to stderr, no metrics and no traces of its own (so no metrics
 // endpoint). The collector's configurable telemetry (otelconftelemetry)
 // would pull in its resource detectors, Kubernetes' client among them,
-// which more than doubles the build.
+// a far larger build.
 func newTelemetryFactory() telemetry.Factory {
 	return telemetry.NewFactory(func() component.Config { return &telemetryConfig{} },
 		telemetry.WithCreateLogger(func(_ context.Context, set telemetry.LoggerSettings, _ component.Config) (*zap.Logger, component.ShutdownFunc, error) {
@@ -179,10 +180,17 @@ service:
 `, addr)
 }
 
-// Start runs a collector whose OTLP/HTTP receiver listens on addr (a
-// loopback host:port) and waits, until ctx ends, for it to be running.
-// Call Shutdown when done.
+// Start runs a collector whose OTLP/HTTP receiver listens on addr, a
+// loopback ip:port (anything else is refused), and waits, until ctx ends,
+// for it to be running. Call Shutdown when done.
 func Start(ctx context.Context, addr string) (*Collector, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("tracecheck: %w", err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return nil, fmt.Errorf("tracecheck: %s is not a loopback address", addr)
+	}
 	store := &Store{}
 	factories := func() (otelcol.Factories, error) {
 		receivers, err := otelcol.MakeFactoryMap[receiver.Factory](otlpreceiver.NewFactory())
