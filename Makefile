@@ -7,7 +7,7 @@ PKGS     := ./...
 FUZZTIME ?= 10000x
 RACE_PKGS := ./kernels/... ./model/... ./nccl/... ./actors/... ./supervision/... ./httpapi/...
 
-.PHONY: help run test check vet fmt-check tidy-check unit race fuzz bench build fixtures proto
+.PHONY: help run test check vet fmt-check tidy-check unit race fuzz bench build fixtures proto tracecheck
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -19,7 +19,7 @@ run: ## serve the built-in tiny model on http://127.0.0.1:8000 (OpenAI API, CPU)
 build: ## build bin/cohort (CPU)
 	$(GO) build -o bin/cohort ./cmd/cohort
 
-test: check vet-cuda unit race fuzz bench ## everything CI runs
+test: check vet-cuda unit race fuzz bench tracecheck ## everything CI runs
 
 check: vet fmt-check tidy-check ## static checks
 
@@ -53,6 +53,13 @@ fuzz: ## each fuzz target for $(FUZZTIME) executions
 
 bench: ## benchmarks, once each (side-by-side baselines print ratios)
 	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 ./kernels/... ./model/... ./nccl/... ./actors/... ./httpapi/...
+
+# tools/tracecheck is its own Go module (the collector's dependencies stay
+# out of go.mod): an OpenTelemetry Collector built from its Go modules runs in
+# the test process, cohort serve (bin/cohort) exports to it over loopback.
+tracecheck: build ## a real OpenTelemetry Collector: one streamed chat with --tp 2 exported to it, the stored trace checked
+	cd tools/tracecheck && $(GO) vet ./... && $(GO) mod tidy -diff
+	cd tools/tracecheck && COHORT_BIN=$(CURDIR)/bin/cohort $(GO) test -count=1 ./...
 
 fixtures: ## regenerate HF reference fixtures (run on the GPU machine; see tools/hfref)
 	python3 tools/hfref/make_fixtures.py --out testdata/hf

@@ -69,8 +69,8 @@ type Config struct {
 	OnFailure   func(*supervision.RankFailure)
 	OnRecovered func(time.Duration)
 	OnReplayed  func(n int) // in-flight requests requeued for replay after a failure
-	// TracerProvider traces engine steps and, linked to them, each rank's
-	// execution of the step. Nil means no tracing (no cost).
+	// TracerProvider traces engine steps and, as their children, each
+	// rank's execution of the step. Nil means no tracing (no cost).
 	TracerProvider trace.TracerProvider
 	// Remote, if set, places the ranks on worker processes (docs/remote.md);
 	// NewBackend, NewComms and LockThread then belong to the workers.

@@ -48,7 +48,7 @@ type RunStep struct {
 	Reset      []int       // slots to zero before the step
 	Outputs    []OutputRow // rows whose logits are sampled (rank 0 samples)
 	ReplyTo    *actor.PID
-	Trace      trace.SpanContext // the engine step's span; rank spans link to it
+	Trace      trace.SpanContext // the engine step's span, the parent of each rank's span of the step
 }
 
 // StepSeq is one sequence of a step (see kernels.Seq).

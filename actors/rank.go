@@ -1,13 +1,11 @@
 package actors
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
@@ -160,9 +158,7 @@ func (r *rankActor) run(ctx actor.Context, msg *RunStep) {
 	}
 	timing := r.timing
 	r.exec.submit(func() {
-		_, span := tracer.Start(context.Background(), "rank.step", trace.WithLinks(trace.Link{SpanContext: msg.Trace}),
-			trace.WithAttributes(attribute.Int("cohort.rank", rank), attribute.Int64("cohort.step", int64(msg.Step)),
-				attribute.Int64("cohort.generation", int64(msg.Generation))))
+		_, span := startRankSpan(tracer, msg, rank)
 		defer span.End()
 		var samples []Sampled
 		err := protect("step", func() error {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
 
 	"cohort/actors/planner"
 	"cohort/model/sample"
@@ -39,6 +40,11 @@ type Request struct {
 	// include_stop_str_in_output; a special token still follows
 	// SkipSpecialTokens).
 	IncludeStopStr bool
+	// Trace is the span of the request's caller (the HTTP server span);
+	// the engine step spans that run the request join its trace (see
+	// startStepSpan). The zero value leaves the steps in traces of their
+	// own.
+	Trace trace.SpanContext
 }
 
 // requestActor owns one request's output: detokenization (streaming-safe

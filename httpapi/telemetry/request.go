@@ -27,6 +27,7 @@ const (
 	AttrOperation     = attribute.Key("gen_ai.operation.name")
 	AttrProvider      = attribute.Key("gen_ai.provider.name")
 	AttrRequestModel  = attribute.Key("gen_ai.request.model")
+	AttrResponseModel = attribute.Key("gen_ai.response.model") // the served model, once it generated
 	AttrMaxTokens     = attribute.Key("gen_ai.request.max_tokens")
 	AttrTemperature   = attribute.Key("gen_ai.request.temperature")
 	AttrTopP          = attribute.Key("gen_ai.request.top_p")
@@ -87,6 +88,7 @@ type RequestSpan struct {
 	tracer trace.Tracer
 	start  time.Time
 	n      int
+	model  string
 
 	c0      ChoiceObserver
 	mu      sync.Mutex
@@ -129,7 +131,7 @@ func StartRequest(ctx context.Context, tracer trace.Tracer, start time.Time, a R
 		name += " " + a.Model
 	}
 	ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(start))
-	s := &RequestSpan{ctx: ctx, span: span, tracer: tracer, start: start, n: max(a.N, 1)}
+	s := &RequestSpan{ctx: ctx, span: span, tracer: tracer, start: start, n: max(a.N, 1), model: a.Model}
 	if !span.IsRecording() {
 		return s
 	}
@@ -160,6 +162,14 @@ func (s *RequestSpan) Context() context.Context { return s.ctx }
 
 // Span returns the server span.
 func (s *RequestSpan) Span() trace.Span { return s.span }
+
+// SpanContext is the server span's context, for the engine requests it
+// starts (actors.Request.Trace), so that the engine's step spans join the
+// request's trace. With tracing off it is the caller's span context, if
+// any (Extract), or the zero value.
+func (s *RequestSpan) SpanContext() trace.SpanContext {
+	return trace.SpanContextFromContext(s.ctx)
+}
 
 // Observe records an event of choice 0's stream.
 func (s *RequestSpan) Observe(ev actors.Event) {
@@ -287,6 +297,9 @@ func (s *RequestSpan) End(err error) {
 		AttrE2E.Float64(end.Sub(s.start).Seconds()))
 	if reasons != nil {
 		attrs = append(attrs, AttrFinishReasons.StringSlice(reasons))
+	}
+	if !firstToken.IsZero() && s.model != "" {
+		attrs = append(attrs, AttrResponseModel.String(s.model))
 	}
 	if !firstToken.IsZero() {
 		attrs = append(attrs, AttrTTFT.Float64(nonNeg(firstToken.Sub(s.start)).Seconds()))

@@ -107,17 +107,21 @@ func TestRequestSpanTree(t *testing.T) {
 	if srv.Parent.IsValid() {
 		t.Errorf("server span has a parent without a traceparent")
 	}
+	if got := rs.SpanContext(); !got.Equal(srv.SpanContext) {
+		t.Errorf("SpanContext %v, want the server span's %v", got, srv.SpanContext)
+	}
 	a := attrs(srv.Attributes)
 	checks := map[attribute.Key]any{
-		AttrOperation:    "chat",
-		AttrProvider:     "cohort",
-		AttrRequestModel: "qwen3.5-0.8b",
-		AttrMaxTokens:    int64(64),
-		AttrTemperature:  0.7,
-		AttrTopP:         0.9,
-		AttrStream:       true,
-		AttrInputTokens:  int64(12),
-		AttrOutputTokens: int64(40),
+		AttrOperation:     "chat",
+		AttrProvider:      "cohort",
+		AttrRequestModel:  "qwen3.5-0.8b",
+		AttrResponseModel: "qwen3.5-0.8b",
+		AttrMaxTokens:     int64(64),
+		AttrTemperature:   0.7,
+		AttrTopP:          0.9,
+		AttrStream:        true,
+		AttrInputTokens:   int64(12),
+		AttrOutputTokens:  int64(40),
 	}
 	for k, want := range checks {
 		if got := a[k].AsInterface(); got != want {
@@ -265,8 +269,10 @@ func TestRequestSpanFailedInPrefill(t *testing.T) {
 	if p.Status.Code != codes.Error || len(p.Events) != 1 || p.Events[0].Name != FinishEventName {
 		t.Errorf("prefill %+v %+v", p.Status, p.Events)
 	}
-	if _, ok := attrs(st.server.Attributes)[AttrTTFT]; ok {
-		t.Error("ttft set without a token")
+	for _, k := range []attribute.Key{AttrTTFT, AttrResponseModel} {
+		if _, ok := attrs(st.server.Attributes)[k]; ok {
+			t.Errorf("%s set without a token", k)
+		}
 	}
 }
 

@@ -71,6 +71,9 @@ func TestSetupNoopKeepsRemoteParent(t *testing.T) {
 	if got := trace.SpanContextFromContext(rs.Context()).TraceID().String(); got != "4bf92f3577b34da6a3ce929d0e0e4736" {
 		t.Errorf("trace id lost through the no-op provider: %q", got)
 	}
+	if got := rs.SpanContext().SpanID().String(); got != "00f067aa0ba902b7" {
+		t.Errorf("SpanContext through the no-op provider: span %q, want the caller's", got)
+	}
 }
 
 func TestSetupErrors(t *testing.T) {
