@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
@@ -154,10 +152,7 @@ func (s *schedulerActor) maybeStep(ctx actor.Context) {
 	if step == nil {
 		return
 	}
-	_, s.inflight.span = s.cfg.TracerProvider.Tracer(tracerName).Start(context.Background(), "engine.step",
-		trace.WithAttributes(attribute.Int64("cohort.step", int64(step.Step)), attribute.Int64("cohort.generation", int64(step.Generation)),
-			attribute.Int("cohort.rows", len(step.Tokens)), attribute.Int("cohort.seqs", len(step.Seqs)),
-			attribute.Int("cohort.sampled", len(step.Outputs))))
+	s.inflight.span = startStepSpan(s.cfg.TracerProvider.Tracer(tracerName), step, s.live)
 	step.Trace = s.inflight.span.SpanContext()
 	gen, id, root, self := s.gen, step.Step, ctx.ActorSystem().Root, ctx.Self()
 	f := s.inflight

@@ -144,6 +144,7 @@ func (g *generation) submit() *apiError {
 		for i := 0; i < j.n; i++ {
 			r := j.base
 			r.Prompt, r.MaxTokens = prompt, j.maxTokens[p]
+			r.Trace = g.span.SpanContext()
 			switch {
 			case j.seeded:
 				r.Params.Seed = j.base.Params.Seed + uint64(i)

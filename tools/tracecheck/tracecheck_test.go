@@ -22,14 +22,6 @@ import (
 	"time"
 )
 
-// engineStepsJoinRequestTrace says whether the engine's step spans are
-// children of the HTTP server span. That needs the HTTP edge to hand the
-// server span to the engine (actors.Request.Trace, in httpapi/generate.go)
-// and the scheduler to start its step spans with actors' startStepSpan (in
-// actors/scheduler.go). Until both land, the test checks the HTTP span's
-// own tree and each step's rank spans, and logs the steps' traces.
-const engineStepsJoinRequestTrace = false
-
 // TestServeStreamedChatTP2 runs a collector on loopback, serves one
 // streamed chat completion with cohort serve --tp 2 exporting OTLP/HTTP to
 // it, and checks the stored trace: the HTTP server span (joined to the
@@ -104,18 +96,13 @@ func TestServeStreamedChatTP2(t *testing.T) {
 	}
 
 	steps := find(spans, func(s Span) bool { return s.Name == "engine.step" })
-	if engineStepsJoinRequestTrace {
-		for _, s := range steps {
-			if s.TraceID != traceID || s.ParentSpanID != server.SpanID {
-				t.Errorf("engine step %v: trace %s parent %s, want the server span's child", s.Attrs["cohort.step"], s.TraceID, s.ParentSpanID)
-			}
+	// Every engine step of this one request is a child of its server span
+	// (the HTTP edge hands the span to the engine; the scheduler parents a
+	// step's span on its first traced request).
+	for _, s := range steps {
+		if s.TraceID != traceID || s.ParentSpanID != server.SpanID {
+			t.Errorf("engine step %v: trace %s parent %s, want the server span's child", s.Attrs["cohort.step"], s.TraceID, s.ParentSpanID)
 		}
-	} else {
-		traces := map[string]bool{}
-		for _, s := range steps {
-			traces[s.TraceID] = true
-		}
-		t.Logf("engine steps are not in the request's trace yet (engineStepsJoinRequestTrace): %d steps in %d traces", len(steps), len(traces))
 	}
 	sampled := int64(0)
 	for _, s := range steps {
