@@ -55,7 +55,14 @@ type Config struct {
 	// MaxReplays is how often a request is replayed after failed steps that
 	// included it, with no completed step in between, before it ends with
 	// ErrEngineFailure [3].
-	MaxReplays      int
+	MaxReplays int
+	// ProgressTimeout is how long the engine may hold requests (waiting or
+	// running) without completing a step before readiness turns false with
+	// the reason (twice the predicted duration of the step in flight when
+	// that is longer); it turns true again when a step completes or no
+	// request is left. It only reports: StepDeadline still fails a hung
+	// step [StepDeadline/2; negative: off].
+	ProgressTimeout time.Duration
 	RecoveryTimeout time.Duration // a (re)build must load within it [10m]
 	AbortTimeout    time.Duration // bound on communicator aborts [5s]
 	CommPoll        time.Duration // async-error polling period [100ms]
@@ -85,6 +92,9 @@ func (c *Config) defaults() {
 	}
 	def(&c.StepDeadline, time.Minute)
 	def(&c.StepTarget, min(time.Second, c.StepDeadline/supervision.DeadlineFactor))
+	if c.ProgressTimeout == 0 {
+		c.ProgressTimeout = c.StepDeadline / 2
+	}
 	if c.MaxReplays <= 0 {
 		c.MaxReplays = 3
 	}

@@ -49,6 +49,10 @@ type schedulerActor struct {
 	// budget to StepTarget and arms its deadline after its work. It is kept
 	// across rebuilds (the machine did not change).
 	cost supervision.StepCost
+	// progress is the watchdog over completed steps (see watchdog.go);
+	// stopWatchdog ends its ticks (nil when it is off).
+	progress     supervision.Progress
+	stopWatchdog func()
 }
 
 // liveRequest is the scheduler's view of an admitted request.
@@ -85,8 +89,12 @@ func (s *schedulerActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		s.self = ctx.Self()
+		s.startWatchdog(ctx)
 		s.rebuild(ctx)
 	case *actor.Stopping:
+		if s.stopWatchdog != nil {
+			s.stopWatchdog()
+		}
 		s.teardown(ctx, fmt.Errorf("actors: engine stopping"))
 		s.state = groupStopped
 	case *actor.Terminated:
@@ -117,6 +125,8 @@ func (s *schedulerActor) Receive(ctx actor.Context) {
 		}
 	case *StepCompleted:
 		s.completed(ctx, msg)
+	case *checkProgress:
+		s.watchProgress(time.Now())
 	case *queryStats:
 		ctx.Respond(s.planStats())
 	case *querySupervision:
@@ -140,6 +150,7 @@ func (s *schedulerActor) admit(ctx actor.Context, msg *AdmitRequest) {
 		return
 	}
 	s.live[r.ID] = &liveRequest{req: r, pid: msg.PID, tokens: slices.Clone(r.Prompt)}
+	s.watchProgress(time.Now()) // a request arriving at an idle engine starts the watchdog's clock
 }
 
 // maybeStep asks the planner for the next step when the group is serving and
@@ -234,7 +245,9 @@ func (s *schedulerActor) completed(ctx actor.Context, msg *StepCompleted) {
 	f.deadline.Stop()
 	f.span.End()
 	s.inflight = nil
-	s.cost.Observe(f.tokens, time.Since(f.started))
+	now := time.Now()
+	s.cost.Observe(f.tokens, now.Sub(f.started))
+	s.stepProgressed(now)
 	for _, sp := range f.plan.Seqs {
 		if l, ok := s.live[sp.ID]; ok {
 			l.failedSteps = 0

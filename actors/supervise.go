@@ -174,6 +174,7 @@ func (s *schedulerActor) shardReady(ctx actor.Context, msg *ShardReady) {
 		}
 	}
 	s.state = groupServing
+	s.progress.Mark(time.Now()) // the time spent loading is not a stall
 	if !s.detected.IsZero() {
 		d := time.Since(s.detected)
 		s.stats.recovered(d)
@@ -422,6 +423,7 @@ type supervisionStats struct {
 	rebuilds int
 	replays  int
 	stuck    int
+	stalls   int
 	recovery []time.Duration
 	deathErr error
 }
@@ -434,8 +436,10 @@ type SupervisionStats struct {
 	// Recovery lists detect → ready durations, one per completed recovery.
 	Recovery   []time.Duration
 	StuckAbort int // communicator aborts that did not return in time
-	Poisoned   bool
-	Dead       error
+	// Stalls counts the times the progress watchdog turned readiness off.
+	Stalls   int
+	Poisoned bool
+	Dead     error
 }
 
 func newSupervisionStats() *supervisionStats {
@@ -451,6 +455,7 @@ func (st *supervisionStats) failed(f *supervision.RankFailure) {
 func (st *supervisionStats) rebuilt()          { st.mu.Lock(); st.rebuilds++; st.mu.Unlock() }
 func (st *supervisionStats) replayed(n int)    { st.mu.Lock(); st.replays += n; st.mu.Unlock() }
 func (st *supervisionStats) stuckAborts(n int) { st.mu.Lock(); st.stuck += n; st.mu.Unlock() }
+func (st *supervisionStats) stalled()          { st.mu.Lock(); st.stalls++; st.mu.Unlock() }
 func (st *supervisionStats) died(err error)    { st.mu.Lock(); st.deathErr = err; st.mu.Unlock() }
 func (st *supervisionStats) recovered(d time.Duration) {
 	st.mu.Lock()
@@ -485,7 +490,7 @@ func (st *supervisionStats) snapshot(poisoned bool) SupervisionStats {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	out := SupervisionStats{Failures: map[supervision.Cause]int{}, Rebuilds: st.rebuilds, Replayed: st.replays,
-		Recovery: append([]time.Duration(nil), st.recovery...), StuckAbort: st.stuck, Poisoned: poisoned, Dead: st.deathErr}
+		Recovery: append([]time.Duration(nil), st.recovery...), StuckAbort: st.stuck, Stalls: st.stalls, Poisoned: poisoned, Dead: st.deathErr}
 	for c, n := range st.failures {
 		out.Failures[c] = n
 	}

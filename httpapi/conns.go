@@ -227,6 +227,10 @@ func (lc *limitedConn) Write(b []byte) (int, error) {
 	return lc.Conn.Write(b)
 }
 
+// NetConn returns the wrapped connection (watchPeer reaches the socket
+// through it).
+func (lc *limitedConn) NetConn() net.Conn { return lc.Conn }
+
 // Close closes the connection and counts it out (once).
 func (lc *limitedConn) Close() error {
 	lc.once.Do(func() {

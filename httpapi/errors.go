@@ -75,6 +75,16 @@ func notReady(reason string) *apiError {
 		msg: "the server is not ready: " + reason, retryAfter: retryAfterNotReady}
 }
 
+// statusClientClosed is nginx's 499: the client closed the connection
+// before the response (nobody reads it; it goes to logs and tests).
+const statusClientClosed = 499
+
+// clientGone answers a non-streamed request whose client disconnected.
+func clientGone() *apiError {
+	return &apiError{status: statusClientClosed, typ: "invalid_request_error", code: "client_closed_request",
+		msg: errClientGone.Error()}
+}
+
 func internal(format string, args ...any) *apiError {
 	return &apiError{status: http.StatusInternalServerError, typ: "server_error", code: "internal_error",
 		msg: fmt.Sprintf(format, args...)}

@@ -127,10 +127,18 @@ func (s *Server) generate(c *call, parse func([]byte) (*job, *apiError)) reply {
 		g.span.End(aerr)
 		return errorReply(aerr)
 	}
-	g.ctx, g.cancel = context.WithCancel(s.base)
+	var cancel context.CancelCauseFunc
+	g.ctx, cancel = context.WithCancelCause(s.base)
+	g.cancel = func() { cancel(nil) }
 	g.prefix = g.chunkPrefix()
 	if j.stream {
 		return reply{status: http.StatusOK, contentType: contentSSE, stream: g.writeSSE}
+	}
+	if c.watch != nil {
+		// Nothing is written before the end: watch the connection instead,
+		// so that a client that leaves frees the engine at once.
+		w := c.watch(func() { cancel(errClientGone) })
+		defer w.stop()
 	}
 	return g.collect()
 }
@@ -301,6 +309,10 @@ func (g *generation) collect() reply {
 		for !c.done {
 			ev, err := c.st.Recv(g.ctx)
 			if err != nil {
+				if errors.Is(context.Cause(g.ctx), errClientGone) {
+					g.gone()
+					return errorReply(clientGone())
+				}
 				g.abandon()
 				aerr := recvError(err)
 				g.span.End(aerr)

@@ -35,9 +35,10 @@
 // stream, an error event `data: {"error":{...}}` comes before it. A client
 // that disconnects mid stream is noticed on the next write, and its engine
 // requests are cancelled at once (they are then aborted within one engine
-// step). fasthttp gives no disconnect signal for a non-streamed request,
-// which runs to its end: MaxRequestTokens bounds what such a request can
-// keep queued after its client left.
+// step). A non-streamed request writes nothing until it ends, so its
+// connection is watched while it is queued or generating (see watchPeer):
+// when the client closes it, the request's engine requests are cancelled
+// the same way. MaxRequestTokens still bounds what one request may queue.
 package httpapi
 
 import (
@@ -322,6 +323,10 @@ type call struct {
 	traceparent, tracestate string
 	accept                  string // the Accept header (read by /metrics)
 	start                   time.Time
+	// watch, when the transport can, watches the connection for its
+	// client's disconnect until the returned watch is stopped, calling
+	// onGone if it sees one (see watchPeer); nil: not watched.
+	watch func(onGone func()) *peerWatch
 }
 
 // reply is one HTTP response. When stream is set the body is written by it,
@@ -547,6 +552,9 @@ func (s *Server) handleFast(ctx *fasthttp.RequestCtx) {
 		tracestate:  string(ctx.Request.Header.Peek("tracestate")),
 		accept:      string(ctx.Request.Header.Peek("Accept")),
 		start:       ctx.Time(),
+		watch: func(onGone func()) *peerWatch {
+			return watchPeer(ctx.Conn(), ctx.SetReadDeadline, onGone)
+		},
 	}
 	r := s.serve(&c)
 	if r.status == http.StatusServiceUnavailable && r.retryAfter == retryAfterNotReady && s.retryAfter != nil {

@@ -52,6 +52,15 @@ func (h *Health) Ready() (bool, string) {
 	return h.ready, h.reason
 }
 
+// Watch reports readiness and its reason with a channel that is closed at
+// the next change of either, so a caller can wait for a change without
+// missing one.
+func (h *Health) Watch() (ready bool, reason string, changed <-chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ready, h.reason, h.changed
+}
+
 // Live reports liveness and, when dead, why.
 func (h *Health) Live() (bool, string) {
 	h.mu.Lock()

@@ -126,7 +126,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		Capacity: model.CapacityInput{Budget: int64(*kvBudget) << 20, ElemBytes: elemBytes, PageSize: 16,
 			MaxSeqs: 64, MaxModelLen: *maxModelLen},
 		MaxPrefillTokens: *maxPrefill, MaxRows: 64, MaxPending: *maxPending,
-		StepDeadline: policy.stepDeadline, StepTarget: policy.stepTarget, MaxReplays: policy.maxReplays, Replay: policy.replay, MaxRebuilds: policy.maxRebuilds,
+		StepDeadline: policy.stepDeadline, StepTarget: policy.stepTarget, ProgressTimeout: policy.progressTimeout, MaxReplays: policy.maxReplays, Replay: policy.replay, MaxRebuilds: policy.maxRebuilds,
 		RebuildWindow: policy.rebuildWindow, Faults: policy.debugFaults, TracerProvider: tracing,
 	}
 	if list := workerList(*workers); len(list) > 0 {

@@ -17,6 +17,7 @@ import (
 // failurePolicy holds the serve flags of the failure contract.
 type failurePolicy struct {
 	stepDeadline, stepTarget, rebuildWindow time.Duration
+	progressTimeout                         time.Duration
 	maxRebuilds, maxReplays                 int
 	replay, debugFaults                     bool
 }
@@ -24,6 +25,7 @@ type failurePolicy struct {
 func (p *failurePolicy) register(fs *flag.FlagSet) {
 	fs.DurationVar(&p.stepDeadline, "step-deadline", time.Minute, "a step's replies must all arrive within this, or within 4× the step's measured cost when that is longer (a hung rank is detected after it)")
 	fs.DurationVar(&p.stepTarget, "step-target", 0, "steps are sized (prefill tokens) to take about this long, from their measured cost (0: min(1s, step-deadline/4))")
+	fs.DurationVar(&p.progressTimeout, "progress-timeout", 0, "/ready turns false while requests wait or run and no step completed for this long (or 2× the running step's measured cost), and true again when steps complete (0: step-deadline/2; negative: off)")
 	fs.IntVar(&p.maxReplays, "max-replays", 3, "a request in this many failed steps in a row (no progress between) ends with an error instead of another replay")
 	fs.IntVar(&p.maxRebuilds, "max-rebuilds", 5, "restart intensity: more than this many group rebuilds ...")
 	fs.DurationVar(&p.rebuildWindow, "rebuild-window", time.Minute, "... within this window stops the process (exit 1)")
