@@ -82,6 +82,8 @@ func (r *rankActor) Receive(ctx actor.Context) {
 			Rank: r.index, Samples: msg.samples, Err: msg.err})
 	case *injectPanic:
 		panic(fmt.Sprintf("injected panic in rank %d", r.index))
+	default:
+		reportUnexpected("rank", msg)
 	}
 }
 

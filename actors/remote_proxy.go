@@ -73,6 +73,8 @@ func (p *rankProxy) Receive(ctx actor.Context) {
 			ctx.Stop(p.remote)
 			p.group.pool.untrack(p.placed.worker, ctx.Self())
 		}
+	default:
+		reportUnexpected("remote rank proxy", msg)
 	}
 }
 

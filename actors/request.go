@@ -80,6 +80,8 @@ func (a *requestActor) Receive(ctx actor.Context) {
 	case *CancelRequest:
 		ctx.Send(a.sched, &AbortRequest{ID: a.req.ID})
 		a.finish(ctx, Event{Finish: "cancelled"})
+	default:
+		reportUnexpected("request", msg)
 	}
 }
 

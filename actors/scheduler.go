@@ -133,6 +133,8 @@ func (s *schedulerActor) Receive(ctx actor.Context) {
 		ctx.Respond(s.stats.snapshot(s.group != nil && s.group.poison.Err() != nil))
 	case *queryInfo:
 		ctx.Respond(s.info)
+	default:
+		reportUnexpected("scheduler", msg)
 	}
 	s.maybeStep(ctx)
 }

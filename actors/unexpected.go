@@ -1,0 +1,26 @@
+package actors
+
+import (
+	"log"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// unexpectedMessages counts the messages that reached an actor with no
+// case for them (for tests and diagnostics).
+var unexpectedMessages atomic.Int64
+
+// reportUnexpected is every Receive's default branch. protoactor's own
+// lifecycle and system messages, which every actor sees, are ignored; any
+// other message is a bug in its sender or a message sent to the wrong
+// actor, so it is counted and logged with the actor and the message type
+// (nothing is done with it).
+func reportUnexpected(who string, msg any) {
+	switch msg.(type) {
+	case actor.AutoReceiveMessage, actor.SystemMessage, *actor.ReceiveTimeout:
+		return
+	}
+	unexpectedMessages.Add(1)
+	log.Printf("actors: %s got an unexpected %T; ignored", who, msg)
+}

@@ -1,0 +1,126 @@
+package actors
+
+import (
+	"bytes"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"log"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// TestReportUnexpected: protoactor's lifecycle and system messages pass
+// silently; anything else is counted and logged with its type.
+func TestReportUnexpected(t *testing.T) {
+	var buf bytes.Buffer
+	saved := log.Writer()
+	log.SetOutput(&buf)
+	defer log.SetOutput(saved)
+	type stray struct{}
+	for _, tc := range []struct {
+		msg  any
+		want bool
+	}{
+		{&actor.Started{}, false}, {&actor.Stopping{}, false}, {&actor.Stopped{}, false},
+		{&actor.Restarting{}, false}, {&actor.Terminated{}, false}, {&actor.ReceiveTimeout{}, false},
+		{&actor.PoisonPill{}, false},
+		{&stray{}, true}, {&RunStep{}, true}, {"text", true},
+	} {
+		before := unexpectedMessages.Load()
+		buf.Reset()
+		reportUnexpected("test actor", tc.msg)
+		if got := unexpectedMessages.Load() > before; got != tc.want {
+			t.Errorf("%T: reported %v, want %v", tc.msg, got, tc.want)
+		}
+		if tc.want && !strings.Contains(buf.String(), "test actor got an unexpected") {
+			t.Errorf("%T: log %q", tc.msg, buf.String())
+		}
+	}
+}
+
+// TestEveryReceiveHasDefault: the message switch of every actor's Receive
+// has a default branch (reportUnexpected, or a delegation to an embedded
+// actor's Receive that has one), so no message is dropped unseen.
+func TestEveryReceiveHasDefault(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	found := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range file.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv == nil || fn.Name.Name != "Receive" || fn.Body == nil {
+				continue
+			}
+			found++
+			var sw *ast.TypeSwitchStmt
+			for _, st := range fn.Body.List {
+				if s, ok := st.(*ast.TypeSwitchStmt); ok {
+					sw = s
+					break
+				}
+			}
+			if sw == nil {
+				t.Errorf("%s: %s has no message type switch", fset.Position(fn.Pos()), fn.Name.Name)
+				continue
+			}
+			var def *ast.CaseClause
+			for _, c := range sw.Body.List {
+				if cc := c.(*ast.CaseClause); cc.List == nil {
+					def = cc
+				}
+			}
+			if def == nil {
+				t.Errorf("%s: Receive's switch has no default branch", fset.Position(sw.Pos()))
+				continue
+			}
+			ok = false
+			ast.Inspect(&ast.BlockStmt{List: def.Body}, func(n ast.Node) bool {
+				if sel, isSel := n.(*ast.SelectorExpr); isSel && sel.Sel.Name == "Receive" {
+					ok = true
+				}
+				if id, isID := n.(*ast.Ident); isID && id.Name == "reportUnexpected" {
+					ok = true
+				}
+				return true
+			})
+			if !ok {
+				t.Errorf("%s: Receive's default branch neither reports nor delegates", fset.Position(def.Pos()))
+			}
+		}
+	}
+	if found < 5 {
+		t.Fatalf("found %d Receive methods: is the scan stale?", found)
+	}
+}
+
+// TestSchedulerReportsStray: a message the scheduler has no case for is
+// reported, and the scheduler keeps answering.
+func TestSchedulerReportsStray(t *testing.T) {
+	tm := openPreset(t, "tiny")
+	e := startEngine(t, tm, 1, nil)
+	type stray struct{ n int }
+	before := unexpectedMessages.Load()
+	e.sys.Root.Send(e.sched, &stray{n: 1})
+	// The mailbox is ordered: once a later query is answered, the stray
+	// message has been handled.
+	if _, err := e.sys.Root.RequestFuture(e.sched, &queryInfo{}, chaosDeadline*10).Result(); err != nil {
+		t.Fatal(err)
+	}
+	if unexpectedMessages.Load() <= before {
+		t.Error("the scheduler did not report a stray message")
+	}
+}
