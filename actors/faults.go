@@ -35,6 +35,7 @@ type Fault struct {
 	Rank       int
 	Duration   time.Duration // FaultSlow
 	Persistent bool          // FaultError: fail every forward, also after rebuilds
+	Skip       int           // FaultError: let this many of the rank's steps pass first
 }
 
 // ErrFaultsDisabled is returned by InjectFault unless Config.Faults is set.
@@ -49,6 +50,7 @@ type rankFaults struct {
 	mu         sync.Mutex
 	slow       time.Duration
 	failNext   bool
+	failSkip   int // steps to let pass before failNext fails one
 	failAlways bool
 }
 
@@ -59,7 +61,7 @@ func (f *rankFaults) arm(ft Fault) {
 	case FaultSlow:
 		f.slow = ft.Duration
 	case FaultError:
-		f.failNext, f.failAlways = true, ft.Persistent
+		f.failNext, f.failSkip, f.failAlways = true, max(ft.Skip, 0), ft.Persistent
 	}
 }
 
@@ -69,8 +71,15 @@ func (f *rankFaults) beforeStep() error {
 		return nil
 	}
 	f.mu.Lock()
-	slow, fail := f.slow, f.failNext || f.failAlways
-	f.slow, f.failNext = 0, false
+	next := f.failNext && f.failSkip == 0
+	if f.failNext && f.failSkip > 0 {
+		f.failSkip--
+	}
+	slow, fail := f.slow, next || f.failAlways
+	f.slow = 0
+	if next {
+		f.failNext = false
+	}
 	f.mu.Unlock()
 	if slow > 0 {
 		time.Sleep(slow) // the injected fault itself: a rank that is slow
