@@ -34,12 +34,7 @@ func (b *Backend) PrepareQK(qg, k, qNorm, kNorm kernels.Tensor, positions []int3
 	if T == 0 {
 		return qo, gt, ko
 	}
-	key := ropeKey{cfg.RotaryDim, cfg.Theta}
-	inv, ok := b.invFreq[key]
-	if !ok {
-		inv = b.uploadConstFloats(op, ropeInvFreq(cfg.RotaryDim, cfg.Theta))
-		b.invFreq[key] = inv
-	}
+	inv := b.ropeFreqs(op, cfg.RotaryDim, cfg.Theta)
 	b.launch(op, "attn_prep_f32", [3]int{T, H + KV, 1}, [3]int{blockFor(hd), 1, 1}, 0,
 		qo.ptr, gt.ptr, ko.ptr, qt.ptr, kt.ptr, qw.ptr, kw.ptr, b.positionsMeta(op, positions), inv, H, KV, hd, cfg.RotaryDim, eps)
 	return qo, gt, ko

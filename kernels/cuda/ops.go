@@ -197,6 +197,18 @@ func ropeInvFreq(rotaryDim int, theta float64) []float32 {
 	return inv
 }
 
+// ropeFreqs returns RoPE's inverse frequencies on the device, uploaded once
+// per (rotaryDim, theta).
+func (b *Backend) ropeFreqs(op string, rotaryDim int, theta float64) devptr {
+	key := ropeKey{rotaryDim, theta}
+	inv, ok := b.invFreq[key]
+	if !ok {
+		inv = b.uploadConstFloats(op, ropeInvFreq(rotaryDim, theta))
+		b.invFreq[key] = inv
+	}
+	return inv
+}
+
 // RoPE rotates the first rotaryDim dims of every head of x [T, heads·headDim]
 // in place, rotate-half style, with angle float32(pos)·inv_freq[i].
 func (b *Backend) RoPE(x kernels.Tensor, positions []int32, headDim, rotaryDim int, theta float64) {
@@ -210,12 +222,7 @@ func (b *Backend) RoPE(x kernels.Tensor, positions []int32, headDim, rotaryDim i
 	if T == 0 || rotaryDim == 0 {
 		return
 	}
-	key := ropeKey{rotaryDim, theta}
-	inv, ok := b.invFreq[key]
-	if !ok {
-		inv = b.uploadConstFloats(op, ropeInvFreq(rotaryDim, theta))
-		b.invFreq[key] = inv
-	}
+	inv := b.ropeFreqs(op, rotaryDim, theta)
 	pos := b.positionsMeta(op, positions)
 	pairs := cols / headDim * rotaryDim / 2
 	b.launch(op, "rope_f32", [3]int{T, 1, 1}, [3]int{min(256, (pairs+31)/32*32), 1, 1}, 0,
