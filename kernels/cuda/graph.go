@@ -308,12 +308,7 @@ func (b *Backend) ReplayStep(key string, in kernels.StepInputs) (kernels.Tensor,
 	g.vals = vals
 	for i, gi := range sg.inputs {
 		if v := vals[i]; len(v) > 0 {
-			bytes := int64(len(v)) * 4
-			src := b.staging.take(unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), bytes))
-			if src == nil {
-				panic(fmt.Sprintf("cuda: graph %s: step metadata does not fit the staging ring", key))
-			}
-			if err := memcpyHtoDAsync(gi.ptr, src, bytes); err != nil {
+			if err := memcpyHtoDAsync(gi.ptr, b.stageInts("graph "+key, v), int64(len(v))*4); err != nil {
 				panic(fmt.Sprintf("cuda: graph %s: metadata: %v", key, err))
 			}
 		}
@@ -331,6 +326,17 @@ func (b *Backend) ReplayStep(key string, in kernels.StepInputs) (kernels.Tensor,
 	return &out, true
 }
 
+// stageInts copies graph step metadata (not empty) into the pinned staging
+// ring and returns its address there; a graph step cannot fall back to a
+// synchronous copy, so a full ring is a panic naming what.
+func (b *Backend) stageInts(what string, v []int32) unsafe.Pointer {
+	src := b.staging.take(unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), int64(len(v))*4))
+	if src == nil {
+		panic(fmt.Sprintf("cuda: %s: graph step metadata does not fit the staging ring", what))
+	}
+	return src
+}
+
 // graphUpload places int32 metadata for the step being captured or
 // replayed into its fixed input buffer of capacity capElems (≥ len(v)),
 // and reports false when no graph step is in progress. gen recomputes the
@@ -344,9 +350,7 @@ func (b *Backend) graphUpload(op string, v []int32, capElems int, gen inputGen) 
 	bytes, capBytes := int64(len(v))*4, int64(max(capElems, len(v), 1))*4
 	var src unsafe.Pointer
 	if len(v) > 0 {
-		if src = b.staging.take(unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), bytes)); src == nil {
-			panic(fmt.Sprintf("cuda: %s: graph step metadata does not fit the staging ring", op))
-		}
+		src = b.stageInts(op, v)
 	}
 	switch g.mode {
 	case graphCapture:
