@@ -157,6 +157,7 @@ type mmaPlan struct {
 	name        string
 	grid, block [3]int
 	split       int
+	nt          int // n-tiles of 8 rows: 1, 2 or 4
 }
 
 // mmaLaunch plans the tensor-core GEMV of T rows over tiles 16-row tiles of
@@ -181,7 +182,7 @@ func (b *Backend) mmaLaunch(prefix string, T, tiles, K int) mmaPlan {
 	if 2*tiles > mmaCounters {
 		split = 1
 	}
-	return mmaPlan{name: fmt.Sprintf("%s_nt%d", prefix, nt), grid: [3]int{tiles, split, 1}, block: [3]int{32 * w, 1, 1}, split: split}
+	return mmaPlan{name: fmt.Sprintf("%s_nt%d", prefix, nt), grid: [3]int{tiles, split, 1}, block: [3]int{32 * w, 1, 1}, split: split, nt: nt}
 }
 
 // initMMA allocates the zeroed tile counters (before any step, so never
@@ -202,15 +203,11 @@ func (b *Backend) initMMA() error {
 // mmaWorkspace returns the partial-sum workspace and tile counters of a
 // split launch (parts: 1, or 2 for SwiGLULinear), or zeros when it does not
 // split.
-func (b *Backend) mmaWorkspace(op string, p mmaPlan, T, parts int) (ws, cnt devptr) {
+func (b *Backend) mmaWorkspace(op string, p mmaPlan, parts int) (ws, cnt devptr) {
 	if p.split == 1 {
 		return 0, 0
 	}
-	nt := (T + 7) / 8
-	if nt == 3 {
-		nt = 4
-	}
-	return b.allocScratch(op, int64(parts*p.grid[0]*p.split*nt*128*4)), b.mmaCnt
+	return b.allocScratch(op, int64(parts*p.grid[0]*p.split*p.nt*128*4)), b.mmaCnt
 }
 
 // mmaFits reports whether the tensor-core GEMV serves T rows of K columns.
@@ -233,7 +230,7 @@ func (b *Backend) linearBF16(op string, y, x, w *Tensor, T, K, N int) {
 	switch {
 	case b.mmaFits(T, K):
 		p := b.mmaLaunch("gemv_mma", T, (N+15)/16, K)
-		ws, cnt := b.mmaWorkspace(op, p, T, 1)
+		ws, cnt := b.mmaWorkspace(op, p, 1)
 		b.launch(op, p.name, p.grid, p.block, 0,
 			y.ptr, w.ptr, N, devptr(0), devptr(0), 0, devptr(0), devptr(0), 0, devptr(0), devptr(0), 0, x.ptr, T, K, ws, cnt)
 	case b.gemvFits(T, K):
@@ -275,7 +272,7 @@ func (b *Backend) Linears(x kernels.Tensor, ws ...kernels.Tensor) []kernels.Tens
 		}
 	}
 	p := b.mmaLaunch("gemv_mma", T, tiles, K)
-	part, cnt := b.mmaWorkspace(op, p, T, 1)
+	part, cnt := b.mmaWorkspace(op, p, 1)
 	b.launch(op, p.name, p.grid, p.block, 0, append(args[:], xt.ptr, T, K, part, cnt)...)
 	return out
 }
@@ -304,7 +301,7 @@ func (b *Backend) SwiGLULinear(x, gate, up kernels.Tensor) kernels.Tensor {
 	N := gt.shape[0]
 	y := b.newTensor(op, T, N)
 	p := b.mmaLaunch("gemv_mma_swiglu", T, (N+15)/16, K)
-	ws, cnt := b.mmaWorkspace(op, p, T, 2)
+	ws, cnt := b.mmaWorkspace(op, p, 2)
 	b.launch(op, p.name, p.grid, p.block, 0, y.ptr, gt.ptr, ut.ptr, N, xt.ptr, T, K, ws, cnt)
 	return y
 }
