@@ -11,10 +11,7 @@ import (
 // TestStepTiming: decode and other steps are averaged apart, each kind logs
 // once per stepTimingEvery of its steps, and it is silent when off.
 func TestStepTiming(t *testing.T) {
-	var buf bytes.Buffer
-	saved := log.Writer()
-	log.SetOutput(&buf)
-	defer log.SetOutput(saved)
+	buf := captureLog(t)
 	st := &stepTiming{on: true, rank: 3}
 	for range stepTimingEvery {
 		st.add(true, time.Millisecond, 2*time.Millisecond, 0, 3*time.Millisecond)
@@ -42,4 +39,14 @@ func TestStepTiming(t *testing.T) {
 	if buf.Len() != 0 || quiet.kinds[0].n != 0 {
 		t.Errorf("an off timing logged %q or counted %d", buf.String(), quiet.kinds[0].n)
 	}
+}
+
+// captureLog sends the standard logger to a buffer until the test ends.
+func captureLog(t *testing.T) *bytes.Buffer {
+	t.Helper()
+	var buf bytes.Buffer
+	saved := log.Writer()
+	log.SetOutput(&buf)
+	t.Cleanup(func() { log.SetOutput(saved) })
+	return &buf
 }

@@ -1,11 +1,9 @@
 package actors
 
 import (
-	"bytes"
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"log"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,10 +14,7 @@ import (
 // TestReportUnexpected: protoactor's lifecycle and system messages pass
 // silently; anything else is counted and logged with its type.
 func TestReportUnexpected(t *testing.T) {
-	var buf bytes.Buffer
-	saved := log.Writer()
-	log.SetOutput(&buf)
-	defer log.SetOutput(saved)
+	buf := captureLog(t)
 	type stray struct{}
 	for _, tc := range []struct {
 		msg  any
