@@ -71,8 +71,9 @@ type Config struct {
 	RebuildWindow   time.Duration // ... within this window ends the engine [1m]
 	Faults          bool          // allow fault injection (tests, debug endpoint)
 	// OnFailure, if set, is told of every detected failure and OnRecovered of
-	// every completed recovery (detect → ready), for metrics and tests. They
-	// run on the engine root's goroutine and must not block.
+	// every completed recovery (detect → ready), for metrics and tests.
+	// OnFailure runs once readiness is off and OnRecovered once it is back
+	// on. They run on the engine root's goroutine and must not block.
 	OnFailure   func(*supervision.RankFailure)
 	OnRecovered func(time.Duration)
 	OnReplayed  func(n int) // in-flight requests requeued for replay after a failure

@@ -175,6 +175,7 @@ func (s *schedulerActor) shardReady(ctx actor.Context, msg *ShardReady) {
 	}
 	s.state = groupServing
 	s.progress.Mark(time.Now()) // the time spent loading is not a stall
+	s.health.SetReady(true, "") // before the hook: its observer sees the engine ready
 	if !s.detected.IsZero() {
 		d := time.Since(s.detected)
 		s.stats.recovered(d)
@@ -183,7 +184,6 @@ func (s *schedulerActor) shardReady(ctx actor.Context, msg *ShardReady) {
 		}
 		s.detected = time.Time{}
 	}
-	s.health.SetReady(true, "")
 }
 
 // createPlanner sizes the planner from the first group (capacity is the
@@ -275,10 +275,10 @@ func (s *schedulerActor) fail(ctx actor.Context, f *supervision.RankFailure) {
 	}
 	s.noteFailure(now)
 	s.stats.failed(f)
+	s.health.SetReady(false, f.Error()) // before the hook: its observer sees readiness off
 	if s.cfg.OnFailure != nil {
 		s.cfg.OnFailure(f)
 	}
-	s.health.SetReady(false, f.Error())
 	var inStep []planner.RequestID
 	if s.inflight != nil {
 		for _, sp := range s.inflight.plan.Seqs {
