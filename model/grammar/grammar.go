@@ -330,3 +330,6 @@ func (m *Matcher) Done() bool { return m.ended || m.d.done() }
 // Remaining returns the fewest bytes (so at most that many tokens, with
 // single-byte tokens) that complete the match.
 func (m *Matcher) Remaining() int { return m.d.dist }
+
+// Vocab returns the vocabulary the grammar masks (nil if none).
+func (g *Grammar) Vocab() *Vocab { return g.vocab }

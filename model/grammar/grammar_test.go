@@ -115,3 +115,48 @@ func TestRandomWalkEndsValid(t *testing.T) {
 		}
 	}
 }
+
+func TestTextGrammars(t *testing.T) {
+	re, err := Regex(`(yes|no)-\d{2}`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := Choice([]string{"red", "green", "blue"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb, err := EBNF(`# a list of small sums
+root ::= expr ("," expr)*
+expr ::= num ("+" num)*
+num  ::= [0-9]{1,3}
+`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		g    *Grammar
+		good []string
+		bad  []string
+	}{
+		{re, []string{"yes-12", "no-00"}, []string{"yes-1", "maybe-12", "yes-123", " yes-12"}},
+		{ch, []string{"red", "blue"}, []string{"re", "redd", "Red"}},
+		{eb, []string{"1", "1+22,333", "0+0+0"}, []string{"", "1+", "1234", "1,,2"}},
+	}
+	for i, tt := range tests {
+		for _, s := range tt.good {
+			if !tt.g.Matches(s) {
+				t.Errorf("%d: %q should match", i, s)
+			}
+		}
+		for _, s := range tt.bad {
+			if tt.g.Matches(s) {
+				t.Errorf("%d: %q should not match", i, s)
+			}
+		}
+	}
+	for _, bad := range []string{`root ::= x`, `expr ::= "a"`, `root ::= root "a"`, `root ::= "a" | (`, `root ::= "a"` + "\nroot ::= \"b\""} {
+		if _, err := EBNF(bad, nil); err == nil {
+			t.Errorf("EBNF(%q) succeeded", bad)
+		}
+	}
+}

@@ -193,6 +193,12 @@ func (c *jsonCompiler) charSym(cls charClass) Sym {
 	var alts []Sym
 	controls := 0
 	for _, r := range cls {
+		if c.raw {
+			if r.lo <= 0x7f {
+				ascii.AddRange(byte(r.lo), byte(min(r.hi, 0x7f)))
+			}
+			continue
+		}
 		for x := r.lo; x <= min(r.hi, 0x7f); x++ {
 			switch {
 			case x == '"':
