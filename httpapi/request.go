@@ -61,6 +61,9 @@ type commonFields struct {
 	SkipSpecialTokens          *bool `json:"skip_special_tokens"`
 	IncludeStopStrInOutput     *bool `json:"include_stop_str_in_output"`
 	SpacesBetweenSpecialTokens *bool `json:"spaces_between_special_tokens"` // accepted; see the README
+
+	// vLLM's constrained decoding (chat also takes OpenAI's response_format).
+	StructuredOutputs json.RawMessage `json:"structured_outputs"`
 }
 
 // SamplingDefaults are the values unset sampling fields of a request take
@@ -501,6 +504,15 @@ func (s *Server) completionJob(body []byte) (*job, *apiError) {
 		j.base.TopLogprobs = int(*r.Logprobs)
 		j.base.PromptLogprobs = j.echo // echoed prompt tokens get logprobs too
 	}
+	con, aerr := parseStructuredOutputs(r.StructuredOutputs)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if con != nil {
+		if j.base.Grammar, aerr = s.compileConstraint(con); aerr != nil {
+			return nil, aerr
+		}
+	}
 	if aerr := s.parsePrompt(r.Prompt, j); aerr != nil {
 		return nil, aerr
 	}
@@ -638,13 +650,20 @@ func (s *Server) chatJob(body []byte) (*job, *apiError) {
 			return nil, badRequest("modalities", "only the text modality is supported, not %q", m)
 		}
 	}
-	if !isNull(r.ResponseFormat) {
-		var rf struct {
-			Type string `json:"type"`
-		}
-		if err := json.Unmarshal(r.ResponseFormat, &rf); err != nil || rf.Type != "text" {
-			return nil, badRequest("response_format", "only response_format {\"type\": \"text\"} is supported")
-		}
+	rf, aerr := parseResponseFormat(r.ResponseFormat)
+	if aerr != nil {
+		return nil, aerr
+	}
+	so, aerr := parseStructuredOutputs(r.StructuredOutputs)
+	if aerr != nil {
+		return nil, aerr
+	}
+	con, aerr := oneConstraint(rf, so)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if con != nil && tools.forced() {
+		return nil, badRequest(con.param, "a forced tool call (tool_choice required or named) cannot also have a constrained answer")
 	}
 	if r.Logprobs != nil {
 		j.logprobs = *r.Logprobs
@@ -672,6 +691,17 @@ func (s *Server) chatJob(body []byte) (*job, *apiError) {
 	j.reasoning = strings.Contains(s.opts.ChatTemplate, "<think>") && r.ChatTemplateKwargs["enable_thinking"] != false &&
 		!tools.forced()
 	j.thinkOpen = openThink(text)
+	if con != nil {
+		// The constrained answer starts at once: a think block the template
+		// left open is closed (the answer comes after the reasoning).
+		if j.thinkOpen {
+			text += "\n</think>\n\n"
+		}
+		j.thinkOpen, j.reasoning = false, false
+		if j.base.Grammar, aerr = s.compileConstraint(con); aerr != nil {
+			return nil, aerr
+		}
+	}
 	if tools.forced() {
 		// tool_choice required or named: the prompt opens the call, after
 		// closing a think block the template left open (the call comes
