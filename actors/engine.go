@@ -13,8 +13,8 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"cohort/actors/planner"
-	"cohort/model/grammar"
 	"cohort/model"
+	"cohort/model/grammar"
 	"cohort/model/tokenizer"
 	"cohort/nccl"
 	"cohort/supervision"

@@ -160,7 +160,7 @@ func (*queryStats) schedulerMessage()    {}
 type TokenGenerated struct {
 	Sampled
 	Finish    string
-	StopToken bool // the token is EOS or a stop token id: its text is not emitted
+	StopToken bool  // the token is EOS or a stop token id: its text is not emitted
 	Err       error // with Finish "error": why the request ended
 	// ScheduledAt is set on a request's first token: when its prefill first ran.
 	ScheduledAt time.Time

@@ -157,5 +157,3 @@ func TestStructuredOutputsOpenAIClient(t *testing.T) {
 		}
 	})
 }
-
-
