@@ -160,3 +160,34 @@ num  ::= [0-9]{1,3}
 		}
 	}
 }
+
+func TestQwenToolCalls(t *testing.T) {
+	tools := []Tool{
+		{Name: "get_weather", Parameters: []byte(`{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer","minimum":1,"maximum":7},"unit":{"enum":["c","f"]}},"required":["city"]}`)},
+		{Name: "ping"},
+	}
+	req, err := QwenToolCalls(tools, "", true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named, err := QwenToolCalls(tools, "get_weather", false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := "get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>"
+	for _, s := range []string{call, "ping>\n</function>\n</tool_call>", call + "\n<tool_call>\n<function=ping>\n</function>\n</tool_call>"} {
+		if !req.Matches(s) {
+			t.Errorf("required: %q should match", s)
+		}
+	}
+	for _, s := range []string{"get_weather>\n</function>\n</tool_call>", "nope>\n</function>\n</tool_call>",
+		"get_weather>\n<parameter=city>\na<b\n</parameter>\n</function>\n</tool_call>",
+		"get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n9\n</parameter>\n</function>\n</tool_call>"} {
+		if req.Matches(s) {
+			t.Errorf("required: %q should not match", s)
+		}
+	}
+	if !named.Matches("<parameter=city>\nRome\n</parameter>\n<parameter=unit>\n\"c\"\n</parameter>\n</function>\n</tool_call>") {
+		t.Error("named call does not match")
+	}
+}

@@ -416,7 +416,7 @@ func (c *jsonCompiler) str(o *object, path string) (Sym, error) {
 // stringOf returns the quoted string whose value matches r (nil: any) with
 // a length in [minL, maxL], memoized.
 func (c *jsonCompiler) stringOf(r *rx, minL, maxL int, src string) (Sym, error) {
-	key := fmt.Sprintf("%d,%d,%s", minL, maxL, src)
+	key := fmt.Sprintf("%t,%d,%d,%s", c.raw, minL, maxL, src)
 	if s, ok := c.strs[key]; ok {
 		return s, nil
 	}

@@ -185,7 +185,7 @@ func (c *jsonCompiler) stringBody(r *rx, minLen, maxLen int) (Sym, error) {
 // printable ASCII as itself (but " and \ escaped), control characters as
 // escapes, and other code points as their UTF-8 bytes.
 func (c *jsonCompiler) charSym(cls charClass) Sym {
-	key := fmt.Sprint(cls)
+	key := fmt.Sprint(c.raw, cls)
 	if s, ok := c.chars[key]; ok {
 		return s
 	}
