@@ -104,6 +104,7 @@ func (s *Server) responsesJob(body []byte) (*job, *apiError) {
 	if aerr := s.checkModel(r.Model); aerr != nil {
 		return nil, aerr
 	}
+	r.Model = s.opts.ModelName // echoed when the request leaves it out
 	if aerr := r.unsupported(); aerr != nil {
 		return nil, aerr
 	}
@@ -215,14 +216,12 @@ func responsesToolSetup(rawTools, rawChoice json.RawMessage, parallel *bool) (*t
 // "name", "description", "parameters", "strict"}, and gives the template
 // chat's shape of it.
 func responsesTool(raw json.RawMessage, param string) (any, toolcall.Tool, *apiError) {
-	var head struct {
-		Type string `json:"type"`
+	typ, aerr := objectType(raw, param, "a tool object")
+	if aerr != nil {
+		return nil, toolcall.Tool{}, aerr
 	}
-	if err := json.Unmarshal(raw, &head); err != nil {
-		return nil, toolcall.Tool{}, badRequest(param, "%s must be a tool object", param)
-	}
-	if head.Type != "function" {
-		return nil, toolcall.Tool{}, badRequest(param+".type", "%s.type %q is not supported (only function tools)", param, head.Type)
+	if typ != "function" {
+		return nil, toolcall.Tool{}, badRequest(param+".type", "%s.type %q is not supported (only function tools)", param, typ)
 	}
 	var spec struct {
 		Type        string          `json:"type"`
@@ -333,26 +332,46 @@ func responsesInput(raw json.RawMessage, instructions *string) ([]chattemplate.M
 
 // add converts one input item.
 func (c *inputConv) add(raw json.RawMessage, param string) *apiError {
-	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
-		return badRequest(param, "%s must be an input item object", param)
+	typ, aerr := objectType(raw, param, "an input item object")
+	if aerr != nil {
+		return aerr
+	}
+	switch typ {
+	case "message", "", "function_call", "function_call_output", "reasoning":
+	case "item_reference":
+		return badRequest(param+".type", "%s: item_reference is not supported: this server stores no items; send the item itself", param)
+	default:
+		return badRequest(param+".type", "%s.type %q is not supported (message, function_call, function_call_output or reasoning)", param, typ)
 	}
 	var it responsesItem
 	if aerr := decodeStrict(raw, &it, param, "an input item object"); aerr != nil {
 		return aerr
 	}
-	switch it.Type {
-	case "message", "":
-		return c.message(&it, param)
+	switch typ {
 	case "function_call":
 		return c.functionCall(&it, param)
 	case "function_call_output":
 		return c.functionOutput(&it, param)
 	case "reasoning":
 		return c.reasoningItem(&it, param)
-	case "item_reference":
-		return badRequest(param+".type", "%s: item_reference is not supported: this server stores no items; send the item itself", param)
 	}
-	return badRequest(param+".type", "%s.type %q is not supported (message, function_call, function_call_output or reasoning)", param, it.Type)
+	return c.message(&it, param)
+}
+
+// objectType reads the type of raw, which must be what (an object with a
+// string type).
+func objectType(raw json.RawMessage, param, what string) (string, *apiError) {
+	var head struct {
+		Type json.RawMessage `json:"type"`
+	}
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' || json.Unmarshal(raw, &head) != nil {
+		return "", badRequest(param, "%s must be %s", param, what)
+	}
+	var typ string
+	if !isNull(head.Type) && json.Unmarshal(head.Type, &typ) != nil {
+		return "", badRequest(param+".type", "%s.type must be a string", param)
+	}
+	return typ, nil
 }
 
 func (c *inputConv) message(it *responsesItem, param string) *apiError {
@@ -476,28 +495,31 @@ func responsesContent(raw json.RawMessage, param string) (string, *apiError) {
 }
 
 func responsesPartText(raw json.RawMessage, param string) (string, *apiError) {
-	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
-		return "", badRequest(param, "%s must be a content part object", param)
+	typ, aerr := objectType(raw, param, "a content part object")
+	if aerr != nil {
+		return "", aerr
+	}
+	switch typ {
+	case "input_text", "output_text", "reasoning_text", "summary_text", "refusal":
+	case "":
+		return "", badRequest(param+".type", "%s.type is required", param)
+	default:
+		return "", badRequest(param+".type", "content part type %q is not supported (only text: input_text or output_text)", typ)
 	}
 	var p responsesPart
 	if aerr := decodeStrict(raw, &p, param, "a content part object"); aerr != nil {
 		return "", aerr
 	}
-	switch p.Type {
-	case "input_text", "output_text", "reasoning_text", "summary_text":
-		if p.Text == nil {
-			return "", badRequest(param+".text", "%s.text is required", param)
-		}
-		return *p.Text, nil
-	case "refusal":
+	if typ == "refusal" {
 		if p.Refusal == nil {
 			return "", badRequest(param+".refusal", "%s.refusal is required", param)
 		}
 		return *p.Refusal, nil
-	case "":
-		return "", badRequest(param+".type", "%s.type is required", param)
 	}
-	return "", badRequest(param+".type", "content part type %q is not supported (only text: input_text or output_text)", p.Type)
+	if p.Text == nil {
+		return "", badRequest(param+".text", "%s.text is required", param)
+	}
+	return *p.Text, nil
 }
 
 // ---- the echoed request ----
