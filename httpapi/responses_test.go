@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -630,6 +633,52 @@ func TestResponsesEngineFailure(t *testing.T) {
 	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 500 || !strings.Contains(apiErr.Message, "device lost") {
 		t.Errorf("plain request: %v", err)
+	}
+}
+
+// TestResponsesStreamConnection: a silent stream gets the keep-alive
+// comments, and a client that leaves mid-stream cancels its engine request.
+func TestResponsesStreamConnection(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		hang    bool // the engine emits nothing
+		endless bool // it emits tokens forever
+	}{{"keep-alive", true, false}, {"disconnect", false, true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeEngine()
+			f.script = func(actors.Request) []actors.Event { return nil }
+			f.hang, f.endless = tt.hang, tt.endless
+			base, _ := startFake(t, f, func(o *Options) { o.KeepAlive = 20 * time.Millisecond })
+			req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, base+"/v1/responses",
+				strings.NewReader(`{"input":"hi","stream":true}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := testClient().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			sc := bufio.NewScanner(res.Body)
+			want := "event: response.in_progress"
+			if tt.hang {
+				want = strings.TrimSuffix(keepAliveComment, "\n\n")
+			}
+			for sc.Scan() && sc.Text() != want {
+			}
+			if sc.Err() != nil || sc.Text() != want {
+				t.Fatalf("no %q line: %v", want, sc.Err())
+			}
+			if tt.endless {
+				res.Body.Close()
+				cancelled := func() bool {
+					f.mu.Lock()
+					defer f.mu.Unlock()
+					return f.streams[0].cancelCalled.Load()
+				}
+				waitFor(t, 20*time.Second, cancelled, "the engine request was not cancelled")
+			}
+		})
 	}
 }
 
