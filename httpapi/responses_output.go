@@ -355,19 +355,7 @@ func (r *responder) appendResponse(b []byte, status string, e *apiError) []byte 
 		b = append(b, "null"...)
 	}
 	b = append(b, `,"error":`...)
-	if e != nil {
-		code := e.code
-		if code == "" {
-			code = e.typ
-		}
-		b = append(b, `{"code":`...)
-		b = appendString(b, code)
-		b = append(b, `,"message":`...)
-		b = appendString(b, e.msg)
-		b = append(b, '}')
-	} else {
-		b = append(b, "null"...)
-	}
+	b = appendRespError(b, e)
 	b = append(b, `,"incomplete_details":`...)
 	if status == "incomplete" {
 		b = append(b, `{"reason":"max_output_tokens"}`...)
@@ -390,6 +378,23 @@ func (r *responder) appendResponse(b []byte, status string, e *apiError) []byte 
 	} else {
 		b = r.appendUsage(b)
 	}
+	return append(b, '}')
+}
+
+// appendRespError writes a failed response's error, {"code", "message"}
+// (null for nil).
+func appendRespError(b []byte, e *apiError) []byte {
+	if e == nil {
+		return append(b, "null"...)
+	}
+	code := e.code
+	if code == "" {
+		code = e.typ
+	}
+	b = append(b, `{"code":`...)
+	b = appendString(b, code)
+	b = append(b, `,"message":`...)
+	b = appendString(b, e.msg)
 	return append(b, '}')
 }
 
