@@ -14,6 +14,7 @@ import (
 
 	"cohort/actors/planner"
 	"cohort/model"
+	"cohort/model/grammar"
 	"cohort/model/tokenizer"
 	"cohort/nccl"
 	"cohort/supervision"
@@ -156,6 +157,32 @@ type Engine struct {
 	doneOnce  sync.Once
 	done      chan struct{}
 	doneErr   error
+
+	grammarsOnce sync.Once // builds grammars on first use
+	grammars     *grammar.Cache
+	grammarsErr  error
+}
+
+// maxGrammars is how many compiled grammars the engine keeps.
+const maxGrammars = 64
+
+// Grammars returns the engine's grammar cache, over its tokenizer's
+// vocabulary with its EOS ids as stops (built on first use: the byte trie
+// of a large vocabulary takes a moment). Request.Grammar must come from it.
+func (e *Engine) Grammars() (*grammar.Cache, error) {
+	e.grammarsOnce.Do(func() {
+		if e.tok == nil {
+			e.grammarsErr = errors.New("actors: constrained decoding needs the engine's tokenizer")
+			return
+		}
+		v, err := grammar.NewVocab(max(e.info.VocabSize, e.tok.VocabSize()), e.tok.TokenBytes, e.eos)
+		if err != nil {
+			e.grammarsErr = err
+			return
+		}
+		e.grammars = grammar.NewCache(v, maxGrammars)
+	})
+	return e.grammars, e.grammarsErr
 }
 
 // Errors of Submit and of streams, for the HTTP edge to map onto statuses.
@@ -341,6 +368,14 @@ func (e *Engine) validate(r *Request) error {
 	}
 	if n := len(r.Params.LogitBias); n > 0 && int(r.Params.LogitBias[n-1].ID) >= e.info.VocabSize {
 		return bad("logit_bias token %d is outside the vocabulary [0, %d)", r.Params.LogitBias[n-1].ID, e.info.VocabSize)
+	}
+	if g := r.Grammar; g != nil {
+		if cache, _ := e.Grammars(); cache == nil || g.Vocab() != cache.Vocab() {
+			return bad("the grammar was not compiled for this engine's vocabulary")
+		}
+		if n := g.MinLen(); n > r.MaxTokens {
+			return bad("max_tokens %d is too small for the structured output, which needs at least %d tokens", r.MaxTokens, n)
+		}
 	}
 	return nil
 }

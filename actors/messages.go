@@ -72,6 +72,9 @@ type OutputRow struct {
 	Logprobs bool
 	// Prompt and Generated are sent only when a penalty needs them.
 	Prompt, Generated []int32
+	// Mask, for a constrained request, is the set of tokens its grammar
+	// allows at this step (shared and read-only); nil: any token.
+	Mask *sample.Mask
 	// Score asks for the logprob of Target (the prompt token at position
 	// Pos) instead of a draw: prompt logprobs.
 	Score  bool
@@ -157,7 +160,8 @@ func (*queryStats) schedulerMessage()    {}
 type TokenGenerated struct {
 	Sampled
 	Finish    string
-	StopToken bool // the token is EOS or a stop token id: its text is not emitted
+	StopToken bool  // the token is EOS or a stop token id: its text is not emitted
+	Err       error // with Finish "error": why the request ended
 	// ScheduledAt is set on a request's first token: when its prefill first ran.
 	ScheduledAt time.Time
 }

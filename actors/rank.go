@@ -231,11 +231,11 @@ func executeStep(be kernels.Backend, m model.Model, st *model.State, msg *RunSte
 			return
 		}
 		if !o.Logprobs && o.TopN == 0 {
-			id := sample.Draw(logits, o.Params, o.Index, o.Prompt, o.Generated)
+			id := sample.Draw(logits, o.Params, o.Index, o.Prompt, o.Generated, o.Mask)
 			out[i] = Sampled{ID: o.ID, Result: sample.Result{Token: sample.TokenLogprob{ID: id}}}
 			return
 		}
-		out[i] = Sampled{ID: o.ID, Result: sample.PickWithHistory(logits, o.Params, o.Index, o.TopN, o.Prompt, o.Generated)}
+		out[i] = Sampled{ID: o.ID, Result: sample.PickWithHistory(logits, o.Params, o.Index, o.TopN, o.Prompt, o.Generated, o.Mask)}
 	}
 	// Rows are independent (a draw depends only on its seed and index), so
 	// large vocabularies are sampled in parallel.
@@ -268,7 +268,7 @@ func decodeStep(msg *RunStep) bool {
 // device and send back only the ids.
 func plainArgmax(outputs []OutputRow) bool {
 	for _, o := range outputs {
-		if o.Score || o.Logprobs || o.TopN > 0 || !o.Params.PlainArgmax(o.Index) {
+		if o.Score || o.Logprobs || o.TopN > 0 || o.Mask != nil || !o.Params.PlainArgmax(o.Index) {
 			return false
 		}
 	}

@@ -80,6 +80,10 @@ func stepToPB(s *RunStep) *rankpb.RunStep {
 		out.Outputs = append(out.Outputs, &rankpb.OutputRow{Id: uint64(o.ID), Row: int32(o.Row), Params: paramsToPB(o.Params),
 			Index: int32(o.Index), TopN: int32(o.TopN), Prompt: o.Prompt, Generated: o.Generated,
 			Score: o.Score, Target: o.Target, Pos: int32(o.Pos), Logprobs: o.Logprobs})
+		if o.Mask != nil {
+			row := out.Outputs[len(out.Outputs)-1]
+			row.Mask, row.MaskVocab = o.Mask.Words(), int32(o.Mask.Vocab())
+		}
 	}
 	return out
 }
@@ -95,6 +99,9 @@ func stepFromPB(s *rankpb.RunStep) *RunStep {
 		out.Outputs = append(out.Outputs, OutputRow{ID: planner.RequestID(o.Id), Row: int(o.Row), Params: paramsFromPB(o.Params),
 			Index: int(o.Index), TopN: int(o.TopN), Prompt: o.Prompt, Generated: o.Generated,
 			Score: o.Score, Target: o.Target, Pos: int(o.Pos), Logprobs: o.Logprobs})
+		if o.MaskVocab > 0 {
+			out.Outputs[len(out.Outputs)-1].Mask = sample.MaskFromWords(o.Mask, int(o.MaskVocab))
+		}
 	}
 	return out
 }

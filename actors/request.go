@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"cohort/actors/planner"
+	"cohort/model/grammar"
 	"cohort/model/sample"
 	"cohort/model/tokenizer"
 )
@@ -40,6 +41,10 @@ type Request struct {
 	// include_stop_str_in_output; a special token still follows
 	// SkipSpecialTokens).
 	IncludeStopStr bool
+	// Grammar, when set, constrains the output: each step samples only
+	// tokens it allows, and the request ends (finish "stop") once it is
+	// complete. It must be compiled for the engine's GrammarVocab.
+	Grammar *grammar.Grammar
 	// Trace is the span of the request's caller (the HTTP server span);
 	// the engine step spans that run the request join its trace (see
 	// startStepSpan). The zero value leaves the steps in traces of their
@@ -106,7 +111,7 @@ func (a *requestActor) token(ctx actor.Context, msg *TokenGenerated) {
 	}
 	ev.Text, a.held = a.splitHeld(text, msg.Finish != "")
 	if msg.Finish != "" {
-		ev.Finish = msg.Finish
+		ev.Finish, ev.Err = msg.Finish, msg.Err
 		a.finish(ctx, ev)
 		return
 	}

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"cohort/actors/planner"
+	"cohort/model/grammar"
 	"cohort/supervision"
 )
 
@@ -65,6 +67,10 @@ type liveRequest struct {
 	// promptScored is the last prompt position whose logprob was delivered
 	// (PromptLogprobs), so a replay's re-prefill does not score it again.
 	promptScored int
+	// matcher follows the request's output through its grammar (nil: not
+	// constrained); it advances with each recorded token, so a replay
+	// resumes where the output is.
+	matcher *grammar.Matcher
 	// failedSteps counts the failed steps that included the request since a
 	// step with it last completed; beyond Config.MaxReplays it ends with an
 	// error instead of being replayed again.
@@ -151,7 +157,11 @@ func (s *schedulerActor) admit(ctx actor.Context, msg *AdmitRequest) {
 		ctx.Send(msg.PID, &RequestRejected{Err: err})
 		return
 	}
-	s.live[r.ID] = &liveRequest{req: r, pid: msg.PID, tokens: slices.Clone(r.Prompt)}
+	l := &liveRequest{req: r, pid: msg.PID, tokens: slices.Clone(r.Prompt)}
+	if r.Grammar != nil {
+		l.matcher = r.Grammar.NewMatcher()
+	}
+	s.live[r.ID] = l
 	s.watchProgress(time.Now()) // a request arriving at an idle engine starts the watchdog's clock
 }
 
@@ -165,6 +175,7 @@ func (s *schedulerActor) maybeStep(ctx actor.Context) {
 	if step == nil {
 		return
 	}
+	s.maskOutputs(ctx, step)
 	s.inflight.span = startStepSpan(s.cfg.TracerProvider.Tracer(tracerName), step, s.live)
 	step.Trace = s.inflight.span.SpanContext()
 	gen, id, root, self := s.gen, step.Step, ctx.ActorSystem().Root, ctx.Self()
@@ -215,6 +226,36 @@ func (s *schedulerActor) nextStep(replyTo *actor.PID) *RunStep {
 	}
 	s.inflight = &inflightStep{plan: plan}
 	return step
+}
+
+// maskOutputs sets each constrained row's mask: the tokens its grammar
+// allows now, within the tokens the request may still generate. A request
+// whose grammar fails ends with the error (as if aborted during the step).
+func (s *schedulerActor) maskOutputs(ctx actor.Context, step *RunStep) {
+	for i := range step.Outputs {
+		o := &step.Outputs[i]
+		l := s.live[o.ID]
+		if o.Score || l == nil || l.matcher == nil {
+			continue
+		}
+		m, err := l.matcher.Mask(l.req.MaxTokens - l.generated)
+		if err == nil && m.Count() == 0 {
+			err = errors.New("actors: the grammar allows no token here")
+		}
+		if err != nil {
+			s.endWithError(ctx, o.ID, fmt.Errorf("%w: structured output: %v", ErrEngineFailure, err))
+			continue
+		}
+		o.Mask = m
+	}
+}
+
+// endWithError ends a live request with err.
+func (s *schedulerActor) endWithError(ctx actor.Context, id planner.RequestID, err error) {
+	l := s.live[id]
+	s.plan.Abort(id)
+	delete(s.live, id)
+	ctx.Send(l.pid, &RequestRejected{Err: err})
 }
 
 func (s *schedulerActor) completed(ctx actor.Context, msg *StepCompleted) {
@@ -373,9 +414,14 @@ func (s *schedulerActor) record(f *inflightStep) []delivery {
 		if l.generated == 1 {
 			ev.ScheduledAt = l.scheduled
 		}
+		complete, err := l.advanceGrammar(tok)
 		switch {
+		case err != nil:
+			ev.Finish, ev.Err = "error", fmt.Errorf("%w: structured output: %v", ErrEngineFailure, err)
 		case !l.req.IgnoreEOS && slices.Contains(s.cfg.EOS, tok), slices.Contains(l.req.StopTokenIDs, tok):
 			ev.Finish, ev.StopToken = "stop", true
+		case complete:
+			ev.Finish, ev.StopToken = "stop", s.isStop(tok)
 		case l.generated >= l.req.MaxTokens || slices.Contains(byPlanner, smp.ID):
 			ev.Finish = "length"
 		}
@@ -387,6 +433,21 @@ func (s *schedulerActor) record(f *inflightStep) []delivery {
 	}
 	return out
 }
+
+// advanceGrammar feeds a recorded token to the request's grammar and
+// reports whether the output is complete (nothing may follow).
+func (l *liveRequest) advanceGrammar(tok int32) (complete bool, err error) {
+	if l.matcher == nil {
+		return false, nil
+	}
+	if err := l.matcher.Accept(tok); err != nil {
+		return false, err
+	}
+	return l.matcher.Done(), nil
+}
+
+// isStop reports whether tok is an EOS id (the end a grammar allows).
+func (s *schedulerActor) isStop(tok int32) bool { return slices.Contains(s.cfg.EOS, tok) }
 
 func (s *schedulerActor) planStats() planner.Stats {
 	if s.plan == nil {

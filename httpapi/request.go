@@ -61,6 +61,9 @@ type commonFields struct {
 	SkipSpecialTokens          *bool `json:"skip_special_tokens"`
 	IncludeStopStrInOutput     *bool `json:"include_stop_str_in_output"`
 	SpacesBetweenSpecialTokens *bool `json:"spaces_between_special_tokens"` // accepted; see the README
+
+	// vLLM's constrained decoding (chat also takes OpenAI's response_format).
+	StructuredOutputs json.RawMessage `json:"structured_outputs"`
 }
 
 // SamplingDefaults are the values unset sampling fields of a request take
@@ -502,6 +505,15 @@ func (s *Server) completionJob(body []byte) (*job, *apiError) {
 		j.base.TopLogprobs = int(*r.Logprobs)
 		j.base.PromptLogprobs = j.echo // echoed prompt tokens get logprobs too
 	}
+	con, aerr := parseStructuredOutputs(r.StructuredOutputs)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if con != nil {
+		if j.base.Grammar, aerr = s.compileConstraint(con); aerr != nil {
+			return nil, aerr
+		}
+	}
 	if aerr := s.parsePrompt(r.Prompt, j); aerr != nil {
 		return nil, aerr
 	}
@@ -639,13 +651,20 @@ func (s *Server) chatJob(body []byte) (*job, *apiError) {
 			return nil, badRequest("modalities", "only the text modality is supported, not %q", m)
 		}
 	}
-	if !isNull(r.ResponseFormat) {
-		var rf struct {
-			Type string `json:"type"`
-		}
-		if err := json.Unmarshal(r.ResponseFormat, &rf); err != nil || rf.Type != "text" {
-			return nil, badRequest("response_format", "only response_format {\"type\": \"text\"} is supported")
-		}
+	rf, aerr := parseResponseFormat(r.ResponseFormat)
+	if aerr != nil {
+		return nil, aerr
+	}
+	so, aerr := parseStructuredOutputs(r.StructuredOutputs)
+	if aerr != nil {
+		return nil, aerr
+	}
+	con, aerr := oneConstraint(rf, so)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if con != nil && tools.forced() {
+		return nil, badRequest(con.param, "a forced tool call (tool_choice required or named) cannot also have a constrained answer")
 	}
 	if r.Logprobs != nil {
 		j.logprobs = *r.Logprobs
@@ -668,6 +687,11 @@ func (s *Server) chatJob(body []byte) (*job, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
+	if con != nil {
+		if j.base.Grammar, aerr = s.compileConstraint(con); aerr != nil {
+			return nil, aerr
+		}
+	}
 	if aerr := s.chatPrompt(j, text, r.ChatTemplateKwargs, "messages"); aerr != nil {
 		return nil, aerr
 	}
@@ -683,20 +707,23 @@ func (s *Server) chatJob(body []byte) (*job, *apiError) {
 }
 
 // chatPrompt tokenizes the rendered conversation text of a chat job (its
-// tools set) as its prompt. Reasoning is split off when the template
-// thinks (it writes <think>) and enable_thinking is not false; a forced
-// tool call starts at once.
+// tools and grammar set) as its prompt. Reasoning is split off when the
+// template thinks (it writes <think>) and enable_thinking is not false,
+// unless the answer starts at once: a forced tool call or a constrained
+// answer (j.base.Grammar).
 func (s *Server) chatPrompt(j *job, text string, kwargs map[string]any, param string) *apiError {
-	forced := j.tools.forced()
-	j.reasoning = strings.Contains(s.opts.ChatTemplate, "<think>") && kwargs["enable_thinking"] != false && !forced
+	forced, constrained := j.tools.forced(), j.base.Grammar != nil
+	j.reasoning = strings.Contains(s.opts.ChatTemplate, "<think>") && kwargs["enable_thinking"] != false &&
+		!forced && !constrained
 	j.thinkOpen = openThink(text)
+	if (forced || constrained) && j.thinkOpen {
+		// A think block the template left open is closed: the answer comes
+		// after the reasoning (here there is none).
+		text += "\n</think>\n\n"
+		j.thinkOpen = false
+	}
 	if forced {
-		// tool_choice required or named: the prompt opens the call, after
-		// closing a think block the template left open (the call comes
-		// after the reasoning; here there is none).
-		if openThink(text) {
-			text += "\n</think>\n\n"
-		}
+		// tool_choice required or named: the prompt opens the call.
 		text += j.tools.callPrefix()
 	}
 	return s.addTextPrompt(j, text, param)

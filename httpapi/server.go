@@ -62,6 +62,7 @@ import (
 	"cohort/httpapi/chattemplate"
 	"cohort/httpapi/metrics"
 	"cohort/httpapi/telemetry"
+	"cohort/model/grammar"
 	"cohort/model/tokenizer"
 )
 
@@ -149,7 +150,8 @@ type Server struct {
 	maxBody    int
 	defaultMax int
 	srv        *fasthttp.Server
-	live       func() (bool, string) // the engine's liveness, when it reports one
+	live       func() (bool, string)          // the engine's liveness, when it reports one
+	grammars   func() (*grammar.Cache, error) // the engine's grammars (nil: no structured outputs)
 	// maxPending is how many requests the engine holds at most (0: unknown):
 	// a request with more choices can never be admitted.
 	maxPending func() int
@@ -206,6 +208,11 @@ func New(e Engine, o Options) (*Server, error) {
 	}
 	if m, ok := e.(interface{ MaxPending() int }); ok {
 		s.maxPending = m.MaxPending
+	}
+	if g, ok := e.(interface {
+		Grammars() (*grammar.Cache, error)
+	}); ok {
+		s.grammars = g.Grammars
 	}
 	if r, ok := e.(interface {
 		RetryAfter(time.Duration) time.Duration

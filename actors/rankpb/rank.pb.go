@@ -1013,18 +1013,22 @@ func (x *StepSeq) GetPages() []int32 {
 
 // OutputRow asks for a token to be sampled from one row.
 type OutputRow struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Row           int32                  `protobuf:"varint,2,opt,name=row,proto3" json:"row,omitempty"`
-	Params        *SampleParams          `protobuf:"bytes,3,opt,name=params,proto3" json:"params,omitempty"`
-	Index         int32                  `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"`
-	TopN          int32                  `protobuf:"varint,5,opt,name=top_n,json=topN,proto3" json:"top_n,omitempty"`
-	Prompt        []int32                `protobuf:"varint,6,rep,packed,name=prompt,proto3" json:"prompt,omitempty"`
-	Generated     []int32                `protobuf:"varint,7,rep,packed,name=generated,proto3" json:"generated,omitempty"`
-	Score         bool                   `protobuf:"varint,8,opt,name=score,proto3" json:"score,omitempty"` // the logprob of target (a prompt token) instead of a draw
-	Target        int32                  `protobuf:"varint,9,opt,name=target,proto3" json:"target,omitempty"`
-	Pos           int32                  `protobuf:"varint,10,opt,name=pos,proto3" json:"pos,omitempty"`           // the target's position in the prompt
-	Logprobs      bool                   `protobuf:"varint,11,opt,name=logprobs,proto3" json:"logprobs,omitempty"` // report the drawn token's logprob
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Row       int32                  `protobuf:"varint,2,opt,name=row,proto3" json:"row,omitempty"`
+	Params    *SampleParams          `protobuf:"bytes,3,opt,name=params,proto3" json:"params,omitempty"`
+	Index     int32                  `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"`
+	TopN      int32                  `protobuf:"varint,5,opt,name=top_n,json=topN,proto3" json:"top_n,omitempty"`
+	Prompt    []int32                `protobuf:"varint,6,rep,packed,name=prompt,proto3" json:"prompt,omitempty"`
+	Generated []int32                `protobuf:"varint,7,rep,packed,name=generated,proto3" json:"generated,omitempty"`
+	Score     bool                   `protobuf:"varint,8,opt,name=score,proto3" json:"score,omitempty"` // the logprob of target (a prompt token) instead of a draw
+	Target    int32                  `protobuf:"varint,9,opt,name=target,proto3" json:"target,omitempty"`
+	Pos       int32                  `protobuf:"varint,10,opt,name=pos,proto3" json:"pos,omitempty"`           // the target's position in the prompt
+	Logprobs  bool                   `protobuf:"varint,11,opt,name=logprobs,proto3" json:"logprobs,omitempty"` // report the drawn token's logprob
+	// The tokens a constrained request's grammar allows (bit i%64 of word
+	// i/64 is token i), over mask_vocab ids; empty: any token.
+	Mask          []uint64 `protobuf:"fixed64,12,rep,packed,name=mask,proto3" json:"mask,omitempty"`
+	MaskVocab     int32    `protobuf:"varint,13,opt,name=mask_vocab,json=maskVocab,proto3" json:"mask_vocab,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1134,6 +1138,20 @@ func (x *OutputRow) GetLogprobs() bool {
 		return x.Logprobs
 	}
 	return false
+}
+
+func (x *OutputRow) GetMask() []uint64 {
+	if x != nil {
+		return x.Mask
+	}
+	return nil
+}
+
+func (x *OutputRow) GetMaskVocab() int32 {
+	if x != nil {
+		return x.MaskVocab
+	}
+	return 0
 }
 
 // RunStep is one forward step of a plan.
@@ -1604,7 +1622,7 @@ const file_rank_proto_rawDesc = "" +
 	"\x05start\x18\x03 \x01(\x05R\x05start\x12\x10\n" +
 	"\x03len\x18\x04 \x01(\x05R\x03len\x12\x16\n" +
 	"\x06cached\x18\x05 \x01(\x05R\x06cached\x12\x14\n" +
-	"\x05pages\x18\x06 \x03(\x05R\x05pages\"\xa0\x02\n" +
+	"\x05pages\x18\x06 \x03(\x05R\x05pages\"\xd3\x02\n" +
 	"\tOutputRow\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
 	"\x03row\x18\x02 \x01(\x05R\x03row\x124\n" +
@@ -1617,7 +1635,10 @@ const file_rank_proto_rawDesc = "" +
 	"\x06target\x18\t \x01(\x05R\x06target\x12\x10\n" +
 	"\x03pos\x18\n" +
 	" \x01(\x05R\x03pos\x12\x1a\n" +
-	"\blogprobs\x18\v \x01(\bR\blogprobs\"\xa3\x02\n" +
+	"\blogprobs\x18\v \x01(\bR\blogprobs\x12\x12\n" +
+	"\x04mask\x18\f \x03(\x06R\x04mask\x12\x1d\n" +
+	"\n" +
+	"mask_vocab\x18\r \x01(\x05R\tmaskVocab\"\xa3\x02\n" +
 	"\aRunStep\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +

@@ -105,14 +105,14 @@ type Result struct {
 // topN is how many alternatives to report (0 for none). Logprobs are those
 // of the model's distribution, before penalties and temperature.
 func Pick(logits []float32, p Params, step int, topN int) Result {
-	return PickWithHistory(logits, p, step, topN, nil, nil)
+	return PickWithHistory(logits, p, step, topN, nil, nil, nil)
 }
 
 // PickWithHistory is Pick with the penalties applied over the prompt and the
-// tokens generated so far.
-func PickWithHistory(logits []float32, p Params, step, topN int, prompt, generated []int32) Result {
+// tokens generated so far, among the tokens allowed (nil: all).
+func PickWithHistory(logits []float32, p Params, step, topN int, prompt, generated []int32, allowed *Mask) Result {
 	lse := logSumExp(logits)
-	id := Draw(logits, p, step, prompt, generated)
+	id := Draw(logits, p, step, prompt, generated, allowed)
 	res := Result{Token: TokenLogprob{ID: id, Logprob: float64(logits[id]) - lse}}
 	if topN > 0 {
 		res.Top = topLogits(logits, topN, lse)
@@ -134,10 +134,13 @@ func (p Params) bansStops(step int) bool { return step < p.MinTokens && len(p.St
 // Draw is PickWithHistory without logprobs: the token alone, which spares
 // the pass over the vocabulary that normalizing takes (greedy decoding is
 // then one scan for the maximum).
-func Draw(logits []float32, p Params, step int, prompt, generated []int32) int32 {
+//
+// allowed, when not nil, is constrained decoding's mask: every other token
+// is banned before the draw (the reported logprobs stay the model's).
+func Draw(logits []float32, p Params, step int, prompt, generated []int32, allowed *Mask) int32 {
 	work := logits
 	banStops := p.bansStops(step)
-	if p.Adjusted() || banStops {
+	if p.Adjusted() || banStops || allowed != nil {
 		work = Penalize(logits, p, prompt, generated)
 		for _, b := range p.LogitBias {
 			if int(b.ID) < len(work) {
@@ -151,6 +154,9 @@ func Draw(logits []float32, p Params, step int, prompt, generated []int32) int32
 				work[id] = float32(math.Inf(-1))
 			}
 		}
+	}
+	if allowed != nil {
+		allowed.Apply(work)
 	}
 	if p.Temperature > 0 {
 		return int32(draw(work, p, step))

@@ -579,3 +579,23 @@ func (t *Tokenizer) IsSpecial(id int32) bool {
 	tok, ok := t.addedByID[id]
 	return ok && t.specialSet[tok.content]
 }
+
+// TokenBytes returns the bytes id stands for in decoded text: a model
+// token's bytes, or an added token's content. It reports false for special
+// tokens and unknown ids (constrained decoding never matches them).
+func (t *Tokenizer) TokenBytes(id int32) ([]byte, bool) {
+	if t.IsSpecial(id) {
+		return nil, false
+	}
+	if tok, ok := t.addedByID[id]; ok {
+		return []byte(tok.content), true
+	}
+	tok, ok := t.Token(id)
+	if !ok {
+		return nil, false
+	}
+	if !t.decodeBytes {
+		return []byte(tok), true
+	}
+	return byteLevelDecodeToken(nil, tok), true
+}
