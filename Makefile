@@ -47,6 +47,7 @@ fuzz: ## each fuzz target for $(FUZZTIME) executions
 	$(GO) test -run='^$$' -fuzz='^FuzzPlanner$$' -fuzztime=$(FUZZTIME) ./actors/planner
 	$(GO) test -run='^$$' -fuzz='^FuzzCompletionRequest$$' -fuzztime=$(FUZZTIME) ./httpapi
 	$(GO) test -run='^$$' -fuzz='^FuzzChatRequest$$' -fuzztime=$(FUZZTIME) ./httpapi
+	$(GO) test -run='^$$' -fuzz='^FuzzResponsesRequest$$' -fuzztime=$(FUZZTIME) ./httpapi
 	$(GO) test -run='^$$' -fuzz='^FuzzParser$$' -fuzztime=$(FUZZTIME) ./httpapi/toolcall
 	$(GO) test -run='^$$' -fuzz='^FuzzSplit$$' -fuzztime=$(FUZZTIME) ./httpapi/reasoning
 	$(GO) test -run='^$$' -fuzz='^FuzzParseGenerationConfig$$' -fuzztime=$(FUZZTIME) ./model

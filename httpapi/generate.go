@@ -132,7 +132,11 @@ func (s *Server) generate(c *call, parse func([]byte) (*job, *apiError)) reply {
 	g.cancel = func() { cancel(nil) }
 	g.prefix = g.chunkPrefix()
 	if j.stream {
-		return reply{status: http.StatusOK, contentType: contentSSE, stream: g.writeSSE}
+		stream := g.writeSSE
+		if j.resp != nil {
+			stream = g.writeResponsesSSE
+		}
+		return reply{status: http.StatusOK, contentType: contentSSE, stream: stream}
 	}
 	if c.watch != nil {
 		// Nothing is written before the end: watch the connection instead,
@@ -339,6 +343,9 @@ func (g *generation) collect() reply {
 		}
 	}
 	g.span.End(nil)
+	if g.j.resp != nil {
+		return g.responsesReply()
+	}
 	b := g.prefix
 	for i, c := range g.choices {
 		if i > 0 {

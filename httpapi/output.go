@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"math/rand/v2"
-	"strconv"
 	"strings"
 
 	"cohort/httpapi/reasoning"
@@ -166,13 +164,7 @@ func (o *chatOutput) finishReason(engine string) string {
 
 // newCallID returns a tool call id (OpenAI's call_ prefix, 24 random hex
 // digits).
-func newCallID() string {
-	b := make([]byte, 0, 29)
-	b = append(b, "call_"...)
-	b = strconv.AppendUint(b, rand.Uint64()|1<<63, 16)
-	b = strconv.AppendUint(b, uint64(rand.Uint32())|1<<31, 16)
-	return string(b)
-}
+func newCallID() string { return newItemID("call_") }
 
 // appendMessage writes a finished chat choice's message object; with the
 // reasoning split on it has reasoning_content (null without reasoning).

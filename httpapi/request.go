@@ -219,10 +219,11 @@ type job struct {
 	usage     bool // stream_options.include_usage
 	logprobs  bool
 	echo      bool
-	echoOnly  bool       // echo with max_tokens 0: the prompt alone, no completion
-	tools     *toolSetup // chat with tools (nil: none)
-	reasoning bool       // chat: split the think block off the output
-	thinkOpen bool       // the prompt ends inside a think block
+	echoOnly  bool            // echo with max_tokens 0: the prompt alone, no completion
+	tools     *toolSetup      // chat with tools (nil: none)
+	reasoning bool            // chat: split the think block off the output
+	thinkOpen bool            // the prompt ends inside a think block
+	resp      *responsesSetup // /v1/responses (nil: chat or completions)
 }
 
 func (j *job) choices() int { return len(j.prompts) * j.n }
@@ -686,32 +687,12 @@ func (s *Server) chatJob(body []byte) (*job, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	// Reasoning is split off when the template thinks (it writes <think>)
-	// and enable_thinking is not false; a forced tool call starts at once.
-	j.reasoning = strings.Contains(s.opts.ChatTemplate, "<think>") && r.ChatTemplateKwargs["enable_thinking"] != false &&
-		!tools.forced()
-	j.thinkOpen = openThink(text)
 	if con != nil {
-		// The constrained answer starts at once: a think block the template
-		// left open is closed (the answer comes after the reasoning).
-		if j.thinkOpen {
-			text += "\n</think>\n\n"
-		}
-		j.thinkOpen, j.reasoning = false, false
 		if j.base.Grammar, aerr = s.compileConstraint(con); aerr != nil {
 			return nil, aerr
 		}
 	}
-	if tools.forced() {
-		// tool_choice required or named: the prompt opens the call, after
-		// closing a think block the template left open (the call comes
-		// after the reasoning; here there is none).
-		if openThink(text) {
-			text += "\n</think>\n\n"
-		}
-		text += tools.callPrefix()
-	}
-	if aerr := s.addTextPrompt(j, text, "messages"); aerr != nil {
+	if aerr := s.chatPrompt(j, text, r.ChatTemplateKwargs, "messages"); aerr != nil {
 		return nil, aerr
 	}
 	requested := r.MaxCompletionTokens
@@ -723,6 +704,29 @@ func (s *Server) chatJob(body []byte) (*job, *apiError) {
 		return nil, aerr
 	}
 	return j, nil
+}
+
+// chatPrompt tokenizes the rendered conversation text of a chat job (its
+// tools and grammar set) as its prompt. Reasoning is split off when the
+// template thinks (it writes <think>) and enable_thinking is not false,
+// unless the answer starts at once: a forced tool call or a constrained
+// answer (j.base.Grammar).
+func (s *Server) chatPrompt(j *job, text string, kwargs map[string]any, param string) *apiError {
+	forced, constrained := j.tools.forced(), j.base.Grammar != nil
+	j.reasoning = strings.Contains(s.opts.ChatTemplate, "<think>") && kwargs["enable_thinking"] != false &&
+		!forced && !constrained
+	j.thinkOpen = openThink(text)
+	if (forced || constrained) && j.thinkOpen {
+		// A think block the template left open is closed: the answer comes
+		// after the reasoning (here there is none).
+		text += "\n</think>\n\n"
+		j.thinkOpen = false
+	}
+	if forced {
+		// tool_choice required or named: the prompt opens the call.
+		text += j.tools.callPrefix()
+	}
+	return s.addTextPrompt(j, text, param)
 }
 
 // renderChat validates messages and renders them with the chat template.
@@ -792,9 +796,18 @@ func (s *Server) renderChatTools(msgs []chatMessage, tools []any, addGenerationP
 		msg.Content = content
 		out[i] = msg
 	}
-	text, err := s.tmpl.RenderTools(out, tools, addGenerationPrompt, kwargs)
+	return s.renderMessages(out, tools, addGenerationPrompt, kwargs, "messages")
+}
+
+// renderMessages renders a validated conversation with the chat template;
+// param names the request field it came from.
+func (s *Server) renderMessages(msgs []chattemplate.Message, tools []any, addGenerationPrompt bool, kwargs map[string]any, param string) (string, *apiError) {
+	if s.tmpl == nil {
+		return "", badRequest(param, "this model has no chat template; use /v1/completions")
+	}
+	text, err := s.tmpl.RenderTools(msgs, tools, addGenerationPrompt, kwargs)
 	if err != nil {
-		return "", badRequest("messages", "the chat template rejected the conversation: %v", err)
+		return "", badRequest(param, "the chat template rejected the conversation: %v", err)
 	}
 	return text, nil
 }

@@ -380,6 +380,8 @@ func (s *Server) serve(c *call) reply {
 		return route(http.MethodPost, s.handleCompletions)
 	case "/v1/chat/completions":
 		return route(http.MethodPost, s.handleChat)
+	case "/v1/responses":
+		return route(http.MethodPost, s.handleResponses)
 	case "/v1/models":
 		return route(http.MethodGet, s.handleModels)
 	case "/health":

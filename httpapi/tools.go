@@ -66,33 +66,34 @@ func validToolName(s string) bool {
 	return true
 }
 
+// toolShape is how an API spells its function tools and a named
+// tool_choice: chat nests the function ({"type": "function", "function":
+// {...}}), the Responses API does not.
+type toolShape struct {
+	// tool validates one tools entry: the definition the template gets and
+	// what the parser needs.
+	tool func(raw json.RawMessage, param string) (any, toolcall.Tool, *apiError)
+	// named reads a tool_choice object naming a function.
+	named     func(raw json.RawMessage) (string, bool)
+	nameField string // the name's path in a tools entry
+	namedForm string // a named tool_choice, for error messages
+}
+
+var chatTools = toolShape{tool: parseTool, named: chatNamedChoice, nameField: ".function.name",
+	namedForm: `{"type": "function", "function": {"name": ...}}`}
+
 // parseTools validates tools, tool_choice and parallel_tool_calls. It
 // returns nil when the request has no tools and tool_choice is absent or
 // "none" (an empty tools list counts as none, as vLLM takes it).
 func parseTools(rawTools, rawChoice json.RawMessage, parallel *bool) (*toolSetup, *apiError) {
+	return parseToolsAs(chatTools, rawTools, rawChoice, parallel)
+}
+
+// parseToolsAs is parseTools for the tools of one shape.
+func parseToolsAs(shape toolShape, rawTools, rawChoice json.RawMessage, parallel *bool) (*toolSetup, *apiError) {
 	t := &toolSetup{single: parallel != nil && !*parallel}
-	if !isNull(rawTools) {
-		var list []json.RawMessage
-		if err := json.Unmarshal(rawTools, &list); err != nil {
-			return nil, badRequest("tools", "tools must be a list of tool objects")
-		}
-		if len(list) > maxTools {
-			return nil, badRequest("tools", "at most %d tools are allowed, got %d", maxTools, len(list))
-		}
-		seen := map[string]bool{}
-		for i, raw := range list {
-			param := "tools[" + itoa(i) + "]"
-			def, tool, aerr := parseTool(raw, param)
-			if aerr != nil {
-				return nil, aerr
-			}
-			if seen[tool.Name] {
-				return nil, badRequest(param+".function.name", "tool name %q is used twice", tool.Name)
-			}
-			seen[tool.Name] = true
-			t.defs = append(t.defs, def)
-			t.tools = append(t.tools, tool)
-		}
+	if aerr := t.parseList(shape, rawTools); aerr != nil {
+		return nil, aerr
 	}
 	t.choice = "none"
 	if len(t.tools) > 0 {
@@ -108,19 +109,11 @@ func parseTools(rawTools, rawChoice json.RawMessage, parallel *bool) (*toolSetup
 				return nil, badRequest("tool_choice", "tool_choice %q must be none, auto, required or a function object", s)
 			}
 		} else {
-			var obj struct {
-				Type     string `json:"type"`
-				Function *struct {
-					Name string `json:"name"`
-				} `json:"function"`
+			name, ok := shape.named(rawChoice)
+			if !ok {
+				return nil, badRequest("tool_choice", "tool_choice must be none, auto, required or %s", shape.namedForm)
 			}
-			dec := json.NewDecoder(bytes.NewReader(rawChoice))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&obj); err != nil || obj.Type != "function" || obj.Function == nil {
-				return nil, badRequest("tool_choice", "tool_choice must be none, auto, required or "+
-					`{"type": "function", "function": {"name": ...}}`)
-			}
-			t.choice, t.named = "function", obj.Function.Name
+			t.choice, t.named = "function", name
 		}
 	}
 	switch {
@@ -143,6 +136,51 @@ func parseTools(rawTools, rawChoice json.RawMessage, parallel *bool) (*toolSetup
 	return t, nil
 }
 
+// parseList reads the tools list into t.
+func (t *toolSetup) parseList(shape toolShape, rawTools json.RawMessage) *apiError {
+	if isNull(rawTools) {
+		return nil
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(rawTools, &list); err != nil {
+		return badRequest("tools", "tools must be a list of tool objects")
+	}
+	if len(list) > maxTools {
+		return badRequest("tools", "at most %d tools are allowed, got %d", maxTools, len(list))
+	}
+	seen := map[string]bool{}
+	for i, raw := range list {
+		param := "tools[" + itoa(i) + "]"
+		def, tool, aerr := shape.tool(raw, param)
+		if aerr != nil {
+			return aerr
+		}
+		if seen[tool.Name] {
+			return badRequest(param+shape.nameField, "tool name %q is used twice", tool.Name)
+		}
+		seen[tool.Name] = true
+		t.defs = append(t.defs, def)
+		t.tools = append(t.tools, tool)
+	}
+	return nil
+}
+
+// chatNamedChoice reads chat's {"type": "function", "function": {"name"}}.
+func chatNamedChoice(raw json.RawMessage) (string, bool) {
+	var obj struct {
+		Type     string `json:"type"`
+		Function *struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&obj); err != nil || obj.Type != "function" || obj.Function == nil {
+		return "", false
+	}
+	return obj.Function.Name, true
+}
+
 // parseTool validates one tools entry: {"type": "function", "function":
 // {"name", "description", "parameters", "strict"}}.
 func parseTool(raw json.RawMessage, param string) (any, toolcall.Tool, *apiError) {
@@ -155,14 +193,8 @@ func parseTool(raw json.RawMessage, param string) (any, toolcall.Tool, *apiError
 			Strict      *bool           `json:"strict"`
 		} `json:"function"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&spec); err != nil {
-		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			name = strings.Trim(name, `"`)
-			return nil, toolcall.Tool{}, badRequest(param+"."+name, "unknown field %q in %s", name, param)
-		}
-		return nil, toolcall.Tool{}, badRequest(param, "%s must be a tool object: %v", param, strings.TrimPrefix(err.Error(), "json: "))
+	if aerr := decodeStrict(raw, &spec, param, "a tool object"); aerr != nil {
+		return nil, toolcall.Tool{}, aerr
 	}
 	if spec.Type != "function" {
 		return nil, toolcall.Tool{}, badRequest(param+".type", "%s.type %q is not supported (only function tools)", param, spec.Type)
@@ -170,31 +202,56 @@ func parseTool(raw json.RawMessage, param string) (any, toolcall.Tool, *apiError
 	if spec.Function == nil {
 		return nil, toolcall.Tool{}, badRequest(param+".function", "%s.function is required", param)
 	}
-	name := spec.Function.Name
-	if !validToolName(name) {
-		return nil, toolcall.Tool{}, badRequest(param+".function.name",
-			"%s.function.name %q must be 1 to 64 letters, digits, underscores or dashes", param, name)
-	}
-	tool := toolcall.Tool{Name: name}
-	if !isNull(spec.Function.Parameters) {
-		var schema map[string]any
-		if err := json.Unmarshal(spec.Function.Parameters, &schema); err != nil {
-			return nil, toolcall.Tool{}, badRequest(param+".function.parameters", "%s.function.parameters must be a JSON Schema object", param)
-		}
-		if props, ok := schema["properties"]; ok {
-			m, ok := props.(map[string]any)
-			if !ok {
-				return nil, toolcall.Tool{}, badRequest(param+".function.parameters",
-					"%s.function.parameters.properties must be an object", param)
-			}
-			tool.Properties = m
-		}
+	tool, aerr := functionTool(spec.Function.Name, spec.Function.Parameters, param+".function")
+	if aerr != nil {
+		return nil, toolcall.Tool{}, aerr
 	}
 	var def any
 	if err := json.Unmarshal(raw, &def); err != nil { // already decoded once: cannot fail
 		return nil, toolcall.Tool{}, badRequest(param, "%s: %v", param, err)
 	}
 	return def, tool, nil
+}
+
+// decodeStrict decodes raw, the request field param that must be what (an
+// object), into v, naming an unknown field in the error.
+func decodeStrict(raw json.RawMessage, v any, param, what string) *apiError {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			name = strings.Trim(name, `"`)
+			return badRequest(param+"."+name, "unknown field %q in %s", name, param)
+		}
+		return badRequest(param, "%s must be %s: %v", param, what, strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
+}
+
+// functionTool validates a function's name and parameters (a JSON Schema
+// object) at param, the path of the function's fields.
+func functionTool(name string, parameters json.RawMessage, param string) (toolcall.Tool, *apiError) {
+	if !validToolName(name) {
+		return toolcall.Tool{}, badRequest(param+".name",
+			"%s.name %q must be 1 to 64 letters, digits, underscores or dashes", param, name)
+	}
+	tool := toolcall.Tool{Name: name}
+	if isNull(parameters) {
+		return tool, nil
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(parameters, &schema); err != nil {
+		return toolcall.Tool{}, badRequest(param+".parameters", "%s.parameters must be a JSON Schema object", param)
+	}
+	if props, ok := schema["properties"]; ok {
+		m, ok := props.(map[string]any)
+		if !ok {
+			return toolcall.Tool{}, badRequest(param+".parameters",
+				"%s.parameters.properties must be an object", param)
+		}
+		tool.Properties = m
+	}
+	return tool, nil
 }
 
 // toolCallParam is one entry of an assistant message's tool_calls.
