@@ -224,6 +224,10 @@ type job struct {
 	reasoning bool            // chat: split the think block off the output
 	thinkOpen bool            // the prompt ends inside a think block
 	resp      *responsesSetup // /v1/responses (nil: chat or completions)
+	// toolGrammar marks base.Grammar as a forced call's: when max_tokens
+	// leaves no room for a complete call it is dropped (the prompt still
+	// forces the call), where a requested constraint is refused instead.
+	toolGrammar bool
 }
 
 func (j *job) choices() int { return len(j.prompts) * j.n }
@@ -467,6 +471,9 @@ func (s *Server) limits(j *job, requested *int64, param, promptParam string) *ap
 		j.maxTokens[i] = j.userMax
 	}
 	for _, m := range j.maxTokens {
+		if g := j.base.Grammar; j.toolGrammar && g != nil && g.MinLen() > m {
+			j.base.Grammar = nil
+		}
 		if mt := j.base.Params.MinTokens; mt > m {
 			return badRequest("min_tokens", "min_tokens %d exceeds the %d tokens this request may generate", mt, m)
 		}
@@ -723,8 +730,10 @@ func (s *Server) chatPrompt(j *job, text string, kwargs map[string]any, param st
 		j.thinkOpen = false
 	}
 	if forced {
-		// tool_choice required or named: the prompt opens the call.
+		// tool_choice required or named: the prompt opens the call, and
+		// its grammar keeps it valid.
 		text += j.tools.callPrefix()
+		j.base.Grammar, j.toolGrammar = j.tools.grammar(s), true
 	}
 	return s.addTextPrompt(j, text, param)
 }

@@ -7,6 +7,7 @@ import (
 
 	"cohort/httpapi/chattemplate"
 	"cohort/httpapi/toolcall"
+	"cohort/model/grammar"
 )
 
 // maxTools is OpenAI's limit on tools per request.
@@ -243,6 +244,7 @@ func functionTool(name string, parameters json.RawMessage, param string) (toolca
 	if err := json.Unmarshal(parameters, &schema); err != nil {
 		return toolcall.Tool{}, badRequest(param+".parameters", "%s.parameters must be a JSON Schema object", param)
 	}
+	tool.Schema = parameters
 	if props, ok := schema["properties"]; ok {
 		m, ok := props.(map[string]any)
 		if !ok {
@@ -324,4 +326,34 @@ func callArguments(raw json.RawMessage, param string) (map[string]any, *apiError
 func openThink(prompt string) bool {
 	open := strings.LastIndex(prompt, "<think>")
 	return open >= 0 && !strings.Contains(prompt[open:], "</think>")
+}
+
+// grammar returns the grammar a forced call follows (tool_choice required
+// or named): the call in Qwen3.5's format, each parameter valid for its
+// schema. It is nil when a tool's schema uses what grammars do not
+// compile; the call is then forced by the prompt alone.
+func (t *toolSetup) grammar(s *Server) *grammar.Grammar {
+	if !t.forced() || s.grammars == nil {
+		return nil
+	}
+	cache, err := s.grammars()
+	if err != nil {
+		return nil
+	}
+	specs := make([]grammar.Tool, len(t.tools))
+	for i, tool := range t.tools {
+		specs[i] = grammar.Tool{Name: tool.Name, Parameters: tool.Schema}
+	}
+	key, _ := json.Marshal(struct {
+		Tools  []grammar.Tool
+		Named  string
+		Single bool
+	}{specs, t.named, t.single})
+	g, err := cache.Get("qwen-tools", string(key), func(v *grammar.Vocab) (*grammar.Grammar, error) {
+		return grammar.QwenToolCalls(specs, t.named, !t.single, v)
+	})
+	if err != nil {
+		return nil
+	}
+	return g
 }

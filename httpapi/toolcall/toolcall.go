@@ -35,6 +35,7 @@ import (
 type Tool struct {
 	Name       string
 	Properties map[string]any
+	Schema     json.RawMessage // the parameters' JSON Schema as sent (nil: none)
 }
 
 // Kind says what an Event carries.
