@@ -249,9 +249,9 @@ func parseValue(dec *json.Decoder) (any, error) {
 	return tok, nil
 }
 
-// encodeCompact writes v compactly, keys in their stored order, strings
+// corpusCompact writes v compactly, keys in their stored order, strings
 // escaped as encoding/json does without HTML escaping.
-func encodeCompact(buf *bytes.Buffer, v any) {
+func corpusCompact(buf *bytes.Buffer, v any) {
 	switch v := v.(type) {
 	case nil:
 		buf.WriteString("null")
@@ -260,14 +260,14 @@ func encodeCompact(buf *bytes.Buffer, v any) {
 	case json.Number:
 		buf.WriteString(string(v))
 	case string:
-		writeString(buf, v)
+		corpusWriteString(buf, v)
 	case []any:
 		buf.WriteByte('[')
 		for i, e := range v {
 			if i > 0 {
 				buf.WriteByte(',')
 			}
-			encodeCompact(buf, e)
+			corpusCompact(buf, e)
 		}
 		buf.WriteByte(']')
 	case *jobj:
@@ -276,15 +276,15 @@ func encodeCompact(buf *bytes.Buffer, v any) {
 			if i > 0 {
 				buf.WriteByte(',')
 			}
-			writeString(buf, k)
+			corpusWriteString(buf, k)
 			buf.WriteByte(':')
-			encodeCompact(buf, v.vals[k])
+			corpusCompact(buf, v.vals[k])
 		}
 		buf.WriteByte('}')
 	}
 }
 
-func writeString(buf *bytes.Buffer, s string) {
+func corpusWriteString(buf *bytes.Buffer, s string) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -303,7 +303,7 @@ const (
 	kwSchemaMap         // value is an object of schemas
 )
 
-var supportedKeywords = map[string]int{
+var corpusSupported = map[string]int{
 	"type": kwPlain, "enum": kwPlain, "const": kwPlain,
 	"properties": kwSchemaMap, "required": kwPlain, "additionalProperties": kwSchema,
 	"items": kwSchema, "prefixItems": kwSchemaList, "minItems": kwPlain, "maxItems": kwPlain,
@@ -317,9 +317,9 @@ var supportedKeywords = map[string]int{
 	"writeOnly": kwAnnotation,
 }
 
-// unsupportedKeywords are the keywords outside the subset, with the kind of
+// corpusUnsupported are the keywords outside the subset, with the kind of
 // their value so that the walk can descend through them.
-var unsupportedKeywords = map[string]int{
+var corpusUnsupported = map[string]int{
 	"oneOf": kwSchemaList, "not": kwSchema, "if": kwSchema, "then": kwSchema, "else": kwSchema,
 	"patternProperties": kwSchemaMap, "propertyNames": kwSchema,
 	"dependentRequired": kwPlain, "dependentSchemas": kwSchemaMap, "dependencies": kwPlain,
@@ -358,9 +358,9 @@ func visit(s any, ptr string, also bool, f func(s *jobj, ptr string)) {
 	}
 	f(o, ptr)
 	for _, k := range o.keys {
-		kind, ok := supportedKeywords[k]
+		kind, ok := corpusSupported[k]
 		if !ok && also {
-			kind, ok = unsupportedKeywords[k]
+			kind, ok = corpusUnsupported[k]
 		}
 		if !ok {
 			continue
@@ -437,7 +437,7 @@ func checkSupported(root any) []string {
 	}
 	visit(root, "", false, func(s *jobj, ptr string) {
 		for _, k := range s.keys {
-			if _, ok := supportedKeywords[k]; !ok {
+			if _, ok := corpusSupported[k]; !ok {
 				bad(ptr, "keyword %q is outside the supported subset", k)
 			}
 		}
@@ -812,7 +812,7 @@ func hasRefCycle(root any) bool {
 				edges[name] = append(edges[name], r)
 			}
 			for _, k := range o.keys {
-				switch supportedKeywords[k] {
+				switch corpusSupported[k] {
 				case kwSchema:
 					walk(o.vals[k])
 				case kwSchemaList:
@@ -912,7 +912,7 @@ func (oc *orderChecker) validates(ptr string, inst any) bool {
 		oc.subs[ptr] = sch
 	}
 	var buf bytes.Buffer
-	encodeCompact(&buf, inst)
+	corpusCompact(&buf, inst)
 	return validateWith(sch, buf.Bytes()) == nil
 }
 
@@ -1054,7 +1054,7 @@ func TestCorpusSchemas(t *testing.T) {
 					continue
 				}
 				var buf bytes.Buffer
-				encodeCompact(&buf, inst)
+				corpusCompact(&buf, inst)
 				if !bytes.Equal(buf.Bytes(), raw) {
 					t.Errorf("valid[%d] is not compact JSON:\n got %s\nwant %s", i, raw, buf.Bytes())
 				}
@@ -1177,13 +1177,13 @@ func unsupportedUses(root any) map[string]bool {
 	visit(root, "", true, func(s *jobj, ptr string) {
 		for _, k := range s.keys {
 			v := s.vals[k]
-			if _, ok := unsupportedKeywords[k]; ok {
+			if _, ok := corpusUnsupported[k]; ok {
 				if k != "uniqueItems" || v == true {
 					found[k] = true
 				}
 				continue
 			}
-			if _, ok := supportedKeywords[k]; !ok {
+			if _, ok := corpusSupported[k]; !ok {
 				found[k] = true // neither list knows it
 				continue
 			}

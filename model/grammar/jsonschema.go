@@ -13,12 +13,21 @@ import (
 // rather than ignore (output would not be guaranteed to validate).
 type UnsupportedError struct {
 	Keyword string
-	Path    string // a JSON pointer into the schema
+	Others  []string // further unsupported keywords of the same schema object
+	Path    string   // a JSON pointer into the schema
 	Detail  string
 }
 
 func (e *UnsupportedError) Error() string {
-	s := fmt.Sprintf("grammar: JSON Schema keyword %q (at %s) is not supported", e.Keyword, e.Path)
+	names := strconv.Quote(e.Keyword)
+	for _, k := range e.Others {
+		names += ", " + strconv.Quote(k)
+	}
+	word := "keyword"
+	if len(e.Others) > 0 {
+		word = "keywords"
+	}
+	s := fmt.Sprintf("grammar: JSON Schema %s %s (at %s) not supported", word, names, e.Path)
 	if e.Detail != "" {
 		s += ": " + e.Detail
 	}
@@ -35,7 +44,7 @@ var (
 	unsupportedKeywords = set("oneOf", "not", "if", "then", "else", "patternProperties", "propertyNames",
 		"dependentRequired", "dependentSchemas", "dependencies", "contains", "minContains", "maxContains",
 		"uniqueItems", "minProperties", "maxProperties", "multipleOf", "unevaluatedProperties",
-		"unevaluatedItems", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "additionalItems")
+		"unevaluatedItems", "$dynamicRef", "$recursiveRef", "additionalItems")
 	formats = map[string]string{
 		"date":      `^` + dateRx + `$`,
 		"time":      `^` + timeRx + `$`,
@@ -126,16 +135,17 @@ func (c *jsonCompiler) objectSchema(o *object, path string) (Sym, error) {
 		return 0, err
 	}
 	assertions := 0
+	var unsupported []string
 	for _, k := range o.keys {
-		if unsupportedKeywords[k] {
-			if k == "uniqueItems" && o.vals[k] == false {
-				continue
-			}
-			return 0, &UnsupportedError{Keyword: k, Path: path}
+		if unsupportedKeywords[k] && !(k == "uniqueItems" && o.vals[k] == false) {
+			unsupported = append(unsupported, k)
 		}
 		if supportedKeywords[k] && k != "$defs" && k != "definitions" {
 			assertions++
 		}
+	}
+	if len(unsupported) > 0 {
+		return 0, &UnsupportedError{Keyword: unsupported[0], Others: unsupported[1:], Path: path}
 	}
 	if ref, ok := o.get("$ref"); ok {
 		if assertions > 1 {
