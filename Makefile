@@ -51,6 +51,9 @@ fuzz: ## each fuzz target for $(FUZZTIME) executions
 	$(GO) test -run='^$$' -fuzz='^FuzzParser$$' -fuzztime=$(FUZZTIME) ./httpapi/toolcall
 	$(GO) test -run='^$$' -fuzz='^FuzzSplit$$' -fuzztime=$(FUZZTIME) ./httpapi/reasoning
 	$(GO) test -run='^$$' -fuzz='^FuzzParseGenerationConfig$$' -fuzztime=$(FUZZTIME) ./model
+	$(GO) test -run='^$$' -fuzz='^FuzzJSONSchema$$' -fuzztime=$(FUZZTIME) ./model/grammar
+	$(GO) test -run='^$$' -fuzz='^FuzzRegex$$' -fuzztime=$(FUZZTIME) ./model/grammar
+	$(GO) test -run='^$$' -fuzz='^FuzzEBNF$$' -fuzztime=$(FUZZTIME) ./model/grammar
 
 bench: ## benchmarks, once each (side-by-side baselines print ratios)
 	$(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 ./kernels/... ./model/... ./nccl/... ./actors/... ./httpapi/...
