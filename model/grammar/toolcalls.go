@@ -119,4 +119,3 @@ func (c *jsonCompiler) paramValue(s any, path string) (Sym, error) {
 	}
 	return c.schema(s, path)
 }
-
