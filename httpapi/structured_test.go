@@ -11,35 +11,9 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
-	"github.com/santhosh-tekuri/jsonschema/v6"
-)
 
-// schemaValidator compiles schema with an independent JSON Schema library
-// (format assertions on): the outputs are judged by it, not by the
-// grammar that made them.
-func schemaValidator(t *testing.T, schema string) func(string) error {
-	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource("schema.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile("schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return func(out string) error {
-		v, err := jsonschema.UnmarshalJSON(strings.NewReader(out))
-		if err != nil {
-			return err
-		}
-		return sch.Validate(v)
-	}
-}
+	"cohort/model/grammar/grammartest"
+)
 
 const personSchema = `{"type":"object","properties":{
 	"name":{"type":"string","minLength":1,"maxLength":16},
@@ -55,7 +29,8 @@ func TestStructuredOutputsOpenAIClient(t *testing.T) {
 	if err := json.Unmarshal([]byte(personSchema), &schema); err != nil {
 		t.Fatal(err)
 	}
-	validate := schemaValidator(t, personSchema)
+	judge := grammartest.Validator(t, []byte(personSchema))
+	validate := func(out string) error { return judge([]byte(out)) }
 	jsonSchema := openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
 		JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "person", Schema: schema, Strict: openai.Bool(true)}}}
 	chat := func(seed int64) openai.ChatCompletionNewParams {

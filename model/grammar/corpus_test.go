@@ -3,8 +3,8 @@ package grammar
 // The schema corpus under testdata/: schemas/ holds JSON Schemas of
 // real-world shapes, each with example instances, in the subset the
 // constrained decoder supports; unsupported/ holds schemas that each use one
-// keyword outside that subset. This file loads the corpus (loadCorpus,
-// loadUnsupported, validator are the helpers the decoder's tests use) and
+// keyword outside that subset. This file loads the corpus (grammartest.Corpus,
+// grammartest.UnsupportedCorpus, validator are the helpers the decoder's tests use) and
 // checks the corpus itself: that every schema compiles and every example
 // validates under santhosh-tekuri/jsonschema (draft 2020-12, format
 // assertions on), that examples are compact and list properties in the
@@ -15,11 +15,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"math/big"
-	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -27,227 +24,11 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"cohort/model/grammar/grammartest"
 )
 
-// corpusSchema is one file of testdata/schemas: a schema in the supported
-// subset and 2–4 compact instances that validate against it, with object
-// properties in the order the schema declares them.
-type corpusSchema struct {
-	Name   string // the file name without .json, e.g. "001-bare-string"
-	Schema json.RawMessage
-	Valid  []json.RawMessage
-}
-
-// unsupportedSchema is one file of testdata/unsupported: a schema that uses
-// Keyword, a keyword outside the supported subset (possibly nested deep).
-type unsupportedSchema struct {
-	Name    string
-	Schema  json.RawMessage
-	Keyword string
-}
-
-var corpusFileName = regexp.MustCompile(`^(\d{3})-[a-z0-9]+(?:-[a-z0-9]+)*\.json$`)
-
-// corpusFiles lists dir's .json files in name order, checking their names
-// are NNN-name.json numbered 001, 002, … without gaps.
-func corpusFiles(t testing.TB, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatalf("read %s: %v", dir, err)
-	}
-	var names []string
-	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
-			continue
-		}
-		names = append(names, e.Name())
-	}
-	sort.Strings(names)
-	for i, n := range names {
-		m := corpusFileName.FindStringSubmatch(n)
-		if m == nil {
-			t.Fatalf("%s/%s: name is not NNN-short-name.json", dir, n)
-		}
-		if want := fmt.Sprintf("%03d", i+1); m[1] != want {
-			t.Fatalf("%s/%s: expected number %s (files are numbered without gaps)", dir, n, want)
-		}
-	}
-	return names
-}
-
-// readStrict decodes path into v, rejecting unknown fields.
-func readStrict(t testing.TB, path string, v any) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read %s: %v", path, err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		t.Fatalf("%s: trailing data after the top-level value", path)
-	}
-}
-
-// loadCorpus reads every file of testdata/schemas, in name order.
-func loadCorpus(t testing.TB) []corpusSchema {
-	t.Helper()
-	dir := filepath.Join("testdata", "schemas")
-	var out []corpusSchema
-	for _, n := range corpusFiles(t, dir) {
-		var f struct {
-			Schema json.RawMessage   `json:"schema"`
-			Valid  []json.RawMessage `json:"valid"`
-		}
-		readStrict(t, filepath.Join(dir, n), &f)
-		if len(f.Schema) == 0 {
-			t.Fatalf("%s: no schema", n)
-		}
-		out = append(out, corpusSchema{Name: strings.TrimSuffix(n, ".json"), Schema: f.Schema, Valid: f.Valid})
-	}
-	return out
-}
-
-// loadUnsupported reads every file of testdata/unsupported, in name order.
-func loadUnsupported(t testing.TB) []unsupportedSchema {
-	t.Helper()
-	dir := filepath.Join("testdata", "unsupported")
-	var out []unsupportedSchema
-	for _, n := range corpusFiles(t, dir) {
-		var f struct {
-			Schema  json.RawMessage `json:"schema"`
-			Keyword string          `json:"keyword"`
-		}
-		readStrict(t, filepath.Join(dir, n), &f)
-		if len(f.Schema) == 0 || f.Keyword == "" {
-			t.Fatalf("%s: needs a schema and a keyword", n)
-		}
-		out = append(out, unsupportedSchema{Name: strings.TrimSuffix(n, ".json"), Schema: f.Schema, Keyword: f.Keyword})
-	}
-	return out
-}
-
-// schemaURL is where compileSchema registers a schema; a pointer fragment
-// appended to it names a subschema.
-const schemaURL = "https://corpus.cohort.invalid/schema.json"
-
-// compileSchema compiles schema under draft 2020-12 with format assertions
-// on, and returns the compiler too, so that subschemas (schemaURL#/pointer)
-// can be compiled from it.
-func compileSchema(schema json.RawMessage) (*jsonschema.Compiler, *jsonschema.Schema, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
-	if err != nil {
-		return nil, nil, err
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.AssertFormat()
-	if err := c.AddResource(schemaURL, doc); err != nil {
-		return nil, nil, err
-	}
-	sch, err := c.Compile(schemaURL)
-	if err != nil {
-		return nil, nil, err
-	}
-	return c, sch, nil
-}
-
-// validateWith validates one instance, given as bytes, against sch.
-func validateWith(sch *jsonschema.Schema, instance []byte) error {
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(instance))
-	if err != nil {
-		return fmt.Errorf("instance is not JSON: %w", err)
-	}
-	return sch.Validate(inst)
-}
-
-// validator compiles schema (draft 2020-12, format assertions on) and
-// returns a function that validates an instance given as bytes.
-func validator(t testing.TB, schema json.RawMessage) func(instance []byte) error {
-	t.Helper()
-	_, sch, err := compileSchema(schema)
-	if err != nil {
-		t.Fatalf("compile schema: %v", err)
-	}
-	return func(instance []byte) error { return validateWith(sch, instance) }
-}
-
 // ---- ordered JSON ----
-
-// jobj is a JSON object that keeps its keys' order. Decoded values are
-// nil, bool, json.Number, string, []any or *jobj.
-type jobj struct {
-	keys []string
-	vals map[string]any
-}
-
-func (o *jobj) get(k string) (any, bool) {
-	if o == nil {
-		return nil, false
-	}
-	v, ok := o.vals[k]
-	return v, ok
-}
-
-// parseOrdered decodes data keeping object key order; duplicate keys are an
-// error.
-func parseOrdered(data []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	v, err := parseValue(dec)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("trailing data after the top-level value")
-	}
-	return v, nil
-}
-
-func parseValue(dec *json.Decoder) (any, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	switch tok {
-	case json.Delim('{'):
-		o := &jobj{vals: map[string]any{}}
-		for dec.More() {
-			kt, err := dec.Token()
-			if err != nil {
-				return nil, err
-			}
-			k := kt.(string)
-			if _, dup := o.vals[k]; dup {
-				return nil, fmt.Errorf("duplicate key %q", k)
-			}
-			v, err := parseValue(dec)
-			if err != nil {
-				return nil, err
-			}
-			o.keys = append(o.keys, k)
-			o.vals[k] = v
-		}
-		_, err := dec.Token()
-		return o, err
-	case json.Delim('['):
-		arr := []any{}
-		for dec.More() {
-			v, err := parseValue(dec)
-			if err != nil {
-				return nil, err
-			}
-			arr = append(arr, v)
-		}
-		_, err := dec.Token()
-		return arr, err
-	}
-	return tok, nil
-}
 
 // corpusCompact writes v compactly, keys in their stored order, strings
 // escaped as encoding/json does without HTML escaping.
@@ -270,7 +51,7 @@ func corpusCompact(buf *bytes.Buffer, v any) {
 			corpusCompact(buf, e)
 		}
 		buf.WriteByte(']')
-	case *jobj:
+	case *object:
 		buf.WriteByte('{')
 		for i, k := range v.keys {
 			if i > 0 {
@@ -351,8 +132,8 @@ var localRef = regexp.MustCompile(`^#(?:/(?:\$defs|definitions)/[A-Za-z0-9_.-]+)
 // visit calls f on every subschema of s (s included), with its JSON pointer.
 // It descends through supported keywords, and through unsupported ones
 // when also is set.
-func visit(s any, ptr string, also bool, f func(s *jobj, ptr string)) {
-	o, ok := s.(*jobj)
+func visit(s any, ptr string, also bool, f func(s *object, ptr string)) {
+	o, ok := s.(*object)
 	if !ok {
 		return
 	}
@@ -377,7 +158,7 @@ func visit(s any, ptr string, also bool, f func(s *jobj, ptr string)) {
 				}
 			}
 		case kwSchemaMap:
-			if m, ok := v.(*jobj); ok {
+			if m, ok := v.(*object); ok {
 				for _, name := range m.keys {
 					visit(m.vals[name], p+"/"+escapePtr(name), also, f)
 				}
@@ -390,7 +171,7 @@ func escapePtr(s string) string {
 	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
 }
 
-func typesOf(s *jobj) map[string]bool {
+func typesOf(s *object) map[string]bool {
 	out := map[string]bool{}
 	switch t := s.vals["type"].(type) {
 	case string:
@@ -430,12 +211,12 @@ func checkSupported(root any) []string {
 	bad := func(ptr, format string, args ...any) {
 		errs = append(errs, fmt.Sprintf("%s: %s", "#"+ptr, fmt.Sprintf(format, args...)))
 	}
-	if o, ok := root.(*jobj); !ok {
+	if o, ok := root.(*object); !ok {
 		return []string{"top-level schema is not an object"}
 	} else if len(o.keys) == 0 {
 		return []string{"top-level schema is the empty schema {}"}
 	}
-	visit(root, "", false, func(s *jobj, ptr string) {
+	visit(root, "", false, func(s *object, ptr string) {
 		for _, k := range s.keys {
 			if _, ok := corpusSupported[k]; !ok {
 				bad(ptr, "keyword %q is outside the supported subset", k)
@@ -466,7 +247,7 @@ func checkSupported(root any) []string {
 		}
 		if r, ok := s.vals["required"]; ok {
 			arr, _ := r.([]any)
-			props, _ := s.vals["properties"].(*jobj)
+			props, _ := s.vals["properties"].(*object)
 			for _, n := range arr {
 				if name, ok := n.(string); !ok {
 					bad(ptr, "required lists a non-string")
@@ -477,7 +258,7 @@ func checkSupported(root any) []string {
 		}
 		if a, ok := s.vals["additionalProperties"]; ok {
 			if _, isBool := a.(bool); !isBool {
-				if _, isObj := a.(*jobj); !isObj {
+				if _, isObj := a.(*object); !isObj {
 					bad(ptr, "additionalProperties is neither a boolean nor a schema")
 				}
 			}
@@ -491,7 +272,7 @@ func checkSupported(root any) []string {
 				if _, ok := s.vals["prefixItems"]; !ok {
 					bad(ptr, "items: false without prefixItems")
 				}
-			case *jobj:
+			case *object:
 			default:
 				bad(ptr, "items is not a schema (the list form is prefixItems)")
 			}
@@ -559,7 +340,7 @@ func checkSupported(root any) []string {
 
 // checkNumericRange: bounds are ordered, an integer fits, and for numbers
 // an integer lies strictly inside a two-sided range.
-func checkNumericRange(s *jobj, types map[string]bool) string {
+func checkNumericRange(s *object, types map[string]bool) string {
 	lo, loOK := num(s.vals["minimum"])
 	hi, hiOK := num(s.vals["maximum"])
 	xlo, xloOK := num(s.vals["exclusiveMinimum"])
@@ -695,12 +476,12 @@ func resolveRef(root any, ref string) (any, bool) {
 	if len(parts) != 2 {
 		return nil, false
 	}
-	o, _ := root.(*jobj)
+	o, _ := root.(*object)
 	defs, ok := o.get(parts[0])
 	if !ok {
 		return nil, false
 	}
-	d, _ := defs.(*jobj)
+	d, _ := defs.(*object)
 	return d.get(parts[1])
 }
 
@@ -714,7 +495,7 @@ type features struct {
 
 func schemaFeatures(root any) features {
 	var f features
-	visit(root, "", false, func(s *jobj, ptr string) {
+	visit(root, "", false, func(s *object, ptr string) {
 		types := typesOf(s)
 		_, items := s.vals["items"]
 		_, prefix := s.vals["prefixItems"]
@@ -749,7 +530,7 @@ func schemaFeatures(root any) features {
 	return f
 }
 
-func isObjectSchema(s *jobj) bool {
+func isObjectSchema(s *object) bool {
 	_, props := s.vals["properties"]
 	return props || typesOf(s)["object"]
 }
@@ -757,7 +538,7 @@ func isObjectSchema(s *jobj) bool {
 // objectDepth: how many object schemas nest inside one another, following
 // each $ref once along a path.
 func objectDepth(root, s any, onPath map[string]bool) int {
-	o, ok := s.(*jobj)
+	o, ok := s.(*object)
 	if !ok {
 		return 0
 	}
@@ -775,7 +556,7 @@ func objectDepth(root, s any, onPath map[string]bool) int {
 			best = d
 		}
 	}
-	if props, ok := o.vals["properties"].(*jobj); ok {
+	if props, ok := o.vals["properties"].(*object); ok {
 		for _, k := range props.keys {
 			child(props.vals[k])
 		}
@@ -804,7 +585,7 @@ func hasRefCycle(root any) bool {
 	collect := func(name string, s any) {
 		var walk func(v any)
 		walk = func(v any) {
-			o, ok := v.(*jobj)
+			o, ok := v.(*object)
 			if !ok {
 				return
 			}
@@ -825,7 +606,7 @@ func hasRefCycle(root any) bool {
 					if k == "$defs" || k == "definitions" {
 						continue
 					}
-					if m, ok := o.vals[k].(*jobj); ok {
+					if m, ok := o.vals[k].(*object); ok {
 						for _, n := range m.keys {
 							walk(m.vals[n])
 						}
@@ -836,10 +617,10 @@ func hasRefCycle(root any) bool {
 		walk(s)
 	}
 	collect("#", root)
-	ro, _ := root.(*jobj)
+	ro, _ := root.(*object)
 	for _, defsKey := range []string{"$defs", "definitions"} {
 		if defs, ok := ro.get(defsKey); ok {
-			if d, ok := defs.(*jobj); ok {
+			if d, ok := defs.(*object); ok {
 				for _, n := range d.keys {
 					collect("#/"+defsKey+"/"+n, d.vals[n])
 				}
@@ -868,16 +649,16 @@ func hasRefCycle(root any) bool {
 // object schema declares properties, requires all of them and sets
 // additionalProperties: false.
 func isStrict(root any) bool {
-	ro, _ := root.(*jobj)
+	ro, _ := root.(*object)
 	if ro == nil || !typesOf(ro)["object"] {
 		return false
 	}
 	ok := true
-	visit(root, "", false, func(s *jobj, ptr string) {
+	visit(root, "", false, func(s *object, ptr string) {
 		if !isObjectSchema(s) {
 			return
 		}
-		props, _ := s.vals["properties"].(*jobj)
+		props, _ := s.vals["properties"].(*object)
 		if props == nil || s.vals["additionalProperties"] != false {
 			ok = false
 			return
@@ -905,7 +686,7 @@ func (oc *orderChecker) validates(ptr string, inst any) bool {
 	sch, ok := oc.subs[ptr]
 	if !ok {
 		var err error
-		sch, err = oc.c.Compile(schemaURL + "#" + ptr)
+		sch, err = oc.c.Compile(grammartest.SchemaURL + "#" + ptr)
 		if err != nil {
 			panic(fmt.Sprintf("compile %s: %v", ptr, err))
 		}
@@ -913,14 +694,14 @@ func (oc *orderChecker) validates(ptr string, inst any) bool {
 	}
 	var buf bytes.Buffer
 	corpusCompact(&buf, inst)
-	return validateWith(sch, buf.Bytes()) == nil
+	return grammartest.Validate(sch, buf.Bytes()) == nil
 }
 
 func (oc *orderChecker) check(s any, ptr string, inst any, where string, depth int) error {
 	if depth > 200 {
 		return fmt.Errorf("%s: $ref chain too deep", where)
 	}
-	o, ok := s.(*jobj)
+	o, ok := s.(*object)
 	if !ok {
 		return nil
 	}
@@ -962,9 +743,9 @@ func (oc *orderChecker) check(s any, ptr string, inst any, where string, depth i
 		}
 	}
 	switch inst := inst.(type) {
-	case *jobj:
-		props, _ := o.vals["properties"].(*jobj)
-		addl, _ := o.vals["additionalProperties"].(*jobj)
+	case *object:
+		props, _ := o.vals["properties"].(*object)
+		addl, _ := o.vals["additionalProperties"].(*object)
 		last := -1
 		for _, k := range inst.keys {
 			idx := -1
@@ -1017,20 +798,20 @@ func (oc *orderChecker) check(s any, ptr string, inst any, where string, depth i
 // ---- tests ----
 
 func TestCorpusSchemas(t *testing.T) {
-	corpus := loadCorpus(t)
+	corpus := grammartest.Corpus(t)
 	var counts struct {
 		nested, arrays, enums, anyOf, bounds, patternFormat, ref, recursive, strict int
 	}
 	for _, cs := range corpus {
 		t.Run(cs.Name, func(t *testing.T) {
-			root, err := parseOrdered(cs.Schema)
+			root, err := decodeOrdered(cs.Schema)
 			if err != nil {
 				t.Fatalf("schema: %v", err)
 			}
 			for _, e := range checkSupported(root) {
 				t.Errorf("unsupported: %s", e)
 			}
-			c, sch, err := compileSchema(cs.Schema)
+			c, sch, err := grammartest.Compile(cs.Schema)
 			if err != nil {
 				t.Fatalf("compile: %v", err)
 			}
@@ -1044,11 +825,11 @@ func TestCorpusSchemas(t *testing.T) {
 					t.Errorf("valid[%d] repeats an earlier instance", i)
 				}
 				seen[string(raw)] = true
-				if err := validateWith(sch, raw); err != nil {
+				if err := grammartest.Validate(sch, raw); err != nil {
 					t.Errorf("valid[%d] %s does not validate: %v", i, raw, err)
 					continue
 				}
-				inst, err := parseOrdered(raw)
+				inst, err := decodeOrdered(raw)
 				if err != nil {
 					t.Errorf("valid[%d]: %v", i, err)
 					continue
@@ -1063,7 +844,7 @@ func TestCorpusSchemas(t *testing.T) {
 				}
 			}
 		})
-		root, err := parseOrdered(cs.Schema)
+		root, err := decodeOrdered(cs.Schema)
 		if err != nil {
 			continue
 		}
@@ -1111,7 +892,7 @@ func TestCorpusSchemas(t *testing.T) {
 func TestCorpusHasTinySchemas(t *testing.T) {
 	want := []string{`{"type":"string"}`, `{"type":"integer","minimum":-5,"maximum":5}`, `{"enum":["a","b"]}`}
 	have := map[string]bool{}
-	for _, cs := range loadCorpus(t) {
+	for _, cs := range grammartest.Corpus(t) {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, cs.Schema); err == nil {
 			have[buf.String()] = true
@@ -1125,14 +906,14 @@ func TestCorpusHasTinySchemas(t *testing.T) {
 }
 
 func TestCorpusUnsupported(t *testing.T) {
-	files := loadUnsupported(t)
+	files := grammartest.UnsupportedCorpus(t)
 	if len(files) < 25 {
 		t.Errorf("%d unsupported schemas, want at least 25", len(files))
 	}
 	covered := map[string]bool{}
 	for _, u := range files {
 		t.Run(u.Name, func(t *testing.T) {
-			root, err := parseOrdered(u.Schema)
+			root, err := decodeOrdered(u.Schema)
 			if err != nil {
 				t.Fatalf("schema: %v", err)
 			}
@@ -1152,7 +933,7 @@ func TestCorpusUnsupported(t *testing.T) {
 			if u.Keyword == "$ref" {
 				return // a remote reference: it need only be JSON
 			}
-			if _, _, err := compileSchema(u.Schema); err != nil {
+			if _, _, err := grammartest.Compile(u.Schema); err != nil {
 				t.Errorf("compile: %v", err)
 			}
 		})
@@ -1174,7 +955,7 @@ func TestCorpusUnsupported(t *testing.T) {
 // are reported under their own name too.
 func unsupportedUses(root any) map[string]bool {
 	found := map[string]bool{}
-	visit(root, "", true, func(s *jobj, ptr string) {
+	visit(root, "", true, func(s *object, ptr string) {
 		for _, k := range s.keys {
 			v := s.vals[k]
 			if _, ok := corpusUnsupported[k]; ok {

@@ -17,6 +17,9 @@ type object struct {
 }
 
 func (o *object) get(k string) (any, bool) {
+	if o == nil {
+		return nil, false
+	}
 	v, ok := o.vals[k]
 	return v, ok
 }
