@@ -43,7 +43,7 @@ type Request struct {
 	IncludeStopStr bool
 	// Grammar, when set, constrains the output: each step samples only
 	// tokens it allows, and the request ends (finish "stop") once it is
-	// complete. It must be compiled for the engine's GrammarVocab.
+	// complete. It must come from the engine's Grammars cache.
 	Grammar *grammar.Grammar
 	// Trace is the span of the request's caller (the HTTP server span);
 	// the engine step spans that run the request join its trace (see

@@ -420,8 +420,8 @@ func (s *schedulerActor) record(f *inflightStep) []delivery {
 			ev.Finish, ev.Err = "error", fmt.Errorf("%w: structured output: %v", ErrEngineFailure, err)
 		case !l.req.IgnoreEOS && slices.Contains(s.cfg.EOS, tok), slices.Contains(l.req.StopTokenIDs, tok):
 			ev.Finish, ev.StopToken = "stop", true
-		case complete:
-			ev.Finish, ev.StopToken = "stop", s.isStop(tok)
+		case complete: // an EOS token ends a grammar only with IgnoreEOS set
+			ev.Finish, ev.StopToken = "stop", slices.Contains(s.cfg.EOS, tok)
 		case l.generated >= l.req.MaxTokens || slices.Contains(byPlanner, smp.ID):
 			ev.Finish = "length"
 		}
@@ -445,9 +445,6 @@ func (l *liveRequest) advanceGrammar(tok int32) (complete bool, err error) {
 	}
 	return l.matcher.Done(), nil
 }
-
-// isStop reports whether tok is an EOS id (the end a grammar allows).
-func (s *schedulerActor) isStop(tok int32) bool { return slices.Contains(s.cfg.EOS, tok) }
 
 func (s *schedulerActor) planStats() planner.Stats {
 	if s.plan == nil {

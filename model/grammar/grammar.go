@@ -327,9 +327,5 @@ func (m *Matcher) Accepting() bool { return m.d.accept }
 // byte can extend it (or a stop token ended it).
 func (m *Matcher) Done() bool { return m.ended || m.d.done() }
 
-// Remaining returns the fewest bytes (so at most that many tokens, with
-// single-byte tokens) that complete the match.
-func (m *Matcher) Remaining() int { return m.d.dist }
-
 // Vocab returns the vocabulary the grammar masks (nil if none).
 func (g *Grammar) Vocab() *Vocab { return g.vocab }

@@ -88,8 +88,8 @@ func (n *nfa) build(r *rx) (in, out int, err error) {
 	return in, out, nil
 }
 
-// dfaState of the epsilon-free automaton: its transitions and whether it
-// accepts.
+// efState is a state of the epsilon-free automaton: its transitions and
+// whether it accepts.
 type efState struct {
 	trans  []ntrans
 	accept bool

@@ -54,15 +54,6 @@ func (m *Mask) Vocab() int { return m.vocab }
 // Words returns the mask's bit words (read-only).
 func (m *Mask) Words() []uint64 { return m.words }
 
-// Union returns a new mask allowing the ids of m and of ids.
-func (m *Mask) Union(ids []int32) *Mask {
-	out := &Mask{words: append([]uint64(nil), m.words...), vocab: m.vocab}
-	for _, id := range ids {
-		out.Set(id)
-	}
-	return out
-}
-
 // Apply sets the logit of every id the mask does not allow to -Inf (ids
 // beyond the mask's vocabulary included).
 func (m *Mask) Apply(work []float32) {
