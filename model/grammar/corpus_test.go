@@ -33,44 +33,17 @@ import (
 // corpusCompact writes v compactly, keys in their stored order, strings
 // escaped as encoding/json does without HTML escaping.
 func corpusCompact(buf *bytes.Buffer, v any) {
-	switch v := v.(type) {
-	case nil:
-		buf.WriteString("null")
-	case bool:
-		buf.WriteString(strconv.FormatBool(v))
-	case json.Number:
-		buf.WriteString(string(v))
-	case string:
-		corpusWriteString(buf, v)
-	case []any:
-		buf.WriteByte('[')
-		for i, e := range v {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			corpusCompact(buf, e)
-		}
-		buf.WriteByte(']')
-	case *object:
-		buf.WriteByte('{')
-		for i, k := range v.keys {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			corpusWriteString(buf, k)
-			buf.WriteByte(':')
-			corpusCompact(buf, v.vals[k])
-		}
-		buf.WriteByte('}')
-	}
+	var sb strings.Builder
+	encodeCompactWith(&sb, v, corpusWriteString)
+	buf.WriteString(sb.String())
 }
 
-func corpusWriteString(buf *bytes.Buffer, s string) {
+func corpusWriteString(sb *strings.Builder, s string) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(s)
-	buf.Write(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
+	sb.Write(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
 }
 
 // ---- schema walking ----

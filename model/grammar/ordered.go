@@ -91,7 +91,10 @@ func decodeValue(dec *json.Decoder, depth int) (any, error) {
 
 // encodeCompact writes v as compact JSON, object keys in order and no
 // HTML escaping (the form the grammar emits for const and enum).
-func encodeCompact(sb *strings.Builder, v any) {
+func encodeCompact(sb *strings.Builder, v any) { encodeCompactWith(sb, v, writeString) }
+
+// encodeCompactWith is encodeCompact with strings written by str.
+func encodeCompactWith(sb *strings.Builder, v any, str func(*strings.Builder, string)) {
 	switch t := v.(type) {
 	case *object:
 		sb.WriteByte('{')
@@ -99,9 +102,9 @@ func encodeCompact(sb *strings.Builder, v any) {
 			if i > 0 {
 				sb.WriteByte(',')
 			}
-			writeString(sb, k)
+			str(sb, k)
 			sb.WriteByte(':')
-			encodeCompact(sb, t.vals[k])
+			encodeCompactWith(sb, t.vals[k], str)
 		}
 		sb.WriteByte('}')
 	case []any:
@@ -110,11 +113,11 @@ func encodeCompact(sb *strings.Builder, v any) {
 			if i > 0 {
 				sb.WriteByte(',')
 			}
-			encodeCompact(sb, e)
+			encodeCompactWith(sb, e, str)
 		}
 		sb.WriteByte(']')
 	case string:
-		writeString(sb, t)
+		str(sb, t)
 	case json.Number:
 		sb.WriteString(t.String())
 	case bool:
