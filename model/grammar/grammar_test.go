@@ -121,6 +121,14 @@ func TestTextGrammars(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dollar, err := Regex(`a\$`, nil) // an escaped $ is a literal, not an anchor
+	if err != nil {
+		t.Fatal(err)
+	}
+	backslash, err := Regex(`^a\\$`, nil) // an escaped backslash, then the anchor
+	if err != nil {
+		t.Fatal(err)
+	}
 	ch, err := Choice([]string{"red", "green", "blue"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +147,8 @@ num  ::= [0-9]{1,3}
 		bad  []string
 	}{
 		{re, []string{"yes-12", "no-00"}, []string{"yes-1", "maybe-12", "yes-123", " yes-12"}},
+		{dollar, []string{"a$"}, []string{"a$b", "a"}},
+		{backslash, []string{`a\`}, []string{`a`, `a\$`}},
 		{ch, []string{"red", "blue"}, []string{"re", "redd", "Red"}},
 		{eb, []string{"1", "1+22,333", "0+0+0"}, []string{"", "1+", "1234", "1,,2"}},
 	}

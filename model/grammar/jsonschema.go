@@ -416,7 +416,7 @@ func (c *jsonCompiler) str(o *object, path string) (Sym, error) {
 	}
 	var r *rx
 	if src != "" {
-		if r, err = parseRegex(src); err != nil {
+		if r, err = parseRegex(src, true); err != nil {
 			return 0, &UnsupportedError{Keyword: "pattern", Path: path, Detail: err.Error()}
 		}
 	}

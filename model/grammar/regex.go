@@ -74,16 +74,21 @@ const maxRepeat = 1000
 
 // parseRegex parses the subset of ECMA-262 that JSON Schema patterns use:
 // literals, escapes, classes, groups, alternation and quantifiers. ^ and $
-// are allowed only at the very start and end; without them the pattern
-// matches anywhere in the string, as JSON Schema says.
-func parseRegex(pat string) (*rx, error) {
+// are allowed only at the very start and end. With search, a side without
+// its anchor matches anything there (a JSON Schema pattern matches anywhere
+// in the string); without, the pattern matches the whole text either way.
+func parseRegex(pat string, search bool) (*rx, error) {
 	p := &rxParser{src: []rune(pat)}
 	anchoredStart := len(p.src) > 0 && p.src[0] == '^'
 	if anchoredStart {
 		p.pos++
 	}
 	end := len(p.src)
-	anchoredEnd := end > p.pos && p.src[end-1] == '$' && (end < 2 || p.src[end-2] != '\\')
+	escapes := 0 // backslashes just before the last rune: an odd count escapes it
+	for i := end - 2; i >= p.pos && p.src[i] == '\\'; i-- {
+		escapes++
+	}
+	anchoredEnd := end > p.pos && p.src[end-1] == '$' && escapes%2 == 0
 	if anchoredEnd {
 		p.src = p.src[:end-1]
 	}
@@ -95,10 +100,10 @@ func parseRegex(pat string) (*rx, error) {
 		return nil, p.errorf("unexpected %q", p.src[p.pos])
 	}
 	seq := []*rx{r}
-	if !anchoredStart {
+	if search && !anchoredStart {
 		seq = append([]*rx{star(anyChar)}, seq...)
 	}
-	if !anchoredEnd {
+	if search && !anchoredEnd {
 		seq = append(seq, star(anyChar))
 	}
 	return &rx{op: rxConcat, subs: seq}, nil

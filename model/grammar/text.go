@@ -3,14 +3,12 @@ package grammar
 import (
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // Regex compiles a regular expression that the whole output must match
 // (vLLM's structured_outputs.regex), over raw text.
 func Regex(pattern string, v *Vocab) (*Grammar, error) {
-	pattern = strings.TrimSuffix(strings.TrimPrefix(pattern, "^"), "$")
-	r, err := parseRegex("^" + pattern + "$")
+	r, err := parseRegex(pattern, false)
 	if err != nil {
 		return nil, err
 	}
