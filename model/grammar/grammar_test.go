@@ -197,6 +197,17 @@ func TestQwenToolCalls(t *testing.T) {
 			t.Errorf("required: %q should not match", s)
 		}
 	}
+	// Two tools whose local $defs share a name resolve each in its own schema.
+	refs, err := QwenToolCalls([]Tool{
+		{Name: "a", Parameters: []byte(`{"type":"object","properties":{"x":{"$ref":"#/$defs/v"}},"required":["x"],"$defs":{"v":{"type":"integer"}}}`)},
+		{Name: "b", Parameters: []byte(`{"type":"object","properties":{"x":{"$ref":"#/$defs/v"}},"required":["x"],"$defs":{"v":{"type":"boolean"}}}`)},
+	}, "", false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !refs.Matches("b>\n<parameter=x>\ntrue\n</parameter>\n</function>\n</tool_call>") || refs.Matches("b>\n<parameter=x>\n7\n</parameter>\n</function>\n</tool_call>") {
+		t.Error("tool b's $ref resolved in tool a's schema")
+	}
 	if !named.Matches("<parameter=city>\nRome\n</parameter>\n<parameter=unit>\n\"c\"\n</parameter>\n</function>\n</tool_call>") {
 		t.Error("named call does not match")
 	}

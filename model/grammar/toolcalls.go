@@ -65,7 +65,7 @@ func (c *jsonCompiler) toolParams(t Tool) (Sym, error) {
 	if err != nil {
 		return 0, fmt.Errorf("grammar: tool %s: parameters: %w", t.Name, err)
 	}
-	c.root = root
+	c.root, c.refs = root, map[string]Sym{} // each tool's $refs resolve in its own schema
 	o, ok := root.(*object)
 	if !ok {
 		return 0, fmt.Errorf("grammar: tool %s: parameters must be an object schema", t.Name)
