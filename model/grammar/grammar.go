@@ -40,6 +40,7 @@ type Grammar struct {
 	states  map[string]*dstate
 	nextID  uint64
 	initial *dstate
+	masks   int   // masks cached on states (bounded by maxMasks)
 	err     error // set when a state needed more parse stacks than maxThreads
 }
 
@@ -86,13 +87,15 @@ func (g *Grammar) symLen(s Sym) int {
 	return g.minLen[s]
 }
 
-// maxStates bounds the interned automaton; past it the tables start over
-// (matchers keep their states, which stay valid).
-const maxStates = 1 << 14
+// maxStates bounds the interned automaton (a stepped state holds a 2 KiB
+// transition table: 8 MiB a grammar at most); past it the tables start
+// over (matchers keep their states, which stay valid).
+const maxStates = 1 << 12
 
 func (g *Grammar) reset() {
 	g.frames = map[frameKey]*frame{}
 	g.states = map[string]*dstate{}
+	g.masks = 0
 }
 
 // frame is one entry of a parse stack: alternative alt of rule, matched up
@@ -177,9 +180,9 @@ func (g *Grammar) closure(seeds []*frame) (waiting []*frame, accept bool) {
 type dstate struct {
 	threads []*frame
 	accept  bool
-	dist    int // fewest bytes to an accepting state (0 when accept)
-	next    [256]*dstate
-	loop    *ByteSet // bytes that lead back to this state (nil: not computed)
+	dist    int           // fewest bytes to an accepting state (0 when accept)
+	next    *[256]*dstate // by byte, allocated at the first step from the state
+	loop    *ByteSet      // bytes that lead back to this state (nil: not computed)
 	mask    *maskEntry
 }
 
@@ -225,7 +228,9 @@ func (g *Grammar) step(d *dstate, c byte) *dstate {
 	if d == dead {
 		return dead
 	}
-	if n := d.next[c]; n != nil {
+	if d.next == nil {
+		d.next = new([256]*dstate)
+	} else if n := d.next[c]; n != nil {
 		return n
 	}
 	var seeds []*frame

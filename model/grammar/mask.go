@@ -33,30 +33,36 @@ func (m *Matcher) Mask(budget int) (*sample.Mask, error) {
 	if m.ended || d == dead {
 		return sample.NewMask(g.vocab.size), nil
 	}
-	if d.mask == nil {
-		w := walker{g: g, v: g.vocab, limit: inf, out: sample.NewMask(g.vocab.size)}
-		w.walk(0, d)
-		g.addStops(w.out, d)
-		d.mask = &maskEntry{mask: w.out, maxDist: w.maxDist}
-	}
-	if g.err != nil {
-		return nil, g.err
-	}
-	if d.mask.maxDist <= budget-1 {
-		return d.mask.mask, nil
-	}
-	w := walker{g: g, v: g.vocab, limit: budget - 1, out: sample.NewMask(g.vocab.size)}
-	w.walk(0, d)
-	g.addStops(w.out, d)
-	return w.out, g.err
-}
-
-func (g *Grammar) addStops(out *sample.Mask, d *dstate) {
-	if d.accept {
-		for _, id := range g.vocab.stops {
-			out.Set(id)
+	e := d.mask
+	if e == nil {
+		e = g.walkMask(d, inf)
+		if g.masks < maxMasks {
+			d.mask = e
+			g.masks++
 		}
 	}
+	if g.err != nil || e.maxDist <= budget-1 {
+		return e.mask, g.err
+	}
+	return g.walkMask(d, budget-1).mask, g.err
+}
+
+// maxMasks bounds the masks a grammar caches (one is vocabulary/8 bytes:
+// 31 KiB for 248k ids, so 16 MiB a grammar at most); past it a state's mask
+// is walked each time.
+const maxMasks = 512
+
+// walkMask walks the trie from d for the tokens after which the completion
+// distance is at most limit, plus the stop tokens where d may end.
+func (g *Grammar) walkMask(d *dstate, limit int) *maskEntry {
+	w := walker{g: g, v: g.vocab, limit: limit, out: sample.NewMask(g.vocab.size)}
+	w.walk(0, d)
+	if d.accept {
+		for _, id := range g.vocab.stops {
+			w.out.Set(id)
+		}
+	}
+	return &maskEntry{mask: w.out, maxDist: w.maxDist}
 }
 
 // walker fills a mask by walking the vocabulary trie from a state.
