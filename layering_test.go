@@ -99,6 +99,7 @@ var rules = []rule{
 	{from: "actors", forbidden: ours("httpapi", "cmd"), why: "actors never import the edge or the CLI", direct: false},
 	{from: "httpapi", forbidden: ours("kernels", "nccl", "supervision", "cmd"), why: "httpapi reaches the engine only through actors", direct: true},
 	{from: "model/sample", forbidden: anyOurs("model/sample"), why: "sampling is a leaf: pure and deterministic", direct: false},
+	{from: "model/grammar", forbidden: anyOurs("model/grammar", "model/sample"), why: "constrained decoding is a library over bytes and masks: it imports only model/sample", direct: false},
 	{from: "actors/rankpb", forbidden: anyOurs("actors/rankpb"), why: "the wire messages of remote ranks are generated protobuf: they import nothing of ours", direct: false},
 	{from: "actors/planner", forbidden: notStd, why: "the planner is pure: standard library only (no protoactor, kernels or I/O packages of ours)", direct: false},
 	{from: "nccl/dynload", forbidden: notStd, why: "the shared library loader is a leaf: standard library only", direct: false},
