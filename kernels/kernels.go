@@ -227,6 +227,39 @@ func SwiGLULinear(be Backend, x, gate, up Tensor) Tensor {
 	return be.SwiGLU(be.Linear(x, gate), be.Linear(x, up))
 }
 
+// NormedLinear is implemented by backends that fuse a residual add and its
+// RMSNorm into the projections that read the normalized rows (the CUDA
+// backend's decode GEMV), so the norm costs no launch of its own.
+type NormedLinear interface {
+	// AddNormLinears returns sum = residual + delta and x·wᵢᵀ for every w,
+	// where x is what AddRMSNorm(residual, delta, norm, eps) normalizes.
+	AddNormLinears(residual, delta, norm Tensor, eps float32, ws ...Tensor) (sum Tensor, ys []Tensor)
+	// AddNormSwiGLULinear returns sum and SwiGLU(x·gateᵀ, x·upᵀ) for the
+	// same x.
+	AddNormSwiGLULinear(residual, delta, norm Tensor, eps float32, gate, up Tensor) (sum, y Tensor)
+}
+
+// AddNormLinears returns residual + delta and the projections of its
+// RMSNorm: fused where be is a NormedLinear, else AddRMSNorm and Linears.
+func AddNormLinears(be Backend, residual, delta, norm Tensor, eps float32, ws ...Tensor) (Tensor, []Tensor) {
+	if f, ok := be.(NormedLinear); ok {
+		return f.AddNormLinears(residual, delta, norm, eps, ws...)
+	}
+	sum, x := be.AddRMSNorm(residual, delta, norm, eps)
+	return sum, Linears(be, x, ws...)
+}
+
+// AddNormSwiGLULinear returns residual + delta and the SwiGLU MLP input
+// projection of its RMSNorm: fused where be is a NormedLinear, else
+// AddRMSNorm and SwiGLULinear.
+func AddNormSwiGLULinear(be Backend, residual, delta, norm Tensor, eps float32, gate, up Tensor) (Tensor, Tensor) {
+	if f, ok := be.(NormedLinear); ok {
+		return f.AddNormSwiGLULinear(residual, delta, norm, eps, gate, up)
+	}
+	sum, x := be.AddRMSNorm(residual, delta, norm, eps)
+	return sum, SwiGLULinear(be, x, gate, up)
+}
+
 // DeviceSampler is implemented by backends that pick tokens where the
 // logits are (the CUDA backend), so that only the ids cross to the host.
 type DeviceSampler interface {

@@ -51,6 +51,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"unsafe"
 
 	"cohort/kernels"
@@ -100,8 +101,10 @@ type Backend struct {
 	weights     string             // "bf16" or "f32" (Options.Weights)
 	mmaRows     int                // most rows of the tensor-core GEMV (bf16.go)
 	gemvTune    gemvTuning         // its variant (bf16.go)
+	occ         map[string]int     // blocks per SM of a kernel at a block size (occupancy)
 	mmaCnt      devptr             // its tile counters (zero between launches)
-	pdl         bool               // launch with programmatic dependent launch (sm_90+, COHORT_CUDA_PDL=1)
+	pdl         pdlMode            // which launches use programmatic dependent launch (sm_90+, COHORT_CUDA_PDL)
+	lastLaunch  string             // the kernel launched last (for pdlGEMV)
 	fuse        bool               // fused decode kernels (COHORT_CUDA_FUSE=0 turns them off)
 	plans       map[ltKey]ltPlan   // prepared cuBLASLt matmuls by shape
 	graph       graphs             // CUDA graphs of decode steps (graph.go)
@@ -167,8 +170,18 @@ func New(o Options) (*Backend, error) {
 	}
 	// Programmatic dependent launch is opt-in: measured on the H200
 	// (2026-12-01, cohort bench, 4b-shape) it made decode slower, batch 1
-	// 4.40 against 3.90 ms/token and batch 8 5.85 against 5.45.
-	b.pdl = b.ccMaj >= 9 && os.Getenv("COHORT_CUDA_PDL") == "1"
+	// 4.40 against 3.90 ms/token and batch 8 5.85 against 5.45, with every
+	// kernel launched so. COHORT_CUDA_PDL=gemv launches so only a GEMV that
+	// follows a GEMV (its weight loads overlap the other's tail; a small
+	// kernel is not slowed by a GEMV's early loads).
+	if b.ccMaj >= 9 {
+		switch os.Getenv("COHORT_CUDA_PDL") {
+		case "1":
+			b.pdl = pdlAll
+		case "gemv":
+			b.pdl = pdlGEMV
+		}
+	}
 	b.fuse = os.Getenv("COHORT_CUDA_FUSE") != "0"
 	if b.ctx, err = primaryCtxRetain(dev); err != nil {
 		return nil, fmt.Errorf("cuda: device %d: %w", o.Device, err)
@@ -723,6 +736,19 @@ func (b *Backend) grid1(n int64, block int) int {
 }
 
 // launch runs kernel name; args are devptr, int, int64 or float32.
+// pdlMode says which launches use programmatic dependent launch.
+type pdlMode int
+
+const (
+	pdlOff  pdlMode = iota
+	pdlAll          // every launch
+	pdlGEMV         // a tensor-core GEMV launched right after another
+)
+
+// isGEMV reports whether kernel name is a tensor-core GEMV (it issues its
+// weight loads before it waits for its predecessor).
+func isGEMV(name string) bool { return strings.HasPrefix(name, "gemv_mma") }
+
 func (b *Backend) launch(op, name string, grid, block [3]int, shmem int, args ...any) {
 	f, ok := b.funcs[name]
 	if !ok {
@@ -758,9 +784,10 @@ func (b *Backend) launch(op, name string, grid, block [3]int, shmem int, args ..
 		}
 	}
 	launch := launchKernel
-	if b.pdl {
+	if b.pdl == pdlAll || b.pdl == pdlGEMV && isGEMV(name) && isGEMV(b.lastLaunch) {
 		launch = launchKernelPDL
 	}
+	b.lastLaunch = name
 	if err := launch(f, grid, block, shmem, packed); err != nil {
 		panic(fmt.Sprintf("cuda: %s: %s grid %v block %v: %v", op, name, grid, block, err))
 	}

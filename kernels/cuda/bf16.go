@@ -136,9 +136,11 @@ func mmaRowsFromEnv() (int, error) {
 // gemvTuning picks the tensor-core GEMV's variant; zero values mean the
 // defaults (tests and benchmarks set them to compare variants).
 type gemvTuning struct {
-	warps int // warps per block (1..mmaMaxWarps; default 4)
-	split int // blocks per 16-row tile (default: enough warps to fill the device)
-	rows  int // most rows of the CUDA-core GEMV when the tensor-core one does not fit (default gemvMaxRows; -1: none)
+	warps   int    // warps per block (1..mmaMaxWarps; default 4)
+	split   int    // blocks per 16-row tile (default: enough warps to fill the device)
+	rows    int    // most rows of the CUDA-core GEMV when the tensor-core one does not fit (default gemvMaxRows; -1: none)
+	variant string // entry variant of gemv_mma at up to 8 rows ("u2_", "o6_"; default none)
+	occ     bool   // split by the entry's occupancy: one wave, the fewest chunks per warp
 }
 
 // mmaCounters is the size of the tile counters of split tiles (one per tile,
@@ -170,19 +172,58 @@ func (b *Backend) mmaLaunch(prefix string, T, tiles, K int) mmaPlan {
 	case T <= 16:
 		nt = 2
 	}
+	name := fmt.Sprintf("%s_nt%d", prefix, nt)
+	if v := b.gemvTune.variant; v != "" && prefix == "gemv_mma" && nt == 1 {
+		name = "gemv_mma_" + v + "nt1"
+	}
 	w := b.gemvTune.warps
 	if w <= 0 || w > mmaMaxWarps {
 		w = 4
 	}
 	split := b.gemvTune.split
-	if split <= 0 {
+	switch {
+	case split > 0:
+	case b.gemvTune.occ:
+		split = mmaSplit(tiles, K/64, w, b.occupancy(name, 32*w)*b.sms)
+	default:
 		split = (b.sms*mmaWarpsTarget + tiles*w/2) / (tiles * w)
 	}
 	split = max(1, min(split, K/64/(2*w)))
 	if 2*tiles > mmaCounters {
 		split = 1
 	}
-	return mmaPlan{name: fmt.Sprintf("%s_nt%d", prefix, nt), grid: [3]int{tiles, split, 1}, block: [3]int{32 * w, 1, 1}, split: split, nt: nt}
+	return mmaPlan{name: name, grid: [3]int{tiles, split, 1}, block: [3]int{32 * w, 1, 1}, split: split, nt: nt}
+}
+
+// mmaSplit returns the blocks per tile that keep tiles·split blocks within
+// one wave of resident blocks and give each warp the fewest chunks (the
+// smallest such split): 1 when the tiles alone fill a wave.
+func mmaSplit(tiles, chunks, w, resident int) int {
+	best, span := 1, (chunks+w-1)/w
+	for s := 2; s*tiles <= resident && 2*s*w <= chunks; s++ {
+		if c := (chunks + s*w - 1) / (s * w); c < span {
+			best, span = s, c
+		}
+	}
+	return best
+}
+
+// occupancy returns how many blocks of threads threads of kernel name one
+// SM holds (at least 1), asked of the driver once per pair.
+func (b *Backend) occupancy(name string, threads int) int {
+	key := fmt.Sprintf("%s/%d", name, threads)
+	if n, ok := b.occ[key]; ok {
+		return n
+	}
+	n, err := b.funcs[name].MaxActiveBlocksPerMultiProcessor(threads, 0)
+	if err != nil || n < 1 {
+		n = 1
+	}
+	if b.occ == nil {
+		b.occ = map[string]int{}
+	}
+	b.occ[key] = n
+	return n
 }
 
 // initMMA allocates the zeroed tile counters (before any step, so never
@@ -316,6 +357,7 @@ func (b *Backend) ltGemm(op string, key ltKey, a, bm, d devptr) {
 		}
 		b.plans[key] = p
 	}
+	b.lastLaunch = ""
 	if b.graph.skip(op, "cublasLtMatmul", uint64(a), uint64(bm), uint64(d)) {
 		return
 	}

@@ -36,15 +36,21 @@ func BenchmarkLinearBF16(b *testing.B) {
 		{"gate", 2560, 9216}, {"down", 9216, 2560}, {"gdn_in", 2560, 12288}, {"attn_o", 4096, 2560}, {"lm_head", 2560, 248320},
 	}
 	variants := []gemvVariant{{name: "default", mmaRows: mmaMaxRowsDefault}}
-	for _, w := range []int{4, 8} {
-		for _, split := range []int{0, 1} {
+	for _, w := range []int{2, 4, 8, 16} {
+		for _, split := range []int{0, 1, 2, 3, 4, 6} {
 			variants = append(variants, gemvVariant{name: fmt.Sprintf("w%ds%d", w, split), mmaRows: mmaMaxRowsDefault, tune: gemvTuning{warps: w, split: split}})
 		}
+		variants = append(variants, gemvVariant{name: fmt.Sprintf("w%docc", w), mmaRows: mmaMaxRowsDefault, tune: gemvTuning{warps: w, occ: true}})
+	}
+	for _, v := range []string{"u2_", "o6_"} {
+		variants = append(variants,
+			gemvVariant{name: v + "w4", mmaRows: mmaMaxRowsDefault, tune: gemvTuning{warps: 4, variant: v}},
+			gemvVariant{name: v + "w4occ", mmaRows: mmaMaxRowsDefault, tune: gemvTuning{warps: 4, variant: v, occ: true}})
 	}
 	variants = append(variants, gemvVariant{name: "cudacore", tune: gemvTuning{rows: 8}}, gemvVariant{name: "cublaslt", tune: gemvTuning{rows: -1}})
 	for _, sh := range shapes {
 		w := g.UploadWeight(make([]float32, sh.K*sh.N), sh.N, sh.K)
-		for _, T := range []int{1, 4, 8, 16, 32} {
+		for _, T := range gemvBenchRows {
 			b.Run(fmt.Sprintf("%s_K%d_N%d_T%d", sh.name, sh.K, sh.N, T), func(b *testing.B) {
 				g := bf16Backend(b)
 				x := g.Upload(randSlice(newRand(uint64(T)), T*sh.K, 1), T, sh.K)
@@ -63,6 +69,9 @@ func BenchmarkLinearBF16(b *testing.B) {
 		g.Free(w)
 	}
 }
+
+// gemvBenchRows are the row counts BenchmarkLinearBF16 runs.
+var gemvBenchRows = []int{1, 8, 32}
 
 // timeLinear returns the mean time of one Linear run as v says, over
 // b.N·20 launches after a warm-up.

@@ -134,20 +134,25 @@ func (m *Model) Forward(be kernels.Backend, st *model.State, tokens []int32, b *
 		return nil, err
 	}
 	residual := x
-	h := be.RMSNorm(x, m.layers[0].inputNorm, m.cfg.Eps)
+	in := layerInput{h: be.RMSNorm(x, m.layers[0].inputNorm, m.cfg.Eps)}
 	for i := range m.layers {
 		l := &m.layers[i]
 		var mixed kernels.Tensor
 		if l.kind == model.FullAttention {
-			mixed = m.attention(be, l, h, st, b)
+			var p []kernels.Tensor
+			residual, p = in.project(be, residual, m.cfg.Eps, l.q, l.k, l.v)
+			mixed = m.attention(be, l, p, st, b)
 		} else {
-			mixed = m.deltaNet(be, l, h, st, b)
+			var p []kernels.Tensor
+			residual, p = in.project(be, residual, m.cfg.Eps, l.qkv, l.z, l.b, l.a)
+			mixed = m.deltaNet(be, l, p, st, b)
 		}
 		if err := m.allReduce(be, mixed); err != nil {
 			return nil, err
 		}
-		residual, h = be.AddRMSNorm(residual, mixed, l.postNorm, m.cfg.Eps)
-		mlp := be.Linear(kernels.SwiGLULinear(be, h, l.gate, l.up), l.down)
+		var gu kernels.Tensor
+		residual, gu = kernels.AddNormSwiGLULinear(be, residual, mixed, l.postNorm, m.cfg.Eps, l.gate, l.up)
+		mlp := be.Linear(gu, l.down)
 		if err := m.allReduce(be, mlp); err != nil {
 			return nil, err
 		}
@@ -155,8 +160,9 @@ func (m *Model) Forward(be kernels.Backend, st *model.State, tokens []int32, b *
 		if i+1 < len(m.layers) {
 			next = m.layers[i+1].inputNorm
 		}
-		residual, h = be.AddRMSNorm(residual, mlp, next, m.cfg.Eps)
+		in = layerInput{delta: mlp, norm: next}
 	}
+	_, h := be.AddRMSNorm(residual, in.delta, in.norm, m.cfg.Eps)
 	logits := be.Linear(be.SelectRows(h, outputRows), m.lmHead)
 	if m.shard.Size > 1 {
 		var err error
@@ -192,10 +198,25 @@ func (m *Model) allReduce(be kernels.Backend, x kernels.Tensor) error {
 	return be.AllReduce(x)
 }
 
+// layerInput is a layer's input rows: normalized already (h), or the
+// previous layer's MLP output delta, whose residual add and RMSNorm (weight
+// norm) the layer's first projections fuse where the backend can.
+type layerInput struct {
+	h, delta, norm kernels.Tensor
+}
+
+// project returns the residual stream after the input's add (residual
+// itself when h is set) and the input's projections by ws.
+func (in layerInput) project(be kernels.Backend, residual kernels.Tensor, eps float32, ws ...kernels.Tensor) (kernels.Tensor, []kernels.Tensor) {
+	if in.h != nil {
+		return residual, kernels.Linears(be, in.h, ws...)
+	}
+	return kernels.AddNormLinears(be, residual, in.delta, in.norm, eps, ws...)
+}
+
 // attention is the gated full-attention mixer (spec §2.3).
-func (m *Model) attention(be kernels.Backend, l *layer, h kernels.Tensor, st *model.State, b *kernels.Batch) kernels.Tensor {
+func (m *Model) attention(be kernels.Backend, l *layer, p []kernels.Tensor, st *model.State, b *kernels.Batch) kernels.Tensor {
 	c := m.attn
-	p := kernels.Linears(be, h, l.q, l.k, l.v)
 	q, gate, k := kernels.PrepareQK(be, p[0], p[1], l.qNorm, l.kNorm, b.Positions, c, m.cfg.Eps)
 	v := p[2]
 	out := be.Attention(q, k, v, gate, st.KV, l.index, b, c)
@@ -203,8 +224,7 @@ func (m *Model) attention(be kernels.Backend, l *layer, h kernels.Tensor, st *mo
 }
 
 // deltaNet is the Gated DeltaNet mixer (spec §2.4).
-func (m *Model) deltaNet(be kernels.Backend, l *layer, h kernels.Tensor, st *model.State, b *kernels.Batch) kernels.Tensor {
-	p := kernels.Linears(be, h, l.qkv, l.z, l.b, l.a)
+func (m *Model) deltaNet(be kernels.Backend, l *layer, p []kernels.Tensor, st *model.State, b *kernels.Batch) kernels.Tensor {
 	mixed := be.CausalConv1d(p[0], l.conv, st.GDN, l.index, b)
 	o := be.GatedDeltaRule(mixed, p[2], p[3], l.aLog, l.dtBias, st.GDN, l.index, b, m.gdn)
 	o = be.GatedRMSNorm(o, p[1], l.gnorm, m.cfg.Eps)
