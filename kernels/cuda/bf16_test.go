@@ -56,27 +56,49 @@ func TestLinearBF16(t *testing.T) {
 		{16, 2560, 33}, {17, 4096, 50}, {32, 128, 16}, {24, 192, 16}, {2, 640, 248}, {33, 256, 20},
 		{1, 9216, 2560}, {4, 4096, 40}, {8, 4096, 2560}, // split tiles
 	} {
-		t.Run(fmt.Sprintf("T%d_K%d_N%d", tc.T, tc.K, tc.N), func(t *testing.T) {
-			g := bf16Backend(t) // subtests run on their own goroutines
-			r := newRand(uint64(tc.T*1000 + tc.K + tc.N))
-			w := roundBF16(randSlice(r, tc.N*tc.K, 0.1))
-			x := randSlice(r, tc.T*tc.K, 1)
-			gw := g.UploadWeight(w, tc.N, tc.K)
-			if !asTensor("test", gw).bf16 {
-				t.Fatal("UploadWeight did not store a bf16 matrix")
-			}
-			gx := g.Upload(x, tc.T, tc.K)
-			got := g.Download(g.Linear(gx, gw))
-			want := c.Download(c.Linear(c.Upload(oracleActivations(g, x, tc.T, tc.K), tc.T, tc.K), c.Upload(w, tc.N, tc.K)))
-			checkClose(t, "Linear", got, want, 2e-5)
-			// Split tiles add their partial sums in a fixed order: a second
-			// run gives the same bits.
-			if again := g.Download(g.Linear(gx, gw)); !slices.Equal(again, got) {
-				t.Errorf("a second Linear differs (relative %.3g)", relDiff(again, got))
-			}
-			g.ResetScratch()
-		})
+		for _, v := range gemvTestVariants {
+			t.Run(fmt.Sprintf("%sT%d_K%d_N%d", v.variant, tc.T, tc.K, tc.N), func(t *testing.T) {
+				g := bf16Backend(t) // subtests run on their own goroutines
+				defer g.tune(v)()
+				testLinearBF16(t, g, c, tc.T, tc.K, tc.N)
+			})
+		}
 	}
+}
+
+// gemvTestVariants are the tensor-core GEMV variants the GEMV tests run:
+// the default and every entry variant, split by occupancy.
+var gemvTestVariants = []gemvTuning{{}, {occ: true}, {variant: "o6_", occ: true}, {variant: "u2_", occ: true},
+	{variant: "ca3_", occ: true}, {variant: "ca4_", occ: true}}
+
+// tune sets the GEMV variant and returns what restores the one before.
+func (b *Backend) tune(v gemvTuning) func() {
+	old := b.gemvTune
+	b.gemvTune = v
+	return func() { b.gemvTune = old }
+}
+
+// testLinearBF16 checks one bf16 Linear of T rows, K columns and N outputs
+// against the CPU oracle, and that a second run gives the same bits.
+func testLinearBF16(t *testing.T, g *Backend, c *cpu.Backend, T, K, N int) {
+	r := newRand(uint64(T*1000 + K + N))
+	w := roundBF16(randSlice(r, N*K, 0.1))
+	x := randSlice(r, T*K, 1)
+	gw := g.UploadWeight(w, N, K)
+	if !asTensor("test", gw).bf16 {
+		t.Fatal("UploadWeight did not store a bf16 matrix")
+	}
+	gx := g.Upload(x, T, K)
+	got := g.Download(g.Linear(gx, gw))
+	want := c.Download(c.Linear(c.Upload(oracleActivations(g, x, T, K), T, K), c.Upload(w, N, K)))
+	checkClose(t, "Linear", got, want, 2e-5)
+	// Split tiles add their partial sums in a fixed order: a second run
+	// gives the same bits.
+	if again := g.Download(g.Linear(gx, gw)); !slices.Equal(again, got) {
+		t.Errorf("a second Linear differs (relative %.3g)", relDiff(again, got))
+	}
+	g.Free(gw)
+	g.ResetScratch()
 }
 
 // oracleActivations returns x as the GPU's bf16 Linear of T rows of K uses
@@ -104,28 +126,41 @@ func TestFusedLinearBF16(t *testing.T) {
 		{12, 4096, []int{100, 200}}, {3, 9216, []int{2560, 2560}}, // split tiles
 		{32, 128, []int{64, 64, 64, 64, 64}}, {40, 128, []int{16, 32}},
 	} {
-		t.Run(fmt.Sprintf("T%d_K%d_%v", tc.T, tc.K, tc.Ns), func(t *testing.T) {
-			g := bf16Backend(t)
-			r := newRand(uint64(tc.T*7 + tc.K))
-			x := randSlice(r, tc.T*tc.K, 1)
-			xc := oracleActivations(g, x, tc.T, tc.K)
-			gx, cx := g.Upload(x, tc.T, tc.K), c.Upload(xc, tc.T, tc.K)
-			var gws, cws []kernels.Tensor
-			for _, n := range tc.Ns {
-				w := roundBF16(randSlice(r, n*tc.K, 0.1))
-				gws, cws = append(gws, g.UploadWeight(w, n, tc.K)), append(cws, c.Upload(w, n, tc.K))
-			}
-			for i, y := range g.Linears(gx, gws...) {
-				checkClose(t, fmt.Sprintf("Linears[%d]", i), g.Download(y), c.Download(c.Linear(cx, cws[i])), 2e-5)
-			}
-			n := tc.Ns[1]
-			gate, up := roundBF16(randSlice(r, n*tc.K, 0.1)), roundBF16(randSlice(r, n*tc.K, 0.1))
-			got := g.Download(g.SwiGLULinear(gx, g.UploadWeight(gate, n, tc.K), g.UploadWeight(up, n, tc.K)))
-			want := c.Download(c.SwiGLU(c.Linear(cx, c.Upload(gate, n, tc.K)), c.Linear(cx, c.Upload(up, n, tc.K))))
-			checkClose(t, "SwiGLULinear", got, want, 2e-5)
-			g.ResetScratch()
-		})
+		for _, v := range gemvTestVariants {
+			t.Run(fmt.Sprintf("%sT%d_K%d_%v", v.variant, tc.T, tc.K, tc.Ns), func(t *testing.T) {
+				g := bf16Backend(t)
+				defer g.tune(v)()
+				testFusedLinearBF16(t, g, c, tc.T, tc.K, tc.Ns)
+			})
+		}
 	}
+}
+
+// testFusedLinearBF16 checks Linears and SwiGLULinear of T rows and K
+// columns against the CPU oracle's separate Linears.
+func testFusedLinearBF16(t *testing.T, g *Backend, c *cpu.Backend, T, K int, Ns []int) {
+	r := newRand(uint64(T*7 + K))
+	x := randSlice(r, T*K, 1)
+	xc := oracleActivations(g, x, T, K)
+	gx, cx := g.Upload(x, T, K), c.Upload(xc, T, K)
+	var gws, cws []kernels.Tensor
+	for _, n := range Ns {
+		w := roundBF16(randSlice(r, n*K, 0.1))
+		gws, cws = append(gws, g.UploadWeight(w, n, K)), append(cws, c.Upload(w, n, K))
+	}
+	for i, y := range g.Linears(gx, gws...) {
+		checkClose(t, fmt.Sprintf("Linears[%d]", i), g.Download(y), c.Download(c.Linear(cx, cws[i])), 2e-5)
+	}
+	n := Ns[1]
+	gate, up := roundBF16(randSlice(r, n*K, 0.1)), roundBF16(randSlice(r, n*K, 0.1))
+	gg, gu := g.UploadWeight(gate, n, K), g.UploadWeight(up, n, K)
+	got := g.Download(g.SwiGLULinear(gx, gg, gu))
+	want := c.Download(c.SwiGLU(c.Linear(cx, c.Upload(gate, n, K)), c.Linear(cx, c.Upload(up, n, K))))
+	checkClose(t, "SwiGLULinear", got, want, 2e-5)
+	for _, w := range append(gws, gg, gu) {
+		g.Free(w)
+	}
+	g.ResetScratch()
 }
 
 // TestEmbeddingBF16 gathers rows of a bf16 table exactly.
