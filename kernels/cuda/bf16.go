@@ -224,6 +224,9 @@ func (b *Backend) mmaEntry(prefix string, nt, w int) (string, int) {
 	}
 	var stages int
 	if _, err := fmt.Sscanf(v, "ca%d_", &stages); err == nil {
+		if w*stages*2048 > 48<<10 {
+			return base, 0 // beyond the shared memory a launch gets without opting in
+		}
 		return name, w * stages * 2048
 	}
 	return name, 0
