@@ -139,23 +139,23 @@ type gemvTuning struct {
 	warps   int    // warps per block (1..mmaMaxWarps; default 4)
 	split   int    // blocks per 16-row tile (default: enough warps to fill the device)
 	rows    int    // most rows of the CUDA-core GEMV when the tensor-core one does not fit (default gemvMaxRows; -1: none)
-	variant string // entry variant where the module has one ("u2_", "o6_", "ca3_", "ca4_"; default none)
+	variant string // entry variant where the module has one ("u2_", "o6_", "o7_", "o8_"; default none)
 	occ     bool   // split by the entry's occupancy: one wave, the fewest chunks per warp
 }
 
 // gemvTuningFromEnv reads COHORT_CUDA_GEMV: empty for the default entries
 // and split, "occ" for the default entries split by occupancy, or a variant
-// (u2, o6, ca3, ca4) split by occupancy.
+// (u2, o6, o7, o8) split by occupancy.
 func gemvTuningFromEnv() (gemvTuning, error) {
 	switch v := os.Getenv("COHORT_CUDA_GEMV"); v {
 	case "":
 		return gemvTuning{}, nil
 	case "occ":
 		return gemvTuning{occ: true}, nil
-	case "u2", "o6", "ca3", "ca4":
+	case "u2", "o6", "o7", "o8":
 		return gemvTuning{variant: v + "_", occ: true}, nil
 	default:
-		return gemvTuning{}, fmt.Errorf("cuda: COHORT_CUDA_GEMV=%q: want occ, u2, o6, ca3 or ca4", v)
+		return gemvTuning{}, fmt.Errorf("cuda: COHORT_CUDA_GEMV=%q: want occ, u2, o6, o7 or o8", v)
 	}
 }
 
@@ -174,7 +174,6 @@ const mmaWarpsTarget = 24
 type mmaPlan struct {
 	name        string
 	grid, block [3]int
-	shmem       int // dynamic shared memory (the ring variants' stages)
 	split       int
 	nt          int // n-tiles of 8 rows: 1, 2 or 4
 }
@@ -193,12 +192,12 @@ func (b *Backend) mmaLaunch(prefix string, T, tiles, K int) mmaPlan {
 	if w <= 0 || w > mmaMaxWarps {
 		w = 4
 	}
-	name, shmem := b.mmaEntry(prefix, nt, w)
+	name := b.mmaEntry(prefix, nt, w)
 	split := b.gemvTune.split
 	switch {
 	case split > 0:
 	case b.gemvTune.occ:
-		split = mmaSplit(tiles, K/64, w, b.occupancy(name, 32*w, shmem)*b.sms)
+		split = mmaSplit(tiles, K/64, w, b.occupancy(name, 32*w)*b.sms)
 	default:
 		split = (b.sms*mmaWarpsTarget + tiles*w/2) / (tiles * w)
 	}
@@ -206,30 +205,23 @@ func (b *Backend) mmaLaunch(prefix string, T, tiles, K int) mmaPlan {
 	if 2*tiles > mmaCounters {
 		split = 1
 	}
-	return mmaPlan{name: name, grid: [3]int{tiles, split, 1}, block: [3]int{32 * w, 1, 1}, shmem: shmem, split: split, nt: nt}
+	return mmaPlan{name: name, grid: [3]int{tiles, split, 1}, block: [3]int{32 * w, 1, 1}, split: split, nt: nt}
 }
 
 // mmaEntry returns the entry of a GEMV family (prefix) at nt n-tiles and w
 // warps per block, in the tuning's variant where the module has one (the
-// o6_ entries hold at most 4 warps), and its dynamic shared memory.
-func (b *Backend) mmaEntry(prefix string, nt, w int) (string, int) {
+// o6_ to o8_ entries hold at most 4 warps).
+func (b *Backend) mmaEntry(prefix string, nt, w int) string {
 	base := fmt.Sprintf("%s_nt%d", prefix, nt)
 	v := b.gemvTune.variant
-	if v == "" || v == "o6_" && w > 4 {
-		return base, 0
+	if v == "" || v[0] == 'o' && w > 4 {
+		return base
 	}
 	name := fmt.Sprintf("%s_%snt%d", prefix, v, nt)
 	if _, ok := b.funcs[name]; !ok {
-		return base, 0
+		return base
 	}
-	var stages int
-	if _, err := fmt.Sscanf(v, "ca%d_", &stages); err == nil {
-		if w*stages*2048 > 48<<10 {
-			return base, 0 // beyond the shared memory a launch gets without opting in
-		}
-		return name, w * stages * 2048
-	}
-	return name, 0
+	return name
 }
 
 // mmaSplit returns the blocks per tile that keep tiles·split blocks within
@@ -245,15 +237,14 @@ func mmaSplit(tiles, chunks, w, resident int) int {
 	return best
 }
 
-// occupancy returns how many blocks of threads threads of kernel name, with
-// shmem bytes of dynamic shared memory, one SM holds (at least 1), asked of
-// the driver once per triple.
-func (b *Backend) occupancy(name string, threads, shmem int) int {
-	key := fmt.Sprintf("%s/%d/%d", name, threads, shmem)
+// occupancy returns how many blocks of threads threads of kernel name one
+// SM holds (at least 1), asked of the driver once per pair.
+func (b *Backend) occupancy(name string, threads int) int {
+	key := fmt.Sprintf("%s/%d", name, threads)
 	if n, ok := b.occ[key]; ok {
 		return n
 	}
-	n, err := b.funcs[name].MaxActiveBlocksPerMultiProcessor(threads, int64(shmem))
+	n, err := b.funcs[name].MaxActiveBlocksPerMultiProcessor(threads, 0)
 	if err != nil || n < 1 {
 		n = 1
 	}
@@ -310,7 +301,7 @@ func (b *Backend) linearBF16(op string, y, x, w *Tensor, T, K, N int) {
 	case b.mmaFits(T, K):
 		p := b.mmaLaunch("gemv_mma", T, (N+15)/16, K)
 		ws, cnt := b.mmaWorkspace(op, p, 1)
-		b.launch(op, p.name, p.grid, p.block, p.shmem,
+		b.launch(op, p.name, p.grid, p.block, 0,
 			y.ptr, w.ptr, N, devptr(0), devptr(0), 0, devptr(0), devptr(0), 0, devptr(0), devptr(0), 0, x.ptr, T, K, ws, cnt)
 	case b.gemvFits(T, K):
 		b.launch(op, "gemv_bf16", [3]int{(N + gemvWarps - 1) / gemvWarps, 1, 1}, [3]int{32, gemvWarps, 1}, 0,
@@ -352,7 +343,7 @@ func (b *Backend) Linears(x kernels.Tensor, ws ...kernels.Tensor) []kernels.Tens
 	}
 	p := b.mmaLaunch("gemv_mma", T, tiles, K)
 	part, cnt := b.mmaWorkspace(op, p, 1)
-	b.launch(op, p.name, p.grid, p.block, p.shmem, append(args[:], xt.ptr, T, K, part, cnt)...)
+	b.launch(op, p.name, p.grid, p.block, 0, append(args[:], xt.ptr, T, K, part, cnt)...)
 	return out
 }
 
@@ -381,7 +372,7 @@ func (b *Backend) SwiGLULinear(x, gate, up kernels.Tensor) kernels.Tensor {
 	y := b.newTensor(op, T, N)
 	p := b.mmaLaunch("gemv_mma_swiglu", T, (N+15)/16, K)
 	ws, cnt := b.mmaWorkspace(op, p, 2)
-	b.launch(op, p.name, p.grid, p.block, p.shmem, y.ptr, gt.ptr, ut.ptr, N, xt.ptr, T, K, ws, cnt)
+	b.launch(op, p.name, p.grid, p.block, 0, y.ptr, gt.ptr, ut.ptr, N, xt.ptr, T, K, ws, cnt)
 	return y
 }
 

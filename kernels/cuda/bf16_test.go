@@ -68,8 +68,8 @@ func TestLinearBF16(t *testing.T) {
 
 // gemvTestVariants are the tensor-core GEMV variants the GEMV tests run:
 // the default and every entry variant, split by occupancy.
-var gemvTestVariants = []gemvTuning{{}, {occ: true}, {variant: "o6_", occ: true}, {variant: "u2_", occ: true},
-	{variant: "ca3_", occ: true}, {variant: "ca4_", occ: true}}
+var gemvTestVariants = []gemvTuning{{}, {occ: true}, {variant: "u2_", occ: true},
+	{variant: "o6_", occ: true}, {variant: "o7_", occ: true}, {variant: "o8_", occ: true}}
 
 // tune sets the GEMV variant and returns what restores the one before.
 func (b *Backend) tune(v gemvTuning) func() {

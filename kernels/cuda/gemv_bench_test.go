@@ -36,18 +36,12 @@ func BenchmarkLinearBF16(b *testing.B) {
 		{"gate", 2560, 9216}, {"down", 9216, 2560}, {"gdn_in", 2560, 12288}, {"attn_o", 4096, 2560}, {"lm_head", 2560, 248320},
 	}
 	variants := []gemvVariant{{name: "default", mmaRows: mmaMaxRowsDefault}}
-	for _, w := range []int{2, 4, 8} {
-		for _, v := range []string{"", "o6_", "ca3_", "ca4_"} {
-			if v == "o6_" && w > 4 || v == "ca4_" && w > 6 {
-				continue
-			}
-			variants = append(variants, gemvVariant{name: fmt.Sprintf("%sw%docc", v, w), mmaRows: mmaMaxRowsDefault,
-				tune: gemvTuning{warps: w, variant: v, occ: true}})
-		}
+	for _, v := range []string{"", "u2_", "o6_", "o7_", "o8_"} {
+		variants = append(variants, gemvVariant{name: v + "occ", mmaRows: mmaMaxRowsDefault, tune: gemvTuning{variant: v, occ: true}})
 	}
+	variants = append(variants, gemvVariant{name: "w8occ", mmaRows: mmaMaxRowsDefault, tune: gemvTuning{warps: 8, occ: true}})
 	// The tensor-core GEMV beyond 8 rows (cuBLASLt serves them by default).
-	variants = append(variants, gemvVariant{name: "r32_w4occ", mmaRows: 32, tune: gemvTuning{occ: true}},
-		gemvVariant{name: "r32_ca4_w4occ", mmaRows: 32, tune: gemvTuning{variant: "ca4_", occ: true}})
+	variants = append(variants, gemvVariant{name: "r32_occ", mmaRows: 32, tune: gemvTuning{occ: true}})
 	variants = append(variants, gemvVariant{name: "cudacore", tune: gemvTuning{rows: 8}}, gemvVariant{name: "cublaslt", tune: gemvTuning{rows: -1}})
 	for _, sh := range shapes {
 		w := g.UploadWeight(make([]float32, sh.K*sh.N), sh.N, sh.K)
@@ -72,7 +66,7 @@ func BenchmarkLinearBF16(b *testing.B) {
 }
 
 // gemvBenchRows are the row counts BenchmarkLinearBF16 runs.
-var gemvBenchRows = []int{1, 8, 32}
+var gemvBenchRows = []int{1, 8, 16, 32}
 
 // timeLinear returns the mean time of one Linear run as v says, over
 // b.N·20 launches after a warm-up.

@@ -50,7 +50,7 @@ func (b *Backend) AddNormLinears(residual, delta, norm kernels.Tensor, eps float
 	}
 	p := b.mmaLaunch("gemv_mma_norm", T, tiles, K)
 	part, cnt := b.mmaWorkspace(op, p, 1)
-	b.launch(op, p.name, p.grid, p.block, p.shmem, append(args[:], rt.ptr, dt.ptr, nt.ptr, sum.ptr, eps, T, K, part, cnt)...)
+	b.launch(op, p.name, p.grid, p.block, 0, append(args[:], rt.ptr, dt.ptr, nt.ptr, sum.ptr, eps, T, K, part, cnt)...)
 	return sum, out
 }
 
@@ -71,6 +71,6 @@ func (b *Backend) AddNormSwiGLULinear(residual, delta, norm kernels.Tensor, eps 
 	sum, y := b.newTensor(op, T, K), b.newTensor(op, T, N)
 	p := b.mmaLaunch("gemv_mma_swiglu_norm", T, (N+15)/16, K)
 	ws, cnt := b.mmaWorkspace(op, p, 2)
-	b.launch(op, p.name, p.grid, p.block, p.shmem, y.ptr, gt.ptr, ut.ptr, N, rt.ptr, dt.ptr, nt.ptr, sum.ptr, eps, T, K, ws, cnt)
+	b.launch(op, p.name, p.grid, p.block, 0, y.ptr, gt.ptr, ut.ptr, N, rt.ptr, dt.ptr, nt.ptr, sum.ptr, eps, T, K, ws, cnt)
 	return sum, y
 }

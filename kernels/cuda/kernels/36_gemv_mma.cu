@@ -186,66 +186,6 @@ __device__ __forceinline__ void mma_tile(float acc[NT][4], const unsigned short 
 	}
 }
 
-// cp_async16 copies 16 bytes from global to shared memory without
-// keeping them in L1 (cp.async.cg); cp_async_commit closes a group of
-// copies and cp_async_wait<N> waits until at most N groups are pending.
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
-	unsigned s;
-	asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(s) : "l"(smem));
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
-
-// mma_ring is the dynamic shared memory of the ring GEMVs: per warp S
-// stages of the lane-private 4 × 16 bytes of one chunk (slot (stage, i) of
-// a lane at [(stage·4 + i)·32 + lane], so a warp's accesses do not conflict).
-extern __shared__ uint4 mma_ring[];
-
-// mma_ring_copy starts the copies of chunk c of rows p0 and p1 into a
-// lane's slots of one stage.
-__device__ __forceinline__ void mma_ring_copy(uint4 *slot, const uint4 *p0, const uint4 *p1, int c) {
-	cp_async16(slot, p0 + c * 8);
-	cp_async16(slot + 32, p0 + c * 8 + 1);
-	cp_async16(slot + 64, p1 + c * 8);
-	cp_async16(slot + 96, p1 + c * 8 + 1);
-}
-
-// mma_tile_ring is mma_tile with the weights streamed through S stages of
-// shared memory (cp.async): S − 1 chunks of each warp are in flight while
-// one is multiplied, without holding registers for them.
-template <int NT, int S, bool NORM>
-__device__ __forceinline__ void mma_tile_ring(float acc[NT][4], const unsigned short *w, int N, int K, int m0,
-                                              const mma_x &x, int T, int warp, int nw) {
-	int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
-	const uint4 *p0 = (const uint4 *)(w + (long long)min(m0 + g, N - 1) * K) + tig * 2;
-	const uint4 *p1 = (const uint4 *)(w + (long long)min(m0 + g + 8, N - 1) * K) + tig * 2;
-	uint4 *mine = mma_ring + (threadIdx.x >> 5) * S * 128 + lane;
-	int chunks = K >> 6;
-#pragma unroll
-	for (int s = 0; s < S - 1; s++) {
-		if (warp + s * nw < chunks) mma_ring_copy(mine + s * 128, p0, p1, warp + s * nw);
-		cp_async_commit();
-	}
-	PDL_WAIT(); // x is the previous kernel's output; the weights are not
-	if (NORM && x.sum) mma_norm(x.inv, x.sum, x.x, x.d, T, K, x.eps);
-	int stage = 0;
-	for (int c = warp; c < chunks; c += nw) {
-		int ahead = c + (S - 1) * nw, slot = stage == 0 ? S - 1 : stage - 1;
-		if (ahead < chunks) mma_ring_copy(mine + slot * 128, p0, p1, ahead);
-		cp_async_commit();
-		cp_async_wait<S - 1>();
-		const uint4 *cur = mine + stage * 128;
-		uint4 r[4] = {cur[0], cur[32], cur[64], cur[96]};
-		mma_chunk<NT, NORM>(acc, r, x, K, T, c * 64 + tig * 16, g);
-		stage = stage == S - 1 ? 0 : stage + 1;
-	}
-	cp_async_wait<0>();
-}
-
 // mma_reduce adds the warps' tiles: red[t·16 + m] (t < 8·NT, m < 16) is the
 // sum over warps of D[m][t] for every thread after it returns. red has
 // MMA_MAX_WARPS·NT·128 floats.
@@ -327,26 +267,23 @@ __device__ __forceinline__ bool mma_combine(float *red, float *ws, int *cnt) {
 // gemv_mma_block accumulates this block's share of a tile's K (warp
 // blockIdx.y·nw + warp of gridDim.y·nw) and leaves the tile's total in red
 // when it returns true.
-template <int NT, int U, int S, bool NORM>
+template <int NT, int U, bool NORM>
 __device__ __forceinline__ bool gemv_mma_block(float acc[NT][4], float *red, const unsigned short *w, int N, int K, int m0,
                                                const mma_x &x, int T, float *ws, int *cnt) {
 	int nw = blockDim.x >> 5;
-	if constexpr (S > 0)
-		mma_tile_ring<NT, S, NORM>(acc, w, N, K, m0, x, T, blockIdx.y * nw + (threadIdx.x >> 5), gridDim.y * nw);
-	else
-		mma_tile<NT, U, NORM>(acc, w, N, K, m0, x, T, blockIdx.y * nw + (threadIdx.x >> 5), gridDim.y * nw);
+	mma_tile<NT, U, NORM>(acc, w, N, K, m0, x, T, blockIdx.y * nw + (threadIdx.x >> 5), gridDim.y * nw);
 	mma_reduce<NT>(acc, red);
 	return mma_combine<NT>(red, ws, cnt);
 }
 
-template <int NT, int U, int S, bool NORM>
+template <int NT, int U, bool NORM>
 __device__ __forceinline__ void gemv_mma(float *y0, const unsigned short *w0, int n0, float *y1, const unsigned short *w1, int n1,
                                          float *y2, const unsigned short *w2, int n2, float *y3, const unsigned short *w3, int n3,
                                          const mma_x &x, int T, int K, float *ws, int *cnt) {
 	__shared__ float red[MMA_MAX_WARPS * NT * 128];
 	mma_seg s = mma_pick(y0, w0, n0, y1, w1, n1, y2, w2, n2, y3, w3, n3);
 	float acc[NT][4] = {};
-	if (!gemv_mma_block<NT, U, S, NORM>(acc, red, s.w, s.N, K, s.m0, x, T, ws, cnt)) return;
+	if (!gemv_mma_block<NT, U, NORM>(acc, red, s.w, s.N, K, s.m0, x, T, ws, cnt)) return;
 	for (int i = threadIdx.x; i < NT * 128; i += blockDim.x) {
 		int t = i >> 4, m = s.m0 + (i & 15);
 		if (t < T && m < s.N) s.y[(long long)t * s.N + m] = red[i];
@@ -356,7 +293,7 @@ __device__ __forceinline__ void gemv_mma(float *y0, const unsigned short *w0, in
 // gemv_mma_swiglu: y[T, N] = silu(x·gᵀ) ⊙ (x·uᵀ) for the gate and up
 // projections g, u [N, K] of an MLP, in one pass over both (the gate's
 // tiles are 0..tiles-1 of the workspace, the up's tiles..2·tiles-1).
-template <int NT, int U, int S, bool NORM>
+template <int NT, int U, bool NORM>
 __device__ __forceinline__ void gemv_mma_swiglu(float *y, const unsigned short *wg, const unsigned short *wu, int N,
                                                 mma_x x, int T, int K, float *ws, int *cnt) {
 	__shared__ float red[MMA_MAX_WARPS * NT * 128];
@@ -364,14 +301,14 @@ __device__ __forceinline__ void gemv_mma_swiglu(float *y, const unsigned short *
 	int m0 = blockIdx.x * 16;
 	float ag[NT][4] = {}, au[NT][4] = {};
 	long long off = (long long)gridDim.x * gridDim.y * NT * 128;
-	bool mine = gemv_mma_block<NT, U, S, NORM>(ag, red, wg, N, K, m0, x, T, ws, cnt);
+	bool mine = gemv_mma_block<NT, U, NORM>(ag, red, wg, N, K, m0, x, T, ws, cnt);
 	for (int i = threadIdx.x; i < NT * 128; i += blockDim.x) gsum[i] = red[i];
 	__syncthreads();
 	// The up projection's partials and counters follow the gate's, so the
 	// block that writes is the last for both. Its pass reuses the gate
 	// pass's inverse rms.
 	x.sum = nullptr;
-	bool up = gemv_mma_block<NT, U, S, NORM>(au, red, wu, N, K, m0, x, T, ws + off, cnt + gridDim.x);
+	bool up = gemv_mma_block<NT, U, NORM>(au, red, wu, N, K, m0, x, T, ws + off, cnt + gridDim.x);
 	if (!up) return;
 	if (!mine && gridDim.y > 1) {
 		// The gate's total was written by another block: read it back.
@@ -394,44 +331,40 @@ __device__ __forceinline__ void gemv_mma_swiglu(float *y, const unsigned short *
 #define GEMV_MMA_PASS y0, w0, n0, y1, w1, n1, y2, w2, n2, y3, w3, n3
 
 // gemv_mma_<variant>nt<NT>: the GEMV of x against up to four weights, U
-// chunks per register stage or (S > 0) S shared-memory stages, launch
-// bounds (threads, blocks per SM).
-#define GEMV_MMA_ENTRY(VAR, NT, U, S, THREADS, MINB)                                                                       \
+// chunks per register stage, launch bounds (threads, blocks per SM).
+#define GEMV_MMA_ENTRY(VAR, NT, U, THREADS, MINB)                                                                          \
 	extern "C" __global__ void __launch_bounds__(THREADS, MINB) gemv_mma_##VAR##nt##NT(                                  \
 	    GEMV_MMA_ARGS, const float *x, int T, int K, float *ws, int *cnt) {                                            \
 		PDL_LAUNCH();                                                                                                  \
 		mma_x xs = {x, nullptr, nullptr, nullptr, nullptr, 0.0f};                                                      \
-		gemv_mma<NT, U, S, false>(GEMV_MMA_PASS, xs, T, K, ws, cnt);                                                   \
+		gemv_mma<NT, U, false>(GEMV_MMA_PASS, xs, T, K, ws, cnt);                                                      \
 	}
 
-#define GEMV_MMA_SWIGLU_ENTRY(VAR, NT, S, THREADS, MINB)                                                                   \
+#define GEMV_MMA_SWIGLU_ENTRY(VAR, NT, THREADS, MINB)                                                                      \
 	extern "C" __global__ void __launch_bounds__(THREADS, MINB) gemv_mma_swiglu_##VAR##nt##NT(                           \
 	    float *y, const unsigned short *wg, const unsigned short *wu, int N, const float *x, int T, int K, float *ws,  \
 	    int *cnt) {                                                                                                    \
 		PDL_LAUNCH();                                                                                                  \
 		mma_x xs = {x, nullptr, nullptr, nullptr, nullptr, 0.0f};                                                      \
-		gemv_mma_swiglu<NT, 1, S, false>(y, wg, wu, N, xs, T, K, ws, cnt);                                             \
+		gemv_mma_swiglu<NT, 1, false>(y, wg, wu, N, xs, T, K, ws, cnt);                                                \
 	}
 
-GEMV_MMA_ENTRY(, 1, 1, 0, MMA_MAX_WARPS * 32, 1)
-GEMV_MMA_ENTRY(, 2, 1, 0, MMA_MAX_WARPS * 32, 1)
-GEMV_MMA_ENTRY(, 4, 1, 0, MMA_MAX_WARPS * 32, 1)
-GEMV_MMA_SWIGLU_ENTRY(, 1, 0, MMA_MAX_WARPS * 32, 1)
-GEMV_MMA_SWIGLU_ENTRY(, 2, 0, MMA_MAX_WARPS * 32, 1)
-GEMV_MMA_SWIGLU_ENTRY(, 4, 0, MMA_MAX_WARPS * 32, 1)
+GEMV_MMA_ENTRY(, 1, 1, MMA_MAX_WARPS * 32, 1)
+GEMV_MMA_ENTRY(, 2, 1, MMA_MAX_WARPS * 32, 1)
+GEMV_MMA_ENTRY(, 4, 1, MMA_MAX_WARPS * 32, 1)
+GEMV_MMA_SWIGLU_ENTRY(, 1, MMA_MAX_WARPS * 32, 1)
+GEMV_MMA_SWIGLU_ENTRY(, 2, MMA_MAX_WARPS * 32, 1)
+GEMV_MMA_SWIGLU_ENTRY(, 4, MMA_MAX_WARPS * 32, 1)
 // Variants that BenchmarkLinearBF16 and COHORT_CUDA_GEMV compare with the
 // default: two chunks per register stage; blocks of at most 4 warps held
-// to 6 blocks per SM; 3 or 4 shared-memory stages (the launch gives
-// warps·S·2 KiB of dynamic shared memory).
-GEMV_MMA_ENTRY(u2_, 1, 2, 0, MMA_MAX_WARPS * 32, 1)
-GEMV_MMA_ENTRY(o6_, 1, 1, 0, 128, 6)
-GEMV_MMA_SWIGLU_ENTRY(o6_, 1, 0, 128, 6)
-GEMV_MMA_ENTRY(ca3_, 1, 1, 3, MMA_MAX_WARPS * 32, 1)
-GEMV_MMA_ENTRY(ca4_, 1, 1, 4, MMA_MAX_WARPS * 32, 1)
-GEMV_MMA_SWIGLU_ENTRY(ca3_, 1, 3, MMA_MAX_WARPS * 32, 1)
-GEMV_MMA_SWIGLU_ENTRY(ca4_, 1, 4, MMA_MAX_WARPS * 32, 1)
-GEMV_MMA_ENTRY(ca4_, 2, 1, 4, MMA_MAX_WARPS * 32, 1)
-GEMV_MMA_ENTRY(ca4_, 4, 1, 4, MMA_MAX_WARPS * 32, 1)
+// to 6, 7 or 8 blocks per SM (fewer registers a thread).
+GEMV_MMA_ENTRY(u2_, 1, 2, MMA_MAX_WARPS * 32, 1)
+GEMV_MMA_ENTRY(o6_, 1, 1, 128, 6)
+GEMV_MMA_ENTRY(o7_, 1, 1, 128, 7)
+GEMV_MMA_ENTRY(o8_, 1, 1, 128, 8)
+GEMV_MMA_SWIGLU_ENTRY(o6_, 1, 128, 6)
+GEMV_MMA_SWIGLU_ENTRY(o7_, 1, 128, 7)
+GEMV_MMA_SWIGLU_ENTRY(o8_, 1, 128, 8)
 
 // The GEMVs that normalize their input: x = RMSNorm(r + d)·(1 + nw), with
 // sum = r + d written once (add_rmsnorm_f32 fused into the projections that
@@ -441,7 +374,7 @@ extern "C" __global__ void __launch_bounds__(MMA_MAX_WARPS * 32) gemv_mma_norm_n
 	PDL_LAUNCH();
 	__shared__ float inv[MMA_NORM_ROWS];
 	mma_x xs = {r, d, nw, inv, sum, eps};
-	gemv_mma<1, 1, 0, true>(GEMV_MMA_PASS, xs, T, K, ws, cnt);
+	gemv_mma<1, 1, true>(GEMV_MMA_PASS, xs, T, K, ws, cnt);
 }
 
 extern "C" __global__ void __launch_bounds__(MMA_MAX_WARPS * 32) gemv_mma_swiglu_norm_nt1(
@@ -450,5 +383,5 @@ extern "C" __global__ void __launch_bounds__(MMA_MAX_WARPS * 32) gemv_mma_swiglu
 	PDL_LAUNCH();
 	__shared__ float inv[MMA_NORM_ROWS];
 	mma_x xs = {r, d, nw, inv, sum, eps};
-	gemv_mma_swiglu<1, 1, 0, true>(y, wg, wu, N, xs, T, K, ws, cnt);
+	gemv_mma_swiglu<1, 1, true>(y, wg, wu, N, xs, T, K, ws, cnt);
 }
