@@ -143,19 +143,26 @@ type gemvTuning struct {
 	occ     bool   // split by the entry's occupancy: one wave, the fewest chunks per warp
 }
 
-// gemvTuningFromEnv reads COHORT_CUDA_GEMV: empty for the default entries
-// and split, "occ" for the default entries split by occupancy, or a variant
-// (u2, o6, o7, o8) split by occupancy.
+// gemvTuningFromEnv reads COHORT_CUDA_GEMV: empty for the default (the o6_
+// entries split by occupancy), "base" for the unbounded entries and the
+// warps-per-SM split, "occ" for the unbounded entries split by occupancy,
+// or a variant (u2, o6, o7, o8) split by occupancy. Measured on the H200
+// (cohort bench, 4b-shape, one run): batch 1 3.91 ms/token with o6, 4.00
+// o7, 4.10 o8, 4.27 base; batch 8 4.92, 5.09, 5.32, 5.40. The unbounded
+// entries get 77+ registers a thread, 5 blocks of 4 warps an SM, so a
+// 768-tile GEMV took two waves.
 func gemvTuningFromEnv() (gemvTuning, error) {
 	switch v := os.Getenv("COHORT_CUDA_GEMV"); v {
 	case "":
+		return gemvTuning{variant: "o6_", occ: true}, nil
+	case "base":
 		return gemvTuning{}, nil
 	case "occ":
 		return gemvTuning{occ: true}, nil
 	case "u2", "o6", "o7", "o8":
 		return gemvTuning{variant: v + "_", occ: true}, nil
 	default:
-		return gemvTuning{}, fmt.Errorf("cuda: COHORT_CUDA_GEMV=%q: want occ, u2, o6, o7 or o8", v)
+		return gemvTuning{}, fmt.Errorf("cuda: COHORT_CUDA_GEMV=%q: want base, occ, u2, o6, o7 or o8", v)
 	}
 }
 

@@ -68,7 +68,7 @@ func TestLinearBF16(t *testing.T) {
 
 // gemvTestVariants are the tensor-core GEMV variants the GEMV tests run:
 // the default and every entry variant, split by occupancy.
-var gemvTestVariants = []gemvTuning{{}, {occ: true}, {variant: "u2_", occ: true},
+var gemvTestVariants = []gemvTuning{{}, {occ: true}, {variant: "u2_", occ: true}, {warps: 8, occ: true},
 	{variant: "o6_", occ: true}, {variant: "o7_", occ: true}, {variant: "o8_", occ: true}}
 
 // tune sets the GEMV variant and returns what restores the one before.

@@ -31,11 +31,12 @@ extern "C" __global__ void __launch_bounds__(1024) add_rmsnorm_f32(float *sum, f
 		int g4 = g >> 2;
 		const float4 *r4 = (const float4 *)(r + off), *d4 = (const float4 *)(d + off), *w4 = (const float4 *)w;
 		float4 *s4 = (float4 *)(sum + off), *y4 = (float4 *)(y + off);
-		float4 keep[ARN_KEEP];
+		float4 keep[ARN_KEEP], wkeep[ARN_KEEP];
 #pragma unroll
 		for (int k = 0; k < ARN_KEEP; k++) {
 			int j = threadIdx.x + k * blockDim.x;
 			if (j < g4) {
+				wkeep[k] = __ldg(w4 + j); // in flight with r and d, used after the reduction
 				float4 a = r4[j], b = d4[j];
 				float4 s = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
 				s4[j] = s;
@@ -54,7 +55,7 @@ extern "C" __global__ void __launch_bounds__(1024) add_rmsnorm_f32(float *sum, f
 		for (int k = 0; k < ARN_KEEP; k++) {
 			int j = threadIdx.x + k * blockDim.x;
 			if (j < g4) {
-				float4 s = keep[k], wv = w4[j];
+				float4 s = keep[k], wv = wkeep[k];
 				y4[j] = make_float4(s.x * inv * (1.0f + wv.x), s.y * inv * (1.0f + wv.y),
 					s.z * inv * (1.0f + wv.z), s.w * inv * (1.0f + wv.w));
 			}
@@ -82,6 +83,16 @@ extern "C" __global__ void gated_rmsnorm_f32(float *y, const float *x, const flo
 	PDL_LAUNCH();
 	PDL_WAIT();
 	long long off = (long long)blockIdx.x * g;
+	if (g <= blockDim.x) {
+		// One value a thread (a head of up to 256): its x, z and w are
+		// loaded together and the gate is computed during the reduction.
+		int j = threadIdx.x;
+		bool in = j < g;
+		float xv = in ? x[off + j] : 0.0f, wv = in ? w[j] : 0.0f, sz = in ? silu_ref(z[off + j]) : 0.0f;
+		float inv = inv_rms(block_sum_d((double)xv * (double)xv), g, eps);
+		if (in) y[off + j] = xv * inv * wv * sz;
+		return;
+	}
 	double ss = 0;
 	for (int j = threadIdx.x; j < g; j += blockDim.x) ss += (double)x[off + j] * (double)x[off + j];
 	float inv = inv_rms(block_sum_d(ss), g, eps);

@@ -4,6 +4,32 @@
 
 #define CONV_MAX_K 8
 
+// conv1d_run is conv1d_f32 for one channel with K taps known at compile
+// time (the window stays in registers).
+template <int K>
+__device__ __forceinline__ void conv1d_run(float *y, const float *x, const float *w, float *st, int start, int len, int C, int c) {
+	constexpr int hist = K - 1;
+	float win[hist > 0 ? hist : 1], wk[K];
+#pragma unroll
+	for (int j = 0; j < K; j++) wk[j] = w[(long long)c * K + j];
+#pragma unroll
+	for (int j = 0; j < hist; j++) win[j] = st[(long long)j * C + c];
+	for (int t = 0; t < len; t++) {
+		long long i = (long long)(start + t) * C + c;
+		float u = x[i];
+		float acc = 0.0f;
+#pragma unroll
+		for (int j = 0; j < hist; j++) acc += wk[j] * win[j];
+		acc += wk[hist] * u;
+		y[i] = silu_ref(acc);
+#pragma unroll
+		for (int j = 0; j + 1 < hist; j++) win[j] = win[j + 1];
+		if (hist > 0) win[hist - 1] = u;
+	}
+#pragma unroll
+	for (int j = 0; j < hist; j++) st[(long long)j * C + c] = win[j];
+}
+
 // conv1d_f32: thread (channel c, sequence s) runs the depthwise causal conv
 // plus SiLU over the sequence's rows, continuing from its conv state and
 // leaving the last K-1 raw inputs in it. Grid (ceil(C/block), seqs).
@@ -14,12 +40,17 @@ extern "C" __global__ void conv1d_f32(float *y, const float *x, const float *w, 
 	int c = blockIdx.x * blockDim.x + threadIdx.x;
 	int s = blockIdx.y;
 	if (c >= C) return;
+	float *st = convState + ((long long)layer * slots + seqSlot[s]) * (K - 1) * C;
+	int start = seqStart[s], len = seqLen[s];
+	switch (K) {
+	case 2: conv1d_run<2>(y, x, w, st, start, len, C, c); return;
+	case 3: conv1d_run<3>(y, x, w, st, start, len, C, c); return;
+	case 4: conv1d_run<4>(y, x, w, st, start, len, C, c); return;
+	}
 	int hist = K - 1;
-	float *st = convState + ((long long)layer * slots + seqSlot[s]) * hist * C;
 	float win[CONV_MAX_K], wk[CONV_MAX_K];
 	for (int j = 0; j < hist; j++) win[j] = st[(long long)j * C + c];
 	for (int j = 0; j < K; j++) wk[j] = w[(long long)c * K + j];
-	int start = seqStart[s], len = seqLen[s];
 	for (int t = 0; t < len; t++) {
 		long long i = (long long)(start + t) * C + c;
 		float u = x[i];
