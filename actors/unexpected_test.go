@@ -27,7 +27,7 @@ func TestReportUnexpected(t *testing.T) {
 	} {
 		before := unexpectedMessages.Load()
 		buf.Reset()
-		reportUnexpected("test actor", tc.msg)
+		ReportUnexpected("test actor", tc.msg)
 		if got := unexpectedMessages.Load() > before; got != tc.want {
 			t.Errorf("%T: reported %v, want %v", tc.msg, got, tc.want)
 		}
@@ -109,10 +109,10 @@ func TestSchedulerReportsStray(t *testing.T) {
 	e := startEngine(t, tm, 1, nil)
 	type stray struct{ n int }
 	before := unexpectedMessages.Load()
-	e.sys.Root.Send(e.sched, &stray{n: 1})
+	e.sys.Root.Send(e.root, &stray{n: 1})
 	// The mailbox is ordered: once a later query is answered, the stray
 	// message has been handled.
-	if _, err := e.sys.Root.RequestFuture(e.sched, &queryInfo{}, chaosDeadline*10).Result(); err != nil {
+	if _, err := e.sys.Root.RequestFuture(e.root, &queryInfo{}, chaosDeadline*10).Result(); err != nil {
 		t.Fatal(err)
 	}
 	if unexpectedMessages.Load() <= before {
