@@ -141,7 +141,6 @@ func (r *Rank) send(ctx actor.Context, to *actor.PID, msg EngineMessage) {
 	ctx.Send(to, msg)
 }
 
-
 func (r *Rank) load(ctx actor.Context, msg *LoadShard) {
 	r.poison, r.faults = msg.Poison, msg.Faults
 	self, root, newBackend := ctx.Self(), ctx.ActorSystem().Root, r.newBackend

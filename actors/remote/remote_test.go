@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"cohort/actors"
+	"cohort/internal/leakcheck"
 	"cohort/model"
 	"cohort/model/sample"
 	"cohort/supervision"
@@ -72,7 +73,7 @@ func TestMain(m *testing.M) {
 	if listen := os.Getenv(workerEnv); listen != "" {
 		os.Exit(runTestWorker(listen))
 	}
-	os.Exit(m.Run())
+	os.Exit(leakcheck.Run(m))
 }
 
 func runTestWorker(listen string) int {
