@@ -5,12 +5,15 @@
 //
 //	POST /v1/completions        text completions (stream or one JSON body)
 //	POST /v1/chat/completions   chat completions through the model's chat template
+//	POST /v1/responses          the Responses API (docs/responses.md)
 //	GET  /v1/models             the served model, its max_model_len and capacity
+//	GET  /v1/models/{id}        the same for one model id (404 for another)
 //	GET  /health                liveness: 200 while serving (503 once the engine gave up)
 //	GET  /ready                 readiness: 200, or 503 with Retry-After and the reason
 //	GET  /metrics               Prometheus text exposition
 //	POST /tokenize              {"prompt": s} or {"messages": [...]} → token ids
 //	POST /detokenize            {"tokens": [...]} → {"prompt": s}
+//	POST /debug/faults          fault injection, only when Options.InjectFault is set
 //
 // Handlers only translate: they validate and tokenize the request, submit
 // one engine request per choice and stream what the engine's request actors
