@@ -157,7 +157,7 @@ func executableHash() string {
 // silent partition breaks the connection within seconds, and short connect
 // attempts, so a restarted worker is reached again quickly. grpc-go pings
 // no more often than every 10 s from a client; the server side pings every
-// second. The worker heartbeat (Remote.DownAfter) is the tighter bound.
+// second. The worker heartbeat (Config.DownAfter) is the tighter bound.
 func remoteOptions(creds grpc.DialOption, serverCreds grpc.ServerOption, g *guard) []remote.ConfigOption {
 	return []remote.ConfigOption{
 		remote.WithDialOptions(
