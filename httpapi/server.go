@@ -348,6 +348,9 @@ type reply struct {
 	allow       string
 	body        []byte
 	stream      func(w *bufio.Writer)
+	// gone, for a stream, is told that the client went away while the
+	// stream was silent (a keep-alive comment could not be written).
+	gone func()
 }
 
 const (
@@ -587,8 +590,8 @@ func (s *Server) handleFast(ctx *fasthttp.RequestCtx) {
 			ctx.SetBodyStreamWriter(r.stream)
 			return
 		}
-		stream, newTicker := r.stream, s.newTicker
-		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { withKeepAlive(w, newTicker(), stream) })
+		stream, gone, newTicker := r.stream, r.gone, s.newTicker
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { withKeepAlive(w, newTicker(), stream, gone) })
 		return
 	}
 	ctx.SetBody(r.body)
