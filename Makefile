@@ -88,7 +88,7 @@ vet-cuda: ## compile and vet the cuda build, tests included (no GPU needed)
 PROTOC_GEN_GO_VERSION := $(shell $(GO) list -m -f '{{.Version}}' google.golang.org/protobuf)
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 
-proto: ## regenerate actors/rankpb from rank.proto (installs protoc from Debian, protoc-gen-go from the Go proxy if missing)
+proto: ## regenerate actors/remote/rankpb from rank.proto (installs protoc from Debian, protoc-gen-go from the Go proxy if missing)
 	@command -v protoc >/dev/null || { apt-get update -qq && apt-get install -y -qq protobuf-compiler; }
 	@test -x $(GOBIN_DIR)/protoc-gen-go || $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
-	PATH="$(GOBIN_DIR):$$PATH" protoc --go_out=. --go_opt=module=cohort -I actors/rankpb actors/rankpb/rank.proto
+	PATH="$(GOBIN_DIR):$$PATH" protoc --go_out=. --go_opt=module=cohort -I actors/remote/rankpb actors/remote/rankpb/rank.proto

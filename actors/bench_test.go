@@ -148,7 +148,7 @@ func runDirect(b *testing.B, tm testModel, reqs []Request) result {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s := &schedulerActor{cfg: Config{Checkpoint: tm.ck}, plan: p, live: map[planner.RequestID]*liveRequest{}}
+		s := &scheduler{cfg: Config{Checkpoint: tm.ck}, plan: p, live: map[planner.RequestID]*liveRequest{}}
 		start := time.Now()
 		for j := range reqs {
 			r := reqs[j]
@@ -159,7 +159,7 @@ func runDirect(b *testing.B, tm testModel, reqs []Request) result {
 			s.live[r.ID] = &liveRequest{req: &r, tokens: append([]int32(nil), r.Prompt...)}
 		}
 		for {
-			step := s.nextStep(nil)
+			step := s.nextStep(nil, 0)
 			if step == nil {
 				break
 			}

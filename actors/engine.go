@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,9 +83,11 @@ type Config struct {
 	// TracerProvider traces engine steps and, as their children, each
 	// rank's execution of the step. Nil means no tracing (no cost).
 	TracerProvider trace.TracerProvider
-	// Remote, if set, places the ranks on worker processes (docs/remote.md);
-	// NewBackend, NewComms and LockThread then belong to the workers.
-	Remote *Remote
+	// Placement, if set, places the ranks outside this process
+	// (actors/remote.Placement puts them on worker processes, see
+	// docs/remote.md); NewBackend, NewComms and LockThread then belong to
+	// the processes that host them.
+	Placement NewPlacer
 }
 
 func (c *Config) defaults() {
@@ -139,7 +143,7 @@ type Info struct {
 // event streams, cancel them; health, statistics and fault injection.
 type Engine struct {
 	sys    *actor.ActorSystem
-	sched  *actor.PID
+	root   *actor.PID // the engine root
 	tok    *tokenizer.Tokenizer
 	eos    []int32 // the model's end-of-sequence ids
 	info   Info
@@ -151,7 +155,7 @@ type Engine struct {
 
 	stats     *supervisionStats
 	executors *sync.WaitGroup // rank executors of every generation
-	pool      *workerPool     // workers hosting the ranks (nil: ranks in this process)
+	placer    Placer          // places the ranks in other processes (nil: ranks in this process)
 	closeOnce sync.Once
 	closing   atomic.Bool // Close began: the root's end is expected
 	doneOnce  sync.Once
@@ -206,24 +210,23 @@ func Start(ctx context.Context, cfg Config) (*Engine, error) {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(quietLogger))
 	e := &Engine{sys: sys, tok: cfg.Tokenizer, eos: cfg.EOS, health: supervision.NewHealth("loading"), done: make(chan struct{}),
 		executors: &sync.WaitGroup{}}
-	if cfg.Remote != nil {
-		rc := *cfg.Remote
-		rc.defaults(&cfg)
+	if cfg.Placement != nil {
 		var err error
-		if e.pool, err = newWorkerPool(sys, rc); err != nil {
+		if e.placer, err = cfg.Placement(sys, cfg); err != nil {
 			sys.Shutdown()
 			return nil, err
 		}
 	}
-	root := &schedulerActor{cfg: cfg, health: e.health, stats: newSupervisionStats(), done: e.die, executors: e.executors,
-		inten: supervision.Intensity{Max: cfg.MaxRebuilds, Window: cfg.RebuildWindow},
-		live:  map[planner.RequestID]*liveRequest{}, pool: e.pool}
-	e.stats = root.stats
+	stats := newSupervisionStats()
+	sup := &supervisor{cfg: cfg, health: e.health, stats: stats, done: e.die, executors: e.executors, placer: e.placer,
+		inten: supervision.Intensity{Max: cfg.MaxRebuilds, Window: cfg.RebuildWindow}}
 	if cfg.Faults {
 		for range cfg.TP {
-			root.faults = append(root.faults, &rankFaults{})
+			sup.faults = append(sup.faults, &rankFaults{})
 		}
 	}
+	root := &engineRoot{sup: sup, sched: &scheduler{cfg: cfg, health: e.health, stats: stats, live: map[planner.RequestID]*liveRequest{}}}
+	e.stats = stats
 	// The engine root is never restarted in place: if it panics (a bug),
 	// the engine dies with the reason and the process exits non-zero.
 	guardian := actor.NewOneForOneStrategy(0, 0, func(reason interface{}) actor.Directive {
@@ -231,7 +234,7 @@ func Start(ctx context.Context, cfg Config) (*Engine, error) {
 		e.die(fmt.Errorf("%w: engine root panicked: %v", ErrEngineFailure, reason))
 		return actor.StopDirective
 	})
-	e.sched = sys.Root.WithGuardian(guardian).Spawn(actor.PropsFromProducer(func() actor.Actor { return root }))
+	e.root = sys.Root.WithGuardian(guardian).Spawn(actor.PropsFromProducer(func() actor.Actor { return root }))
 	e.watchRoot()
 	loadCtx, cancel := context.WithTimeout(ctx, cfg.RecoveryTimeout)
 	defer cancel()
@@ -239,7 +242,7 @@ func Start(ctx context.Context, cfg Config) (*Engine, error) {
 		e.Close()
 		return nil, fmt.Errorf("actors: engine did not start: %w", err)
 	}
-	res, err := sys.Root.RequestFuture(e.sched, &queryInfo{}, 10*time.Second).Result()
+	res, err := sys.Root.RequestFuture(e.root, &queryInfo{}, 10*time.Second).Result()
 	if err != nil {
 		e.Close()
 		return nil, fmt.Errorf("actors: engine info: %w", err)
@@ -257,20 +260,31 @@ func Start(ctx context.Context, cfg Config) (*Engine, error) {
 // no more progress, so liveness and readiness turn false and Done closes,
 // instead of completions hanging while /ready says 200.
 func (e *Engine) watchRoot() {
-	sched := e.sched
-	e.sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-		switch ctx.Message().(type) {
-		case *actor.Started:
-			ctx.Watch(sched)
-		case *actor.Terminated:
-			if e.closing.Load() {
-				return
-			}
-			reason := fmt.Errorf("%w: the engine root %s stopped", ErrEngineFailure, sched.Id)
-			e.health.SetDead(reason.Error())
-			e.die(reason)
+	root := e.root
+	e.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &rootWatcher{e: e, root: root} }))
+}
+
+// rootWatcher watches the engine root: its end, other than through Close,
+// is the engine's death.
+type rootWatcher struct {
+	e    *Engine
+	root *actor.PID
+}
+
+func (w *rootWatcher) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		ctx.Watch(w.root)
+	case *actor.Terminated:
+		if w.e.closing.Load() {
+			return
 		}
-	}))
+		reason := fmt.Errorf("%w: the engine root %s stopped", ErrEngineFailure, w.root.Id)
+		w.e.health.SetDead(reason.Error())
+		w.e.die(reason)
+	default:
+		ReportUnexpected("engine root watcher", msg)
+	}
 }
 
 func (e *Engine) die(reason error) {
@@ -338,7 +352,7 @@ func (e *Engine) Submit(req Request) (*Stream, error) {
 	}
 	s := newStream()
 	s.onDone = func() { e.pending.Add(-1) }
-	pid := e.sys.Root.Spawn(actor.PropsFromProducer(newRequestActor(&req, e.sched, s, e.tok)))
+	pid := e.sys.Root.Spawn(actor.PropsFromProducer(newRequestActor(&req, e.root, s, e.tok)))
 	s.cancel = func() { e.sys.Root.Send(pid, &CancelRequest{}) }
 	return s, nil
 }
@@ -415,7 +429,7 @@ func (e *Engine) ask(ctx context.Context, msg any) (any, error) {
 	if d, ok := ctx.Deadline(); ok {
 		timeout = time.Until(d)
 	}
-	res, err := e.sys.Root.RequestFuture(e.sched, msg, timeout).Result()
+	res, err := e.sys.Root.RequestFuture(e.root, msg, timeout).Result()
 	if err != nil {
 		return nil, fmt.Errorf("actors: engine did not answer: %w", err)
 	}
@@ -429,13 +443,21 @@ func (e *Engine) ask(ctx context.Context, msg any) (any, error) {
 func (e *Engine) Close() {
 	e.closeOnce.Do(func() {
 		e.closing.Store(true)
-		e.sys.Root.StopFuture(e.sched).Wait()
-		if e.pool != nil {
-			e.pool.close()
+		e.sys.Root.StopFuture(e.root).Wait()
+		if e.placer != nil {
+			e.placer.Close()
 		}
 		e.sys.Shutdown()
 		e.executors.Wait()
 	})
+}
+
+// TracerName names the instrumentation scope of engine and rank spans.
+const TracerName = "cohort/actors"
+
+// quietLogger silences protoactor's own logging.
+func quietLogger(*actor.ActorSystem) *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
 // inProcessComms is the default Config.NewComms: one in-process group.

@@ -4,96 +4,26 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.opentelemetry.io/otel/trace"
 
 	"cohort/actors/planner"
 	"cohort/model"
 	"cohort/model/sample"
-	"cohort/nccl"
-	"cohort/supervision"
 )
 
 // Messages are pointer structs in sealed families: a marker method says which
 // actor accepts them. Commands are imperative, events are in the past tense.
+// This file holds the engine family (accepted by the engine root) and the
+// request family (accepted by a request actor); the rank family is in
+// rankmessages.go.
 
-// rankMessage is accepted by a rank actor.
-type rankMessage interface{ rankMessage() }
-
-// schedulerMessage is accepted by the scheduler actor.
-type schedulerMessage interface{ schedulerMessage() }
+// EngineMessage is accepted by the engine root. It is sealed: only this
+// package makes engine messages (a host of remote ranks relays them).
+type EngineMessage interface{ engineMessage() }
 
 // requestMessage is accepted by a request actor.
 type requestMessage interface{ requestMessage() }
 
-// --- rank family ---
-
-// LoadShard tells a rank to load its shard and allocate its request state.
-type LoadShard struct {
-	Checkpoint *model.Checkpoint
-	Shard      model.Shard
-	Comm       nccl.Communicator
-	Capacity   model.CapacityInput
-	Poison     *supervision.Poison // the group generation's executor poison
-	Faults     *rankFaults         // armed injected faults (nil when disabled)
-	ReplyTo    *actor.PID
-}
-
-// RunStep tells every rank to run one forward step of a plan.
-type RunStep struct {
-	Generation uint64
-	Step       uint64
-	Tokens     []int32
-	Positions  []int32
-	Seqs       []StepSeq
-	Reset      []int       // slots to zero before the step
-	Outputs    []OutputRow // rows whose logits are sampled (rank 0 samples)
-	ReplyTo    *actor.PID
-	Trace      trace.SpanContext // the engine step's span, the parent of each rank's span of the step
-}
-
-// StepSeq is one sequence of a step (see kernels.Seq).
-type StepSeq struct {
-	ID     planner.RequestID
-	Slot   int
-	Start  int
-	Len    int
-	Cached int
-	Pages  []int32
-}
-
-// OutputRow asks for a token to be sampled from one row's logits.
-type OutputRow struct {
-	ID     planner.RequestID
-	Row    int
-	Params sample.Params
-	Index  int // the request's generated-token index (drives the seeded draw)
-	TopN   int // alternatives to report with logprobs (0 = none)
-	// Logprobs asks for the drawn token's logprob (implied by TopN > 0).
-	Logprobs bool
-	// Prompt and Generated are sent only when a penalty needs them.
-	Prompt, Generated []int32
-	// Mask, for a constrained request, is the set of tokens its grammar
-	// allows at this step (shared and read-only); nil: any token.
-	Mask *sample.Mask
-	// Score asks for the logprob of Target (the prompt token at position
-	// Pos) instead of a draw: prompt logprobs.
-	Score  bool
-	Target int32
-	Pos    int
-}
-
-// stepExecuted is the device executor's result, sent back to its rank actor.
-type stepExecuted struct {
-	step    *RunStep
-	samples []Sampled
-	err     error
-}
-
-func (*LoadShard) rankMessage()    {}
-func (*RunStep) rankMessage()      {}
-func (*stepExecuted) rankMessage() {}
-
-// --- scheduler family ---
+// --- engine family: replies of the ranks ---
 
 // ShardReady reports that a rank loaded its shard (or failed to).
 type ShardReady struct {
@@ -122,6 +52,44 @@ type Sampled struct {
 	Pos    int
 }
 
+// RankLost reports that a rank in another process is gone (its worker died
+// or stopped answering); its proxy, the engine root's child, sends it.
+type RankLost struct {
+	Generation uint64
+	Rank       int
+	Err        error
+}
+
+// --- engine family: supervision's own events ---
+
+type (
+	// stepDeadlineExceeded: the step's replies did not all arrive in time.
+	stepDeadlineExceeded struct {
+		gen, step uint64
+	}
+	// rebuildTimedOut: the generation did not load within RecoveryTimeout.
+	rebuildTimedOut struct{ gen uint64 }
+	// commFailed: a communicator reported an asynchronous error.
+	commFailed struct {
+		gen  uint64
+		rank int
+		err  error
+	}
+	// rankPanicked: a rank panicked in Receive (from HandleFailure).
+	rankPanicked struct {
+		gen    uint64
+		rank   int
+		reason error
+	}
+	// checkProgress is the progress watchdog's tick.
+	checkProgress struct{}
+)
+
+// InjectFault asks the engine root to inject a fault (tests, debug endpoint).
+type InjectFault struct{ Fault Fault }
+
+// --- engine family: requests and queries ---
+
 // AdmitRequest asks the scheduler to queue a request.
 type AdmitRequest struct {
 	Req *Request
@@ -143,15 +111,21 @@ type querySupervision struct{}
 // queryInfo asks for the engine's shape and capacity.
 type queryInfo struct{}
 
-func (*querySupervision) schedulerMessage() {}
-func (*queryInfo) schedulerMessage()        {}
-
-func (*ShardReady) schedulerMessage()    {}
-func (*StepCompleted) schedulerMessage() {}
-func (*AdmitRequest) schedulerMessage()  {}
-func (*AbortRequest) schedulerMessage()  {}
-func (*FinishRequest) schedulerMessage() {}
-func (*queryStats) schedulerMessage()    {}
+func (*ShardReady) engineMessage()           {}
+func (*StepCompleted) engineMessage()        {}
+func (*RankLost) engineMessage()             {}
+func (*stepDeadlineExceeded) engineMessage() {}
+func (*rebuildTimedOut) engineMessage()      {}
+func (*commFailed) engineMessage()           {}
+func (*rankPanicked) engineMessage()         {}
+func (*checkProgress) engineMessage()        {}
+func (*InjectFault) engineMessage()          {}
+func (*AdmitRequest) engineMessage()         {}
+func (*AbortRequest) engineMessage()         {}
+func (*FinishRequest) engineMessage()        {}
+func (*queryStats) engineMessage()           {}
+func (*querySupervision) engineMessage()     {}
+func (*queryInfo) engineMessage()            {}
 
 // --- request family ---
 

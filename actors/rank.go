@@ -20,10 +20,12 @@ import (
 // executor thread.
 type BackendFactory func(shard model.Shard, comm nccl.Communicator) (kernels.Backend, error)
 
-// rankActor owns one tensor-parallel shard of one group generation: its
-// backend, its weights and its per-request state. All of it is touched only
-// from Receive; the device executor gets values, not the actor.
-type rankActor struct {
+// Rank is the rank actor: it owns one tensor-parallel shard of one group
+// generation, its backend, its weights and its per-request state. All of it
+// is touched only from Receive; the device executor gets values, not the
+// actor. The engine spawns its local ranks itself; a host of ranks in
+// another process (actors/remote) embeds one made by NewRank.
+type Rank struct {
 	index      int
 	gen        uint64
 	tracer     trace.Tracer
@@ -42,7 +44,7 @@ type rankActor struct {
 	owned kernels.Backend
 	// reply, if set, replaces ctx.Send for the rank's replies (ShardReady,
 	// StepCompleted): a remote rank turns them into protobuf.
-	reply func(ctx actor.Context, to *actor.PID, msg schedulerMessage)
+	reply func(ctx actor.Context, to *actor.PID, msg EngineMessage)
 	// timing is the executor's step phase record (COHORT_STEP_TIMING);
 	// made by Receive, used only by executor jobs.
 	timing *stepTiming
@@ -50,16 +52,59 @@ type rankActor struct {
 
 func newRankActor(index int, gen uint64, f BackendFactory, lockThread bool, tracer trace.Tracer, executors *sync.WaitGroup) actor.Producer {
 	return func() actor.Actor {
-		return &rankActor{index: index, gen: gen, newBackend: f, lockThread: lockThread, tracer: tracer, executors: executors}
+		return &Rank{index: index, gen: gen, newBackend: f, lockThread: lockThread, tracer: tracer, executors: executors}
 	}
 }
 
-// injectPanic makes a rank actor panic inside Receive (fault injection).
-type injectPanic struct{}
+// RankHost is what a host of rank actors outside the engine's process
+// (actors/remote) gives each rank it makes.
+type RankHost struct {
+	NewBackend BackendFactory
+	LockThread bool
+	Tracer     trace.Tracer
+	Executors  *sync.WaitGroup // counts the host's running executors
+	// Reply sends the rank's replies (*ShardReady, *StepCompleted) to the
+	// engine, e.g. as protobuf.
+	Reply func(ctx actor.Context, to *actor.PID, msg EngineMessage)
+}
 
-func (*injectPanic) rankMessage() {}
+// NewRank makes a rank actor for a host; it has no place in a group until
+// Assign.
+func NewRank(h RankHost) *Rank {
+	r := &Rank{index: -1, newBackend: h.NewBackend, lockThread: h.LockThread, tracer: h.Tracer, executors: h.Executors}
+	r.reply = h.Reply
+	return r
+}
 
-func (r *rankActor) Receive(ctx actor.Context) {
+// Assign gives the rank its place: its index in the group and the group's
+// generation (steps of another generation are refused).
+func (r *Rank) Assign(index int, gen uint64) { r.index, r.gen = index, gen }
+
+// Index is the rank's index in its group (-1 before Assign).
+func (r *Rank) Index() int { return r.index }
+
+// Generation is the generation of the rank's group.
+func (r *Rank) Generation() uint64 { return r.gen }
+
+// Load loads the rank's shard on its executor; ShardReady goes to
+// msg.ReplyTo.
+func (r *Rank) Load(ctx actor.Context, msg *LoadShard) { r.load(ctx, msg) }
+
+// Run runs one step on the rank's executor; StepCompleted goes to
+// msg.ReplyTo.
+func (r *Rank) Run(ctx actor.Context, msg *RunStep) { r.run(ctx, msg) }
+
+// AfterExecutor runs f (on a goroutine of its own) once the rank's executor
+// has run its last job, after the rank stopped.
+func (r *Rank) AfterExecutor(f func()) {
+	e := r.exec
+	go func() {
+		<-e.done
+		f()
+	}()
+}
+
+func (r *Rank) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		r.exec = newExecutor(r.lockThread, r.executors)
@@ -83,12 +128,12 @@ func (r *rankActor) Receive(ctx actor.Context) {
 	case *injectPanic:
 		panic(fmt.Sprintf("injected panic in rank %d", r.index))
 	default:
-		reportUnexpected("rank", msg)
+		ReportUnexpected("rank", msg)
 	}
 }
 
 // send delivers a reply of the rank.
-func (r *rankActor) send(ctx actor.Context, to *actor.PID, msg schedulerMessage) {
+func (r *Rank) send(ctx actor.Context, to *actor.PID, msg EngineMessage) {
 	if r.reply != nil {
 		r.reply(ctx, to, msg)
 		return
@@ -96,19 +141,7 @@ func (r *rankActor) send(ctx actor.Context, to *actor.PID, msg schedulerMessage)
 	ctx.Send(to, msg)
 }
 
-// rankBound hands the loaded shard from the executor back to the actor.
-type rankBound struct {
-	be       kernels.Backend
-	m        model.Model
-	st       *model.State
-	capacity model.Capacity
-	replyTo  *actor.PID
-	err      error
-}
-
-func (*rankBound) rankMessage() {}
-
-func (r *rankActor) load(ctx actor.Context, msg *LoadShard) {
+func (r *Rank) load(ctx actor.Context, msg *LoadShard) {
 	r.poison, r.faults = msg.Poison, msg.Faults
 	self, root, newBackend := ctx.Self(), ctx.ActorSystem().Root, r.newBackend
 	r.exec.submit(func() {
@@ -140,7 +173,7 @@ func (r *rankActor) load(ctx actor.Context, msg *LoadShard) {
 	})
 }
 
-func (r *rankActor) run(ctx actor.Context, msg *RunStep) {
+func (r *Rank) run(ctx actor.Context, msg *RunStep) {
 	fail := func(err error) {
 		r.send(ctx, msg.ReplyTo, &StepCompleted{Generation: msg.Generation, Step: msg.Step, Rank: r.index, Err: err})
 	}
@@ -296,7 +329,7 @@ func budgetFromDevice(be kernels.Backend, in model.CapacityInput) (model.Capacit
 }
 
 // closeOwned closes the backend the executor made (on the executor).
-func (r *rankActor) closeOwned() {
+func (r *Rank) closeOwned() {
 	if r.owned != nil {
 		closeBackend(r.owned)
 		r.owned = nil

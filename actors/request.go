@@ -86,7 +86,7 @@ func (a *requestActor) Receive(ctx actor.Context) {
 		ctx.Send(a.sched, &AbortRequest{ID: a.req.ID})
 		a.finish(ctx, Event{Finish: "cancelled"})
 	default:
-		reportUnexpected("request", msg)
+		ReportUnexpected("request", msg)
 	}
 }
 

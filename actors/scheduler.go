@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
+	"sort"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -13,32 +13,25 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"cohort/actors/planner"
+	"cohort/model"
 	"cohort/model/grammar"
 	"cohort/supervision"
 )
 
-// schedulerActor is the engine root: it owns the rank group (spawning,
-// supervising and rebuilding it, see supervise.go) and wraps the pure
-// planner. It turns events (admissions, aborts, step results) into planner
-// calls and planner output into RunStep broadcasts, one step in flight.
-type schedulerActor struct {
+// scheduler is the engine root's scheduling half: it wraps the pure
+// planner the way raft's Node wraps RawNode. It turns events (admissions,
+// aborts, step results) into planner calls and planner output into RunStep
+// broadcasts to the group that serves, one step in flight, and arms each
+// step's deadline. It does not own the group: a failure it sees (an error
+// reply, a missed deadline) is returned to the engine root, which runs the
+// failure contract (root.go) and tells it what to drop and requeue.
+type scheduler struct {
 	cfg    Config
-	self   *actor.PID
 	health *supervision.Health
 	stats  *supervisionStats
-	done   func(error) // called once when the engine dies
-	// executors counts the rank executors still running, of every generation.
-	executors *sync.WaitGroup
-	pool      *workerPool // places ranks on workers (nil: ranks in this process)
 
-	plan     *planner.Planner // created once the first group is loaded
-	info     Info
-	group    *rankGroup
-	gen      uint64
-	state    groupState
-	faults   []*rankFaults // per rank, across generations (nil when disabled)
-	inten    supervision.Intensity
-	detected time.Time // when the failure being recovered was detected
+	plan *planner.Planner // created once the first group is loaded
+	info Info
 	// lastFailure and failGap (a moving average of the time between
 	// failures) shrink the step target while failures are frequent, so that
 	// steps still complete between them (see stepTarget).
@@ -52,9 +45,9 @@ type schedulerActor struct {
 	// across rebuilds (the machine did not change).
 	cost supervision.StepCost
 	// progress is the watchdog over completed steps (see watchdog.go);
-	// stopWatchdog ends its ticks (nil when it is off).
-	progress     supervision.Progress
-	stopWatchdog func()
+	// stopTicks ends its ticks (nil when it is off).
+	progress  supervision.Progress
+	stopTicks func()
 }
 
 // liveRequest is the scheduler's view of an admitted request.
@@ -91,66 +84,10 @@ type inflightStep struct {
 	limit    time.Duration // its deadline
 }
 
-func (s *schedulerActor) Receive(ctx actor.Context) {
-	switch msg := ctx.Message().(type) {
-	case *actor.Started:
-		s.self = ctx.Self()
-		s.startWatchdog(ctx)
-		s.rebuild(ctx)
-	case *actor.Stopping:
-		if s.stopWatchdog != nil {
-			s.stopWatchdog()
-		}
-		s.teardown(ctx, fmt.Errorf("actors: engine stopping"))
-		s.state = groupStopped
-	case *actor.Terminated:
-		s.rankTerminated(ctx, msg)
-	case *ShardReady:
-		s.shardReady(ctx, msg)
-	case *rebuildTimedOut:
-		s.rebuildTimedOut(ctx, msg)
-	case *stepDeadlineExceeded:
-		s.deadlineExceeded(ctx, msg)
-	case *commFailed:
-		s.fail(ctx, &supervision.RankFailure{Rank: msg.rank, Generation: msg.gen, Cause: supervision.CauseComm, Err: msg.err})
-	case *rankLost:
-		s.fail(ctx, &supervision.RankFailure{Rank: msg.rank, Generation: msg.gen, Cause: supervision.CauseTerminated, Err: msg.err})
-	case *rankPanicked:
-		s.fail(ctx, &supervision.RankFailure{Rank: msg.rank, Generation: msg.gen, Cause: supervision.CausePanic, Err: msg.reason})
-	case *InjectFault:
-		ctx.Respond(s.inject(ctx, msg.Fault))
-	case *AdmitRequest:
-		s.admit(ctx, msg)
-	case *AbortRequest:
-		if s.plan != nil && s.plan.Abort(msg.ID) {
-			delete(s.live, msg.ID)
-		}
-	case *FinishRequest:
-		if s.plan != nil && s.plan.Finish(msg.ID) {
-			delete(s.live, msg.ID)
-		}
-	case *StepCompleted:
-		s.completed(ctx, msg)
-	case *checkProgress:
-		s.watchProgress(time.Now())
-	case *queryStats:
-		ctx.Respond(s.planStats())
-	case *querySupervision:
-		ctx.Respond(s.stats.snapshot(s.group != nil && s.group.poison.Err() != nil))
-	case *queryInfo:
-		ctx.Respond(s.info)
-	default:
-		reportUnexpected("scheduler", msg)
-	}
-	s.maybeStep(ctx)
-}
-
-func (s *schedulerActor) admit(ctx actor.Context, msg *AdmitRequest) {
+// admit queues a request with the planner (serving: whether a group
+// serves now, for the watchdog).
+func (s *scheduler) admit(ctx actor.Context, msg *AdmitRequest, serving bool) {
 	r := msg.Req
-	if s.state == groupDead || s.state == groupStopped {
-		ctx.Send(msg.PID, &RequestRejected{Err: fmt.Errorf("%w: engine stopped %s", ErrNotReady, s.stats.deathReason())})
-		return
-	}
 	err := s.plan.Add(planner.Request{ID: r.ID, PromptLen: len(r.Prompt), MaxNewTokens: r.MaxTokens,
 		MaxChunk: s.promptChunk(r)})
 	if err != nil {
@@ -162,43 +99,85 @@ func (s *schedulerActor) admit(ctx actor.Context, msg *AdmitRequest) {
 		l.matcher = r.Grammar.NewMatcher()
 	}
 	s.live[r.ID] = l
-	s.watchProgress(time.Now()) // a request arriving at an idle engine starts the watchdog's clock
+	s.watchProgress(time.Now(), serving) // a request arriving at an idle engine starts the watchdog's clock
 }
 
-// maybeStep asks the planner for the next step when the group is serving and
-// none is in flight, broadcasts it to every rank and arms its deadline.
-func (s *schedulerActor) maybeStep(ctx actor.Context) {
-	if s.inflight != nil || s.state != groupServing || s.group == nil {
+// abort forgets a request whose client went away.
+func (s *scheduler) abort(id planner.RequestID) {
+	if s.plan != nil && s.plan.Abort(id) {
+		delete(s.live, id)
+	}
+}
+
+// finish forgets a request that ended on a stop string.
+func (s *scheduler) finish(id planner.RequestID) {
+	if s.plan != nil && s.plan.Finish(id) {
+		delete(s.live, id)
+	}
+}
+
+// open starts serving on a loaded group of capacity caps: the first group
+// sizes the planner (rebuilds keep it), and the time spent loading is not
+// a stall.
+func (s *scheduler) open(caps model.Capacity, now time.Time) error {
+	if s.plan == nil {
+		if err := s.createPlanner(caps); err != nil {
+			return err
+		}
+	}
+	s.progress.Mark(now)
+	return nil
+}
+
+// createPlanner sizes the planner from the first group (capacity is the
+// minimum over ranks; rebuilds keep the same configuration).
+func (s *scheduler) createPlanner(caps model.Capacity) error {
+	p, err := planner.New(planner.Config{MaxPrefillTokens: s.cfg.MaxPrefillTokens, MaxRows: s.cfg.MaxRows,
+		Slots: caps.Slots, KVPages: caps.Pages, PageSize: caps.PageSize, MaxModelLen: s.cfg.Capacity.MaxModelLen})
+	if err != nil {
+		return err
+	}
+	s.plan = p
+	s.info = Info{TP: s.cfg.TP, MaxModelLen: s.cfg.Capacity.MaxModelLen, Slots: caps.Slots, KVPages: caps.Pages,
+		PageSize: caps.PageSize, VocabSize: s.cfg.Checkpoint.Config.VocabSize}
+	return nil
+}
+
+// maybeStep asks the planner for the next step when none is in flight,
+// broadcasts it to every rank of g (the group that serves) and arms its
+// deadline.
+func (s *scheduler) maybeStep(ctx actor.Context, g *rankGroup) {
+	if s.inflight != nil {
 		return
 	}
-	step := s.nextStep(ctx.Self())
+	step := s.nextStep(ctx.Self(), g.gen)
 	if step == nil {
 		return
 	}
 	s.maskOutputs(ctx, step)
-	s.inflight.span = startStepSpan(s.cfg.TracerProvider.Tracer(tracerName), step, s.live)
+	s.inflight.span = startStepSpan(s.cfg.TracerProvider.Tracer(TracerName), step, s.live)
 	step.Trace = s.inflight.span.SpanContext()
-	gen, id, root, self := s.gen, step.Step, ctx.ActorSystem().Root, ctx.Self()
+	gen, id, root, self := g.gen, step.Step, ctx.ActorSystem().Root, ctx.Self()
 	f := s.inflight
-	f.tokens, f.replied = len(step.Tokens), make([]bool, len(s.group.ranks))
+	f.tokens, f.replied = len(step.Tokens), make([]bool, len(g.ranks))
 	f.limit = s.cost.Deadline(f.tokens, s.cfg.StepDeadline)
 	f.started = time.Now()
 	f.deadline = time.AfterFunc(f.limit, func() {
 		root.Send(self, &stepDeadlineExceeded{gen: gen, step: id})
 	})
-	for _, r := range s.group.ranks {
+	for _, r := range g.ranks {
 		ctx.Send(r, step)
 	}
 }
 
 // nextStep turns the planner's next plan into a RunStep (nil when idle) and
 // marks it in flight.
-func (s *schedulerActor) nextStep(replyTo *actor.PID) *RunStep {
+func (s *scheduler) nextStep(replyTo *actor.PID, gen uint64) *RunStep {
 	plan := s.plan.ScheduleWithin(s.prefillBudget())
 	if len(plan.Seqs) == 0 {
 		return nil
 	}
-	step := &RunStep{Generation: s.gen, Step: plan.Step, Reset: plan.Reset, ReplyTo: replyTo}
+	step := &RunStep{Generation: gen, Step: plan.Step, Reset: plan.Reset, ReplyTo: replyTo}
 	now := time.Now()
 	for _, sp := range plan.Seqs {
 		l := s.live[sp.ID]
@@ -231,7 +210,7 @@ func (s *schedulerActor) nextStep(replyTo *actor.PID) *RunStep {
 // maskOutputs sets each constrained row's mask: the tokens its grammar
 // allows now, within the tokens the request may still generate. A request
 // whose grammar fails ends with the error (as if aborted during the step).
-func (s *schedulerActor) maskOutputs(ctx actor.Context, step *RunStep) {
+func (s *scheduler) maskOutputs(ctx actor.Context, step *RunStep) {
 	for i := range step.Outputs {
 		o := &step.Outputs[i]
 		l := s.live[o.ID]
@@ -251,21 +230,24 @@ func (s *schedulerActor) maskOutputs(ctx actor.Context, step *RunStep) {
 }
 
 // endWithError ends a live request with err.
-func (s *schedulerActor) endWithError(ctx actor.Context, id planner.RequestID, err error) {
+func (s *scheduler) endWithError(ctx actor.Context, id planner.RequestID, err error) {
 	l := s.live[id]
 	s.plan.Abort(id)
 	delete(s.live, id)
 	ctx.Send(l.pid, &RequestRejected{Err: err})
 }
 
-func (s *schedulerActor) completed(ctx actor.Context, msg *StepCompleted) {
+// completed takes a rank's reply to the step in flight on g. The first
+// error reply fails the group (returned for the engine root); with every
+// reply in, the step is applied.
+func (s *scheduler) completed(ctx actor.Context, msg *StepCompleted, g *rankGroup) *supervision.RankFailure {
 	f := s.inflight
-	if f == nil || msg.Generation != s.gen || msg.Step != f.plan.Step {
-		return // a reply from an older step or generation
+	if f == nil || msg.Generation != g.gen || msg.Step != f.plan.Step {
+		return nil // a reply from an older step or generation
 	}
 	if msg.Rank >= 0 && msg.Rank < len(f.replied) {
 		if f.replied[msg.Rank] {
-			return // a duplicate
+			return nil // a duplicate
 		}
 		f.replied[msg.Rank] = true
 	}
@@ -279,11 +261,10 @@ func (s *schedulerActor) completed(ctx actor.Context, msg *StepCompleted) {
 	if f.err != nil {
 		// Fail at the first error: peers may be blocked in a collective
 		// waiting for the failed rank; the abort releases them.
-		s.fail(ctx, &supervision.RankFailure{Rank: f.errRank, Generation: s.gen, Cause: supervision.CauseError, Err: f.err})
-		return
+		return &supervision.RankFailure{Rank: f.errRank, Generation: g.gen, Cause: supervision.CauseError, Err: f.err}
 	}
-	if f.replies < len(s.group.ranks) {
-		return
+	if f.replies < len(g.ranks) {
+		return nil
 	}
 	f.deadline.Stop()
 	f.span.End()
@@ -299,6 +280,7 @@ func (s *schedulerActor) completed(ctx actor.Context, msg *StepCompleted) {
 	for _, d := range s.record(f) {
 		ctx.Send(d.pid, d.ev)
 	}
+	return nil
 }
 
 // coldPrefill is the prefill budget of steps before any step was measured:
@@ -312,7 +294,7 @@ const prefillGrowth = 8
 // prefillBudget sizes the next step's prefill so that the whole step (the
 // running requests' decode rows included) is predicted to take at most
 // Config.StepTarget. The planner clamps it to Config.MaxPrefillTokens.
-func (s *schedulerActor) prefillBudget() int {
+func (s *scheduler) prefillBudget() int {
 	if !s.cost.Known() {
 		return coldPrefill
 	}
@@ -327,7 +309,7 @@ func (s *schedulerActor) prefillBudget() int {
 // failures when that is shorter: under a fault storm a step sized to the
 // normal target would never complete between two faults, and the requests
 // in it would make no progress at all.
-func (s *schedulerActor) stepTarget(now time.Time) time.Duration {
+func (s *scheduler) stepTarget(now time.Time) time.Duration {
 	t := s.cfg.StepTarget
 	if s.failGap > 0 && now.Sub(s.lastFailure) < 4*s.failGap {
 		t = min(t, max(s.failGap/4, 5*time.Millisecond))
@@ -336,7 +318,7 @@ func (s *schedulerActor) stepTarget(now time.Time) time.Duration {
 }
 
 // noteFailure updates the moving average of the time between failures.
-func (s *schedulerActor) noteFailure(now time.Time) {
+func (s *scheduler) noteFailure(now time.Time) {
 	if !s.lastFailure.IsZero() {
 		gap := min(now.Sub(s.lastFailure), s.cfg.RebuildWindow)
 		if s.failGap == 0 {
@@ -361,7 +343,7 @@ type delivery struct {
 const promptLogprobBytes = 64 << 20
 
 // promptChunk is the planner's prefill chunk cap for r (0: none).
-func (s *schedulerActor) promptChunk(r *Request) int {
+func (s *scheduler) promptChunk(r *Request) int {
 	if !r.PromptLogprobs {
 		return 0
 	}
@@ -372,7 +354,7 @@ func (s *schedulerActor) promptChunk(r *Request) int {
 // rows predict and that has not been delivered yet: row r at position p
 // predicts the token at p+1. The row predicting the first generated token
 // is the sampled row, not a prompt row.
-func (s *schedulerActor) promptRows(l *liveRequest, sp planner.SeqPlan, start int) []OutputRow {
+func (s *scheduler) promptRows(l *liveRequest, sp planner.SeqPlan, start int) []OutputRow {
 	var out []OutputRow
 	for i := range sp.Len {
 		pos := sp.Cached + i + 1
@@ -388,7 +370,7 @@ func (s *schedulerActor) promptRows(l *liveRequest, sp planner.SeqPlan, start in
 // record applies a completed step's samples: it appends the tokens, decides
 // which requests finished (max tokens, EOS, stop token ids) and returns the
 // events for the request actors.
-func (s *schedulerActor) record(f *inflightStep) []delivery {
+func (s *scheduler) record(f *inflightStep) []delivery {
 	var sampled []planner.RequestID
 	for _, smp := range f.samples {
 		if _, ok := s.live[smp.ID]; ok && !smp.Scored {
@@ -446,15 +428,12 @@ func (l *liveRequest) advanceGrammar(tok int32) (complete bool, err error) {
 	return l.matcher.Done(), nil
 }
 
-func (s *schedulerActor) planStats() planner.Stats {
+func (s *scheduler) planStats() planner.Stats {
 	if s.plan == nil {
 		return planner.Stats{}
 	}
 	return s.plan.Stats()
 }
-
-// tracerName names the instrumentation scope of engine and rank spans.
-const tracerName = "cohort/actors"
 
 // endStepSpan ends a failed step's span with the failure.
 func endStepSpan(f *inflightStep, err error) {
@@ -464,4 +443,115 @@ func endStepSpan(f *inflightStep, err error) {
 	f.span.RecordError(err)
 	f.span.SetStatus(codes.Error, err.Error())
 	f.span.End()
+}
+
+// --- the scheduler's side of a failure (the engine root calls these in the
+// order of the failure contract, see root.go) ---
+
+// deadlineExceeded fails g when a step's replies did not all arrive within
+// its deadline. The failure names the rank that hung (see hungRanks; the
+// error lists every suspect), and the elapsed time is recorded as a lower
+// bound of the step's cost, so a step that was merely too large for the
+// deadline is followed by smaller ones.
+func (s *scheduler) deadlineExceeded(msg *stepDeadlineExceeded, g *rankGroup) *supervision.RankFailure {
+	f := s.inflight
+	if f == nil || g == nil || msg.gen != g.gen || msg.step != f.plan.Step {
+		return nil
+	}
+	entered := make([]uint64, len(g.counts))
+	for r, c := range g.counts {
+		entered[r] = c.entered.Load()
+	}
+	hung := hungRanks(f.replied, entered)
+	rank := -1
+	if len(hung) > 0 {
+		rank = hung[0]
+	}
+	s.cost.Observe(f.tokens, time.Since(f.started))
+	return &supervision.RankFailure{Rank: rank, Generation: msg.gen, Cause: supervision.CauseDeadline,
+		Err: fmt.Errorf("step %d (%d tokens): rank %v hung: %d of %d ranks replied within %v; collectives entered by rank: %v",
+			msg.step, f.tokens, hung, f.replies, len(g.ranks), f.limit, entered)}
+}
+
+// inStep lists the requests of the step in flight.
+func (s *scheduler) inStep() []planner.RequestID {
+	if s.inflight == nil {
+		return nil
+	}
+	ids := make([]planner.RequestID, 0, len(s.inflight.plan.Seqs))
+	for _, sp := range s.inflight.plan.Seqs {
+		ids = append(ids, sp.ID)
+	}
+	return ids
+}
+
+// dropStep forgets the step in flight (its group is being torn down): its
+// deadline is disarmed and its span ends with the reason.
+func (s *scheduler) dropStep(reason error) {
+	if s.inflight == nil {
+		return
+	}
+	if s.inflight.deadline != nil {
+		s.inflight.deadline.Stop()
+	}
+	endStepSpan(s.inflight, reason)
+	s.inflight = nil
+}
+
+// requeueInFlight puts the running requests back at the front of the queue
+// (they are re-prefilled with their generated tokens and continue with the
+// same sampling state), or ends them with the error when replay is off. A
+// request that was in the failed step (inStep) and in Config.MaxReplays
+// failed steps before it, with no completed step in between, ends with the
+// error too: a request whose steps keep failing must not keep the group
+// rebuilding until restart intensity takes the server down.
+func (s *scheduler) requeueInFlight(ctx actor.Context, f *supervision.RankFailure, inStep []planner.RequestID) {
+	if s.plan == nil {
+		return
+	}
+	ids := s.plan.RequeueAll()
+	end := func(l *liveRequest, id planner.RequestID, err error) {
+		s.plan.Abort(id)
+		delete(s.live, id)
+		ctx.Send(l.pid, &RequestRejected{Err: err})
+	}
+	if !s.cfg.Replay {
+		for _, id := range ids {
+			if l, ok := s.live[id]; ok {
+				end(l, id, fmt.Errorf("%w: %v", ErrEngineFailure, f))
+			}
+		}
+		return
+	}
+	for _, id := range inStep {
+		l, ok := s.live[id]
+		if !ok {
+			continue
+		}
+		if l.failedSteps++; l.failedSteps > s.cfg.MaxReplays {
+			end(l, id, fmt.Errorf("%w: request %d was in %d failed steps in a row and is not replayed again (max %d replays); last failure: %v",
+				ErrEngineFailure, id, l.failedSteps, s.cfg.MaxReplays, f))
+			ids = slices.DeleteFunc(ids, func(x planner.RequestID) bool { return x == id })
+		}
+	}
+	s.stats.replayed(len(ids))
+	if s.cfg.OnReplayed != nil {
+		s.cfg.OnReplayed(len(ids))
+	}
+}
+
+// failAll ends every request with the reason the engine died, in id order.
+func (s *scheduler) failAll(ctx actor.Context, reason error) {
+	ids := make([]planner.RequestID, 0, len(s.live))
+	for id := range s.live {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		if s.plan != nil {
+			s.plan.Abort(id)
+		}
+		ctx.Send(s.live[id].pid, &RequestRejected{Err: fmt.Errorf("%w: %v", ErrEngineFailure, reason)})
+		delete(s.live, id)
+	}
 }

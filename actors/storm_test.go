@@ -160,7 +160,7 @@ func TestStepTargetShrinksUnderFailures(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s := &schedulerActor{cfg: Config{StepTarget: time.Second, RebuildWindow: time.Minute}}
+			s := &scheduler{cfg: Config{StepTarget: time.Second, RebuildWindow: time.Minute}}
 			for _, f := range c.failures {
 				s.noteFailure(t0.Add(f))
 			}

@@ -88,9 +88,9 @@ func TestStartStepSpan(t *testing.T) {
 			for _, id := range tc.seqs {
 				step.Seqs = append(step.Seqs, StepSeq{ID: id})
 			}
-			span := startStepSpan(tp.Tracer(tracerName), step, live)
+			span := startStepSpan(tp.Tracer(TracerName), step, live)
 			step.Trace = span.SpanContext()
-			_, rank := startRankSpan(tp.Tracer(tracerName), step, 1)
+			_, rank := startRankSpan(tp.Tracer(TracerName), step, 1)
 			rank.End()
 			span.End()
 			ended := rec.Ended()

@@ -11,12 +11,12 @@ import (
 // case for them (for tests and diagnostics).
 var unexpectedMessages atomic.Int64
 
-// reportUnexpected is every Receive's default branch. protoactor's own
-// lifecycle and system messages, which every actor sees, are ignored; any
-// other message is a bug in its sender or a message sent to the wrong
-// actor, so it is counted and logged with the actor and the message type
-// (nothing is done with it).
-func reportUnexpected(who string, msg any) {
+// ReportUnexpected is every Receive's default branch, here and in
+// actors/remote. protoactor's own lifecycle and system messages, which
+// every actor sees, are ignored; any other message is a bug in its sender
+// or a message sent to the wrong actor, so it is counted and logged with
+// the actor (who) and the message type (nothing is done with it).
+func ReportUnexpected(who string, msg any) {
 	switch msg.(type) {
 	case actor.AutoReceiveMessage, actor.SystemMessage, *actor.ReceiveTimeout:
 		return
@@ -24,3 +24,7 @@ func reportUnexpected(who string, msg any) {
 	unexpectedMessages.Add(1)
 	log.Printf("actors: %s got an unexpected %T; ignored", who, msg)
 }
+
+// UnexpectedMessages returns how many messages ReportUnexpected counted
+// since the process started.
+func UnexpectedMessages() int64 { return unexpectedMessages.Load() }

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"cohort/model"
 )
 
 // TestReportUnexpected: protoactor's lifecycle and system messages pass
@@ -27,7 +29,7 @@ func TestReportUnexpected(t *testing.T) {
 	} {
 		before := unexpectedMessages.Load()
 		buf.Reset()
-		reportUnexpected("test actor", tc.msg)
+		ReportUnexpected("test actor", tc.msg)
 		if got := unexpectedMessages.Load() > before; got != tc.want {
 			t.Errorf("%T: reported %v, want %v", tc.msg, got, tc.want)
 		}
@@ -37,13 +39,18 @@ func TestReportUnexpected(t *testing.T) {
 	}
 }
 
-// TestEveryReceiveHasDefault: the message switch of every actor's Receive
-// has a default branch (reportUnexpected, or a delegation to an embedded
-// actor's Receive that has one), so no message is dropped unseen.
+// TestEveryReceiveHasDefault: the message switch of every actor's Receive,
+// here and in actors/remote, has a default branch (ReportUnexpected, or a
+// delegation to an embedded actor's Receive that has one), so no message is
+// dropped unseen.
 func TestEveryReceiveHasDefault(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
+	var files []string
+	for _, dir := range []string{".", "remote"} {
+		fs, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, fs...)
 	}
 	fset := token.NewFileSet()
 	found := 0
@@ -84,10 +91,10 @@ func TestEveryReceiveHasDefault(t *testing.T) {
 			}
 			ok = false
 			ast.Inspect(&ast.BlockStmt{List: def.Body}, func(n ast.Node) bool {
-				if sel, isSel := n.(*ast.SelectorExpr); isSel && sel.Sel.Name == "Receive" {
+				if sel, isSel := n.(*ast.SelectorExpr); isSel && (sel.Sel.Name == "Receive" || sel.Sel.Name == "ReportUnexpected") {
 					ok = true
 				}
-				if id, isID := n.(*ast.Ident); isID && id.Name == "reportUnexpected" {
+				if id, isID := n.(*ast.Ident); isID && id.Name == "ReportUnexpected" {
 					ok = true
 				}
 				return true
@@ -97,8 +104,52 @@ func TestEveryReceiveHasDefault(t *testing.T) {
 			}
 		}
 	}
-	if found < 5 {
+	// engine root, its watcher, rank, request; proxy, remote rank, worker host, its watcher
+	if found < 8 {
 		t.Fatalf("found %d Receive methods: is the scan stale?", found)
+	}
+}
+
+// strayContext is an actor context that only carries a message: any other
+// use of the context panics (the embedded interface is nil), so a Receive
+// that handles a stray message by touching anything else fails the test.
+type strayContext struct {
+	actor.Context
+	msg any
+}
+
+func (c strayContext) Message() any { return c.msg }
+
+// strayMessage is a message no actor accepts.
+type strayMessage struct{}
+
+// TestEveryActorReportsStray: each actor of this package, given a message
+// it has no case for, reports it (counted and logged with the actor's name)
+// and does nothing else with it. actors/remote has the same test for its
+// actors.
+func TestEveryActorReportsStray(t *testing.T) {
+	cfg := Config{Checkpoint: &model.Checkpoint{Config: &model.Config{}}}
+	for _, tc := range []struct {
+		who   string
+		actor actor.Actor
+	}{
+		{"engine root", &engineRoot{sup: &supervisor{cfg: cfg}, sched: &scheduler{cfg: cfg}}},
+		{"engine root watcher", &rootWatcher{}},
+		{"rank", &Rank{}},
+		{"rank", NewRank(RankHost{})},
+		{"request", newRequestActor(&Request{}, nil, newStream(), nil)()},
+	} {
+		t.Run(tc.who, func(t *testing.T) {
+			buf := captureLog(t)
+			before := UnexpectedMessages()
+			tc.actor.Receive(strayContext{msg: &strayMessage{}})
+			if got := UnexpectedMessages() - before; got != 1 {
+				t.Errorf("counted %d unexpected messages, want 1", got)
+			}
+			if want := tc.who + " got an unexpected *actors.strayMessage"; !strings.Contains(buf.String(), want) {
+				t.Errorf("log %q does not say %q", buf.String(), want)
+			}
+		})
 	}
 }
 
@@ -109,10 +160,10 @@ func TestSchedulerReportsStray(t *testing.T) {
 	e := startEngine(t, tm, 1, nil)
 	type stray struct{ n int }
 	before := unexpectedMessages.Load()
-	e.sys.Root.Send(e.sched, &stray{n: 1})
+	e.sys.Root.Send(e.root, &stray{n: 1})
 	// The mailbox is ordered: once a later query is answered, the stray
 	// message has been handled.
-	if _, err := e.sys.Root.RequestFuture(e.sched, &queryInfo{}, chaosDeadline*10).Result(); err != nil {
+	if _, err := e.sys.Root.RequestFuture(e.root, &queryInfo{}, chaosDeadline*10).Result(); err != nil {
 		t.Fatal(err)
 	}
 	if unexpectedMessages.Load() <= before {

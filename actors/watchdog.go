@@ -16,22 +16,17 @@ import (
 // measured to be long is not taken for a stall. It only reports: the step
 // deadline (or the rank's own failure) still tears the group down.
 
-// checkProgress is the watchdog's tick, sent to the engine root.
-type checkProgress struct{}
-
-func (*checkProgress) schedulerMessage() {}
-
 // progressTick returns how often the watchdog looks, for a bound d.
 func progressTick(d time.Duration) time.Duration { return max(d/4, time.Millisecond) }
 
-// startWatchdog ticks the engine root until stop is closed (nothing when
-// the watchdog is off).
-func (s *schedulerActor) startWatchdog(ctx actor.Context) {
+// startWatchdog ticks the engine root (checkProgress) until stopWatchdog
+// (nothing when the watchdog is off).
+func (s *scheduler) startWatchdog(ctx actor.Context) {
 	if s.cfg.ProgressTimeout <= 0 {
 		return
 	}
 	stop := make(chan struct{})
-	s.stopWatchdog = func() { close(stop) }
+	s.stopTicks = func() { close(stop) }
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	go func() {
 		t := time.NewTicker(progressTick(s.cfg.ProgressTimeout))
@@ -47,8 +42,16 @@ func (s *schedulerActor) startWatchdog(ctx actor.Context) {
 	}()
 }
 
+// stopWatchdog ends the watchdog's ticks.
+func (s *scheduler) stopWatchdog() {
+	if s.stopTicks != nil {
+		s.stopTicks()
+		s.stopTicks = nil
+	}
+}
+
 // progressBound is how long the engine may go without completing a step.
-func (s *schedulerActor) progressBound() time.Duration {
+func (s *scheduler) progressBound() time.Duration {
 	b := s.cfg.ProgressTimeout
 	if f := s.inflight; f != nil && s.cost.Known() {
 		b = max(b, 2*s.cost.Predict(f.tokens))
@@ -56,9 +59,10 @@ func (s *schedulerActor) progressBound() time.Duration {
 	return b
 }
 
-// watchProgress runs the watchdog at now and turns readiness with it.
-func (s *schedulerActor) watchProgress(now time.Time) {
-	if s.cfg.ProgressTimeout <= 0 || s.state != groupServing {
+// watchProgress runs the watchdog at now and turns readiness with it; it
+// watches only while a group serves.
+func (s *scheduler) watchProgress(now time.Time, serving bool) {
+	if s.cfg.ProgressTimeout <= 0 || !serving {
 		return
 	}
 	bound := s.progressBound()
@@ -73,15 +77,16 @@ func (s *schedulerActor) watchProgress(now time.Time) {
 	}
 }
 
-// stepProgressed records a completed step; it ends a stall.
-func (s *schedulerActor) stepProgressed(now time.Time) {
-	if s.progress.Mark(now) && s.state == groupServing {
+// stepProgressed records a completed step; it ends a stall. (A step
+// completes only while its group serves.)
+func (s *scheduler) stepProgressed(now time.Time) {
+	if s.progress.Mark(now) {
 		s.health.SetReady(true, "")
 	}
 }
 
 // stallReason says why the watchdog turned readiness off.
-func (s *schedulerActor) stallReason(now time.Time, bound time.Duration) string {
+func (s *scheduler) stallReason(now time.Time, bound time.Duration) string {
 	st := s.planStats()
 	why := fmt.Sprintf("actors: no progress: no engine step completed for %v with %d requests waiting or running (bound %v)",
 		s.progress.Since(now).Round(time.Millisecond), len(s.live), bound)

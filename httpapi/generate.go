@@ -136,7 +136,7 @@ func (s *Server) generate(c *call, parse func([]byte) (*job, *apiError)) reply {
 		if j.resp != nil {
 			stream = g.writeResponsesSSE
 		}
-		return reply{status: http.StatusOK, contentType: contentSSE, stream: stream}
+		return reply{status: http.StatusOK, contentType: contentSSE, stream: stream, gone: func() { cancel(errClientGone) }}
 	}
 	if c.watch != nil {
 		// Nothing is written before the end: watch the connection instead,

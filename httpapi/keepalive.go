@@ -34,10 +34,12 @@ func newRealTicker(d time.Duration) ticker { return realTicker{time.NewTicker(d)
 // writer over out and, on every tick of the ticker that finds the stream
 // silent since the previous tick and between two events, writes an SSE
 // comment line and flushes. Writes are serialized; nothing is written after
-// stream returns. An error writing the comment is left for stream to find
-// on its next flush (the client is gone).
-func withKeepAlive(out *bufio.Writer, t ticker, stream func(*bufio.Writer)) {
-	kw := &keepAliveWriter{out: out, boundary: true}
+// stream returns. An error writing the comment means the client is gone:
+// gone (if set) is told at once, so that a stream waiting on a silent
+// engine request ends instead of waiting for an event that only then finds
+// the client gone; stream also finds the error on its next flush.
+func withKeepAlive(out *bufio.Writer, t ticker, stream func(*bufio.Writer), gone func()) {
+	kw := &keepAliveWriter{out: out, boundary: true, gone: gone}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -68,6 +70,7 @@ type keepAliveWriter struct {
 	wrote    bool // since the last tick
 	boundary bool // the last byte written ends an event ("\n\n")
 	failed   bool
+	gone     func() // told once when a keep-alive comment cannot be written
 }
 
 func (k *keepAliveWriter) Write(p []byte) (int, error) {
@@ -99,5 +102,8 @@ func (k *keepAliveWriter) tick() {
 	}
 	if _, err := io.WriteString(k.out, keepAliveComment); err != nil || k.out.Flush() != nil {
 		k.failed = true
+		if k.gone != nil {
+			k.gone()
+		}
 	}
 }

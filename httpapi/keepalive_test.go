@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -60,7 +61,7 @@ func TestKeepAlive(t *testing.T) {
 				<-resume
 				w.WriteString(c.second)
 				w.Flush()
-			})
+			}, nil)
 			out.Flush()
 			got := buf.String()
 			want := c.before + strings.Repeat(keepAliveComment, c.n) + c.after
@@ -99,4 +100,29 @@ func TestStreamKeepAliveOverHTTP(t *testing.T) {
 		}
 	}
 	t.Fatalf("no keep-alive comment on a silent stream: %v", sc.Err())
+}
+
+// failWriter fails every write: a client that went away.
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
+
+// TestKeepAliveTellsGone: when a keep-alive comment cannot be written (the
+// client is gone), gone is told at once, so a stream waiting on a silent
+// engine request ends (before, its handler waited for an event forever).
+func TestKeepAliveTellsGone(t *testing.T) {
+	tk := fakeTicker{c: make(chan time.Time)}
+	gone := make(chan struct{})
+	out := bufio.NewWriterSize(failWriter{}, 16)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		withKeepAlive(out, tk, func(*bufio.Writer) { <-gone }, func() { close(gone) })
+	}()
+	tk.c <- time.Time{} // the stream is silent and between events: a comment is due
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second): // the test's bound
+		t.Fatal("the stream did not end after its client went away")
+	}
 }

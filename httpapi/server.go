@@ -5,12 +5,15 @@
 //
 //	POST /v1/completions        text completions (stream or one JSON body)
 //	POST /v1/chat/completions   chat completions through the model's chat template
+//	POST /v1/responses          the Responses API (docs/responses.md)
 //	GET  /v1/models             the served model, its max_model_len and capacity
+//	GET  /v1/models/{id}        the same for one model id (404 for another)
 //	GET  /health                liveness: 200 while serving (503 once the engine gave up)
 //	GET  /ready                 readiness: 200, or 503 with Retry-After and the reason
 //	GET  /metrics               Prometheus text exposition
 //	POST /tokenize              {"prompt": s} or {"messages": [...]} → token ids
 //	POST /detokenize            {"tokens": [...]} → {"prompt": s}
+//	POST /debug/faults          fault injection, only when Options.InjectFault is set
 //
 // Handlers only translate: they validate and tokenize the request, submit
 // one engine request per choice and stream what the engine's request actors
@@ -345,6 +348,9 @@ type reply struct {
 	allow       string
 	body        []byte
 	stream      func(w *bufio.Writer)
+	// gone, for a stream, is told that the client went away while the
+	// stream was silent (a keep-alive comment could not be written).
+	gone func()
 }
 
 const (
@@ -584,8 +590,8 @@ func (s *Server) handleFast(ctx *fasthttp.RequestCtx) {
 			ctx.SetBodyStreamWriter(r.stream)
 			return
 		}
-		stream, newTicker := r.stream, s.newTicker
-		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { withKeepAlive(w, newTicker(), stream) })
+		stream, gone, newTicker := r.stream, r.gone, s.newTicker
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { withKeepAlive(w, newTicker(), stream, gone) })
 		return
 	}
 	ctx.SetBody(r.body)

@@ -83,18 +83,21 @@ func firstErr(t *testing.T, errs []error) {
 	}
 }
 
-// waitStream polls s until it is idle or timeout passes.
+// waitStream polls s until it is idle, up to an explicit deadline.
 func waitStream(s uintptr, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
+	deadline := time.After(timeout)
+	tick := time.NewTicker(100 * time.Microsecond)
+	defer tick.Stop()
 	for {
 		done, err := streamDone(s)
 		if err != nil || done {
 			return err
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-deadline:
 			return fmt.Errorf("stream still busy after %v", timeout)
+		case <-tick.C:
 		}
-		time.Sleep(100 * time.Microsecond)
 	}
 }
 

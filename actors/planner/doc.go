@@ -1,13 +1,13 @@
 // Package planner is Cohort's scheduling policy: a pure, deterministic state
 // machine that decides, step by step, which prefill chunks and decode rows
 // run, within the token budget and the capacity (recurrent-state slots and
-// KV pages). It is to the scheduler actor what raft's RawNode is to Node, and
-// its contract is vLLM v1's schedule() / update_from_output().
+// KV pages). It is to the engine root's scheduler what raft's RawNode is to
+// Node, and its contract is vLLM v1's schedule() / update_from_output().
 //
 // The planner has no goroutines, channels, locks, clock, randomness or I/O,
 // and it never ranges over a map to produce output: the same calls give
-// byte-identical plans. It is not safe for concurrent use; the scheduler
-// actor owns it.
+// byte-identical plans. It is not safe for concurrent use; the engine root's
+// scheduler owns it.
 //
 // # Usage
 //

@@ -74,7 +74,7 @@ func configureDevices(cfg *actors.Config, device, list string) error {
 		}
 		return nil
 	}
-	if cfg.Remote != nil {
+	if cfg.Placement != nil {
 		// The ranks live in worker processes, which place them on their GPUs.
 		if list != "" {
 			return errors.New("--devices applies to ranks in this process, not to --workers")

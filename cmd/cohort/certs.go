@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"cohort/actors"
+	"cohort/actors/remote"
 )
 
 // runGenCerts writes a cluster CA and one node certificate signed by it, for
@@ -127,18 +127,18 @@ func (s *securityFlags) register(fs *flag.FlagSet) {
 
 // security resolves the flags: mutual TLS when all three files are given,
 // plaintext only with --insecure, an error otherwise.
-func (s *securityFlags) security() (*actors.Security, error) {
+func (s *securityFlags) security() (*remote.Security, error) {
 	switch n := btoi(s.cert != "") + btoi(s.key != "") + btoi(s.ca != ""); {
 	case n == 3 && s.insecure:
 		return nil, errors.New("--insecure and --tls-* exclude each other")
 	case n == 3:
-		return actors.LoadSecurity(s.cert, s.key, s.ca)
+		return remote.LoadSecurity(s.cert, s.key, s.ca)
 	case n > 0:
 		return nil, errors.New("--tls-cert, --tls-key and --tls-ca go together")
 	case s.insecure:
-		return &actors.Security{Insecure: true}, nil
+		return &remote.Security{Insecure: true}, nil
 	}
-	return nil, fmt.Errorf("%w: give --tls-cert, --tls-key and --tls-ca (`cohort gen-certs` makes them), or --insecure", actors.ErrInsecure)
+	return nil, fmt.Errorf("%w: give --tls-cert, --tls-key and --tls-ca (`cohort gen-certs` makes them), or --insecure", remote.ErrInsecure)
 }
 
 func btoi(b bool) int {

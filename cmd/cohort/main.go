@@ -1,5 +1,8 @@
-// Command cohort runs Qwen3.5 models: it generates random test checkpoints,
-// generates text and scores token sequences. Run `cohort help` for usage.
+// Command cohort runs Qwen3.5 models: it serves them over an OpenAI-compatible
+// HTTP API (serve), hosts rank actors for an engine in another process
+// (worker), writes random test checkpoints (make-model), generates text,
+// scores token sequences, benchmarks the engine (bench) and writes the
+// certificates of the actor ports (gen-certs). Run `cohort help` for usage.
 package main
 
 import (

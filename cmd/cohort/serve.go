@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"cohort/actors"
+	"cohort/actors/remote"
 	"cohort/httpapi"
 	"cohort/httpapi/chattemplate"
 	"cohort/httpapi/telemetry"
@@ -135,8 +136,8 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("serve: --workers: %w", err)
 		}
-		cfg.Remote = &actors.Remote{Workers: list, Listen: *remoteListen, ModelDir: modelDir, RanksPerWorker: *ranksPerWorker,
-			Security: security}
+		cfg.Placement = remote.Placement(remote.Config{Workers: list, Listen: *remoteListen, ModelDir: modelDir, RanksPerWorker: *ranksPerWorker,
+			Security: security})
 		logf("placing %d ranks on workers %s (this engine at %s)", *tp, strings.Join(list, ", "), *remoteListen)
 	}
 	observer.hooks(&cfg)

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"cohort/actors"
+	"cohort/actors/remote"
 	"cohort/httpapi/telemetry"
 	_ "cohort/model/qwen35" // registers the Qwen3.5 architectures
 )
@@ -64,13 +64,13 @@ func runWorker(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	w, err := actors.StartWorker(actors.WorkerConfig{Listen: *listen, RingHost: *ringHost, ModelDir: *dir,
+	w, err := remote.StartWorker(remote.WorkerConfig{Listen: *listen, RingHost: *ringHost, ModelDir: *dir,
 		NewBackend: newBackend, LockThread: lockThread, TracerProvider: tracing, Security: security})
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
 	defer w.Close()
-	fmt.Fprintf(stdout, "cohort: worker listening on %s (%s)\n", w.Addr(), actors.Build())
+	fmt.Fprintf(stdout, "cohort: worker listening on %s (%s)\n", w.Addr(), remote.Build())
 	if host, _, _ := net.SplitHostPort(*listen); security.Insecure && (host == "" || host == "0.0.0.0" || host == "::") {
 		fmt.Fprintf(os.Stderr, "cohort: worker: WARNING: --insecure on every interface (%s): anyone who reaches this port can run ranks here\n", *listen)
 	}

@@ -1673,7 +1673,7 @@ const file_rank_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
 	"generation\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reasonB\x16Z\x14cohort/actors/rankpbb\x06proto3"
+	"\x06reason\x18\x02 \x01(\tR\x06reasonB\x1dZ\x1bcohort/actors/remote/rankpbb\x06proto3"
 
 var (
 	file_rank_proto_rawDescOnce sync.Once

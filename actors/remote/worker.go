@@ -1,4 +1,4 @@
-package actors
+package remote
 
 import (
 	"fmt"
@@ -13,7 +13,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"cohort/actors/rankpb"
+	"cohort/actors"
+	"cohort/actors/remote/rankpb"
 	"cohort/model"
 )
 
@@ -33,7 +34,7 @@ type WorkerConfig struct {
 	// Security authenticates the worker's actor port; nil refuses to start.
 	Security       *Security
 	Build          string // [Build()]
-	NewBackend     BackendFactory
+	NewBackend     actors.BackendFactory
 	LockThread     bool
 	TracerProvider trace.TracerProvider // nil: no tracing
 }
@@ -71,7 +72,7 @@ type sharedCheckpoint struct {
 // spawned in it by engines, as the remote kind "cohort.rank".
 func StartWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.NewBackend == nil {
-		return nil, fmt.Errorf("actors: worker needs a backend factory")
+		return nil, fmt.Errorf("remote: worker needs a backend factory")
 	}
 	if cfg.Build == "" {
 		cfg.Build = Build()
@@ -82,16 +83,16 @@ func StartWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.RingHost == "" {
 		host, _, err := net.SplitHostPort(cfg.Listen)
 		if err != nil {
-			return nil, fmt.Errorf("actors: worker address %q: %w", cfg.Listen, err)
+			return nil, fmt.Errorf("remote: worker address %q: %w", cfg.Listen, err)
 		}
 		cfg.RingHost = host
 	}
-	st := &workerState{cfg: cfg, tracer: cfg.TracerProvider.Tracer(tracerName),
+	st := &workerState{cfg: cfg, tracer: cfg.TracerProvider.Tracer(actors.TracerName),
 		cks: map[string]*sharedCheckpoint{}, sums: map[string]string{}, ranks: map[string]*actor.PID{}}
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(quietLogger))
 	kind := remote.NewKind(rankKind, actor.PropsFromProducer(func() actor.Actor { return newRemoteRank(st) }))
 	if cfg.ModelDir == "" && !cfg.AnyModelDir {
-		return nil, fmt.Errorf("actors: a worker needs the model directory it serves")
+		return nil, fmt.Errorf("remote: a worker needs the model directory it serves")
 	}
 	g := &guard{allow: workerStopAllowed}
 	rem, err := startRemote(sys, cfg.Listen, cfg.Security, g, kind)
@@ -99,24 +100,15 @@ func StartWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, err
 	}
 	st.addr = sys.Address()
-	host, err := sys.Root.SpawnNamed(actor.PropsFromFunc(st.host), workerHostName)
+	host, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &workerHost{st} }), workerHostName)
 	if err != nil {
 		rem.Shutdown(false)
-		return nil, fmt.Errorf("actors: worker host actor: %w", err)
+		return nil, fmt.Errorf("remote: worker host actor: %w", err)
 	}
 	w := &Worker{sys: sys, rem: rem, state: st, guard: g, done: make(chan struct{})}
 	// A worker whose host actor is gone answers no engine: it must end, so
 	// that whatever runs it restarts it, instead of lingering unusable.
-	sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-		switch ctx.Message().(type) {
-		case *actor.Started:
-			ctx.Watch(host)
-		case *actor.Terminated:
-			if !w.closing.Load() {
-				close(w.done)
-			}
-		}
-	}))
+	sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &hostWatcher{w: w, host: host} }))
 	return w, nil
 }
 
@@ -167,14 +159,41 @@ func (w *Worker) Close() {
 	}
 }
 
-// host answers pings: the engines' heartbeat and identity check.
-func (st *workerState) host(ctx actor.Context) {
-	if p, ok := ctx.Message().(*rankpb.Ping); ok {
+// hostWatcher ends the worker (Done) when its host actor stops other than
+// through Close.
+type hostWatcher struct {
+	w    *Worker
+	host *actor.PID
+}
+
+func (h *hostWatcher) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		ctx.Watch(h.host)
+	case *actor.Terminated:
+		if !h.w.closing.Load() {
+			close(h.w.done)
+		}
+	default:
+		actors.ReportUnexpected("worker host watcher", msg)
+	}
+}
+
+// workerHost is the worker's well-known actor: it answers pings, the
+// engines' heartbeat and identity check.
+type workerHost struct{ st *workerState }
+
+func (h *workerHost) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *rankpb.Ping:
+		st := h.st
 		pong := &rankpb.Pong{Build: st.cfg.Build, Address: st.addr, Ranks: int32(st.rankCount())}
-		if err := st.check(p.Identity, true); err != nil {
+		if err := st.check(msg.Identity, true); err != nil {
 			pong.Error = err.Error()
 		}
 		ctx.Respond(pong)
+	default:
+		actors.ReportUnexpected("worker host", msg)
 	}
 }
 
@@ -256,12 +275,4 @@ func (st *workerState) removeRank(pid *actor.PID) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	delete(st.ranks, pid.Id)
-}
-
-// waitDone runs f once the executor has run its last job.
-func waitDone(e *executor, f func()) {
-	go func() {
-		<-e.done
-		f()
-	}()
 }

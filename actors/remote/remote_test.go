@@ -1,9 +1,11 @@
-package actors
+package remote
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"cohort/actors"
+	"cohort/internal/leakcheck"
 	"cohort/model"
 	"cohort/model/sample"
 	"cohort/supervision"
@@ -69,7 +73,7 @@ func TestMain(m *testing.M) {
 	if listen := os.Getenv(workerEnv); listen != "" {
 		os.Exit(runTestWorker(listen))
 	}
-	os.Exit(m.Run())
+	os.Exit(leakcheck.Run(m))
 }
 
 func runTestWorker(listen string) int {
@@ -189,11 +193,17 @@ func startWorkers(t testing.TB, n int, host string, prefix []string) ([]*workerP
 	return procs, addrs
 }
 
-// remoteEngine starts an engine whose ranks live on the given workers.
-func remoteEngine(t testing.TB, tm testModel, tp int, workers []string, mutate func(*Config)) *Engine {
-	return startEngine(t, tm, tp, func(c *Config) {
+// remoteEngine starts an engine whose ranks live on the given workers;
+// mutateRemote and mutate (either may be nil) adjust the placement and the
+// engine's configuration.
+func remoteEngine(t testing.TB, tm testModel, tp int, workers []string, mutateRemote func(*Config), mutate func(*actors.Config)) *actors.Engine {
+	rc := Config{Workers: workers, Heartbeat: 100 * time.Millisecond, DownAfter: time.Second, Security: testSecurity()}
+	if mutateRemote != nil {
+		mutateRemote(&rc)
+	}
+	return startEngine(t, tm, tp, func(c *actors.Config) {
 		c.NewBackend = nil
-		c.Remote = &Remote{Workers: workers, Heartbeat: 100 * time.Millisecond, DownAfter: time.Second, Security: testSecurity()}
+		c.Placement = Placement(rc)
 		c.RecoveryTimeout = time.Minute
 		if mutate != nil {
 			mutate(c)
@@ -202,7 +212,7 @@ func remoteEngine(t testing.TB, tm testModel, tp int, workers []string, mutate f
 }
 
 // aloneResults is aloneTokens with the sampled results (logprobs included).
-func aloneResults(t testing.TB, tm testModel, r Request) []sample.Result {
+func aloneResults(t testing.TB, tm testModel, r actors.Request) []sample.Result {
 	t.Helper()
 	s := model.NewSession(tm.be, tm.m, len(r.Prompt)+r.MaxTokens)
 	logits, err := s.Step(r.Prompt, false)
@@ -241,7 +251,7 @@ func TestRemoteMatchesLocal(t *testing.T) {
 				return
 			}
 			_, addrs := startWorkers(t, n, "127.0.0.1", nil)
-			e := remoteEngine(t, tm, n, addrs, nil)
+			e := remoteEngine(t, tm, n, addrs, nil, nil)
 			var worst float64
 			for _, r := range reqs {
 				want := aloneResults(t, tm, r)
@@ -271,11 +281,11 @@ func TestRemoteMatchesLocal(t *testing.T) {
 }
 
 // streamEvents reads a stream's token events to its end; an error event fails the test.
-func streamEvents(t testing.TB, s *Stream) []Event {
+func streamEvents(t testing.TB, s *actors.Stream) []actors.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var out []Event
+	var out []actors.Event
 	for {
 		ev, err := s.Recv(ctx)
 		if err == io.EOF {
@@ -307,7 +317,7 @@ type timedFailure struct {
 
 func newFailureLog() *failureLog { return &failureLog{ch: make(chan struct{}, 64)} }
 
-func (l *failureLog) hook(c *Config) {
+func (l *failureLog) hook(c *actors.Config) {
 	c.OnFailure = func(f *supervision.RankFailure) {
 		l.mu.Lock()
 		l.got = append(l.got, timedFailure{time.Now(), f})
@@ -356,11 +366,11 @@ func TestRemoteKillWorker(t *testing.T) {
 			}
 			procs, addrs := startWorkers(t, 2, "127.0.0.1", nil)
 			failures := newFailureLog()
-			e := remoteEngine(t, tm, 2, addrs, func(c *Config) {
+			e := remoteEngine(t, tm, 2, addrs, nil, func(c *actors.Config) {
 				c.Replay, c.StepDeadline, c.RecoveryTimeout = tc.restart, chaosDeadline, 2*time.Second
 				failures.hook(c)
 			})
-			streams := make([]*Stream, len(reqs))
+			streams := make([]*actors.Stream, len(reqs))
 			for i, r := range reqs {
 				streams[i] = mustSubmit(t, e, r)
 			}
@@ -409,7 +419,7 @@ func TestRemoteKillWorker(t *testing.T) {
 }
 
 // waitTokens reads n token events of a stream (so the load is flowing).
-func waitTokens(t testing.TB, s *Stream, n int) {
+func waitTokens(t testing.TB, s *actors.Stream, n int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -426,7 +436,7 @@ func waitTokens(t testing.TB, s *Stream, n int) {
 
 // checkReplayed: every request completes with its fault-free tokens. The
 // first stream already delivered 3 tokens (waitTokens).
-func checkReplayed(t testing.TB, tm testModel, reqs []Request, streams []*Stream) {
+func checkReplayed(t testing.TB, tm testModel, reqs []actors.Request, streams []*actors.Stream) {
 	t.Helper()
 	var wg sync.WaitGroup
 	for i, s := range streams {
@@ -446,7 +456,7 @@ func checkReplayed(t testing.TB, tm testModel, reqs []Request, streams []*Stream
 
 // checkFailedClearly: every stream ends, within timeout, either complete or
 // with an engine-failure error that says what happened.
-func checkFailedClearly(t testing.TB, streams []*Stream, timeout time.Duration) {
+func checkFailedClearly(t testing.TB, streams []*actors.Stream, timeout time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -459,7 +469,7 @@ func checkFailedClearly(t testing.TB, streams []*Stream, timeout time.Duration) 
 			if err != nil {
 				t.Fatalf("request %d did not end within %v: %v", i, timeout, err)
 			}
-			if ev.Err != nil && (!errors.Is(ev.Err, ErrEngineFailure) || !strings.Contains(ev.Err.Error(), "rank 1")) {
+			if ev.Err != nil && (!errors.Is(ev.Err, actors.ErrEngineFailure) || !strings.Contains(ev.Err.Error(), "rank 1")) {
 				t.Errorf("request %d: unclear error %v", i, ev.Err)
 			}
 		}
@@ -516,9 +526,9 @@ func TestRemoteRefusesMismatch(t *testing.T) {
 				return
 			}
 			w := startWorkerProc(t, "127.0.0.1:0", nil, tc.env)
-			cfg := Config{Checkpoint: tm.ck, Tokenizer: tm.tok, TP: 1, Capacity: model.CapacityInput{Budget: 64 << 20, ElemBytes: 4,
-				PageSize: 16, MaxSeqs: 8, MaxModelLen: 256}, Remote: &Remote{Workers: []string{w.addr}, Security: testSecurity()}}
-			e, err := Start(context.Background(), cfg)
+			cfg := actors.Config{Checkpoint: tm.ck, Tokenizer: tm.tok, TP: 1, Capacity: model.CapacityInput{Budget: 64 << 20, ElemBytes: 4,
+				PageSize: 16, MaxSeqs: 8, MaxModelLen: 256}, Placement: Placement(Config{Workers: []string{w.addr}, Security: testSecurity()})}
+			e, err := actors.Start(context.Background(), cfg)
 			if err == nil {
 				e.Close()
 				t.Fatal("the engine started on a mismatched worker")
@@ -530,5 +540,25 @@ func TestRemoteRefusesMismatch(t *testing.T) {
 			}
 			t.Logf("refused: %v", err)
 		})
+	}
+}
+
+// TestBuildNamesTheBinary: without a VCS revision (as in a test binary or a
+// plain go build), the build string carries the executable's SHA-256, so
+// two different binaries are not taken for the same build.
+func TestBuildNamesTheBinary(t *testing.T) {
+	t.Setenv("COHORT_BUILD_ID", "")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	// A test binary has no VCS stamp, so the hash must be there.
+	if b := Build(); !strings.Contains(b, "sha256:"+hex.EncodeToString(sum[:])) {
+		t.Fatalf("Build() = %q: no revision and no content hash", b)
 	}
 }

@@ -1,9 +1,10 @@
-package actors
+package remote
 
 import (
 	"reflect"
 	"testing"
 
+	"cohort/actors"
 	"cohort/model/sample"
 )
 
@@ -25,9 +26,9 @@ func TestParamsWireRoundTrip(t *testing.T) {
 // TestStepWireRoundTrip: a step's output rows (sampled and prompt-scored)
 // and its samples survive the protobuf form.
 func TestStepWireRoundTrip(t *testing.T) {
-	step := &RunStep{Generation: 3, Step: 9, Tokens: []int32{4, 5, 6}, Positions: []int32{0, 1, 2},
-		Seqs: []StepSeq{{ID: 7, Slot: 1, Start: 0, Len: 3, Cached: 0, Pages: []int32{2}}},
-		Outputs: []OutputRow{
+	step := &actors.RunStep{Generation: 3, Step: 9, Tokens: []int32{4, 5, 6}, Positions: []int32{0, 1, 2},
+		Seqs: []actors.StepSeq{{ID: 7, Slot: 1, Start: 0, Len: 3, Cached: 0, Pages: []int32{2}}},
+		Outputs: []actors.OutputRow{
 			{ID: 7, Row: 0, TopN: 2, Score: true, Target: 5, Pos: 1},
 			{ID: 7, Row: 1, TopN: 2, Score: true, Target: 6, Pos: 2},
 			{ID: 7, Row: 2, TopN: 2, Index: 0, Params: sample.Params{Temperature: 0.5, Seed: 1}, Logprobs: true},
@@ -36,7 +37,7 @@ func TestStepWireRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got.Outputs, step.Outputs) || !reflect.DeepEqual(got.Seqs, step.Seqs) {
 		t.Errorf("outputs\n got %+v\nwant %+v", got.Outputs, step.Outputs)
 	}
-	done := &StepCompleted{Generation: 3, Step: 9, Samples: []Sampled{
+	done := &actors.StepCompleted{Generation: 3, Step: 9, Samples: []actors.Sampled{
 		{ID: 7, Scored: true, Pos: 1, Result: sample.Result{Token: sample.TokenLogprob{ID: 5, Logprob: -1.5}}},
 		{ID: 7, Result: sample.Result{Token: sample.TokenLogprob{ID: 8, Logprob: -0.25},
 			Top: []sample.TokenLogprob{{ID: 8, Logprob: -0.25}, {ID: 2, Logprob: -2}}}},

@@ -1,4 +1,4 @@
-package actors
+package remote
 
 import (
 	"context"
@@ -10,7 +10,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"cohort/actors/rankpb"
+	"cohort/actors"
+	"cohort/actors/remote/rankpb"
 	"cohort/model"
 	"cohort/nccl"
 	"cohort/supervision"
@@ -21,7 +22,7 @@ import (
 // checkpoint from the worker's own path, joins the TCP ring and otherwise
 // behaves exactly like a local rank (it embeds one).
 type remoteRank struct {
-	rankActor
+	*actors.Rank
 	w     *workerState
 	owner *actor.PID // the engine-side proxy; its loss stops this rank
 	ckDir string
@@ -40,19 +41,10 @@ type ringSlot struct {
 	closed error
 }
 
-// ringDialed reports DialRing's outcome to the rank.
-type ringDialed struct {
-	load *rankpb.LoadShard
-	comm *nccl.TCPComm
-	err  error
-}
-
-func (*ringDialed) rankMessage() {}
-
 func newRemoteRank(w *workerState) *remoteRank {
 	r := &remoteRank{w: w}
-	r.rankActor = rankActor{index: -1, newBackend: w.cfg.NewBackend, lockThread: w.cfg.LockThread,
-		tracer: w.tracer, executors: &w.executors, reply: r.replyPB}
+	r.Rank = actors.NewRank(actors.RankHost{NewBackend: w.cfg.NewBackend, LockThread: w.cfg.LockThread,
+		Tracer: w.tracer, Executors: &w.executors, Reply: r.replyPB})
 	return r
 }
 
@@ -60,7 +52,7 @@ func (r *remoteRank) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		r.w.addRank(ctx.Self())
-		r.rankActor.Receive(ctx)
+		r.Rank.Receive(ctx)
 	case *rankpb.PrepareRank:
 		ctx.Respond(r.prepare(ctx, msg))
 	case *rankpb.LoadShard:
@@ -70,7 +62,7 @@ func (r *remoteRank) Receive(ctx actor.Context) {
 	case *rankpb.RunStep:
 		step := stepFromPB(msg)
 		step.ReplyTo = r.owner
-		r.run(ctx, step)
+		r.Run(ctx, step)
 	case *rankpb.AbortComm:
 		r.abort(errors.New(msg.Reason))
 	case *actor.Terminated:
@@ -80,7 +72,7 @@ func (r *remoteRank) Receive(ctx actor.Context) {
 	case *actor.Stopped:
 		r.stopped(ctx)
 	default:
-		r.rankActor.Receive(ctx)
+		r.Rank.Receive(ctx) // the local rank's messages, and its report of an unexpected one
 	}
 }
 
@@ -94,7 +86,7 @@ func (r *remoteRank) prepare(ctx actor.Context, msg *rankpb.PrepareRank) *rankpb
 		ctx.Stop(ctx.Self())
 		return out
 	}
-	r.index, r.gen = int(msg.Rank), msg.Generation
+	r.Assign(int(msg.Rank), msg.Generation)
 	r.owner = actor.NewPID(msg.OwnerAddress, msg.OwnerId)
 	ctx.Watch(r.owner)
 	out.RingAddr = r.ln.Addr().String()
@@ -123,7 +115,7 @@ func (r *remoteRank) open(msg *rankpb.PrepareRank) error {
 // rank has joined or the dial timeout).
 func (r *remoteRank) dial(ctx actor.Context, msg *rankpb.LoadShard) {
 	if r.ln == nil {
-		r.replyPB(ctx, r.owner, &ShardReady{Generation: msg.Generation, Rank: int(msg.Rank),
+		r.replyPB(ctx, r.owner, &actors.ShardReady{Generation: msg.Generation, Rank: int(msg.Rank),
 			Err: fmt.Errorf("worker %s: rank %d was not prepared", r.w.addr, msg.Rank)})
 		return
 	}
@@ -174,11 +166,11 @@ func (s *ringSlot) shut(reason error) {
 
 func (r *remoteRank) joined(ctx actor.Context, msg *ringDialed) {
 	if msg.err != nil {
-		r.replyPB(ctx, r.owner, &ShardReady{Generation: r.gen, Rank: r.index,
-			Err: fmt.Errorf("worker %s: rank %d: tcp ring: %w", r.w.addr, r.index, msg.err)})
+		r.replyPB(ctx, r.owner, &actors.ShardReady{Generation: r.Generation(), Rank: r.Index(),
+			Err: fmt.Errorf("worker %s: rank %d: tcp ring: %w", r.w.addr, r.Index(), msg.err)})
 		return
 	}
-	r.load(ctx, &LoadShard{Checkpoint: r.ck, Shard: model.Shard{Rank: r.index, Size: int(msg.load.Size)}, Comm: msg.comm,
+	r.Load(ctx, &actors.LoadShard{Checkpoint: r.ck, Shard: model.Shard{Rank: r.Index(), Size: int(msg.load.Size)}, Comm: msg.comm,
 		Capacity: capacityInputFromPB(msg.load.Capacity), Poison: &r.halt, ReplyTo: r.owner})
 }
 
@@ -189,26 +181,28 @@ func (r *remoteRank) abort(reason error) {
 
 func (r *remoteRank) stopped(ctx actor.Context) {
 	r.w.removeRank(ctx.Self())
-	r.abort(errors.New("actors: remote rank stopped"))
+	r.abort(errors.New("remote: remote rank stopped"))
 	if r.ln != nil {
 		r.ln.Close()
 	}
-	r.rankActor.Receive(ctx) // closes the executor
+	r.Rank.Receive(ctx) // closes the executor
 	if r.ck != nil {
 		dir := r.ckDir
-		waitDone(r.exec, func() { r.w.releaseCheckpoint(dir) })
+		r.AfterExecutor(func() { r.w.releaseCheckpoint(dir) })
 	}
 }
 
 // replyPB sends the rank's replies to the engine as protobuf.
-func (r *remoteRank) replyPB(ctx actor.Context, to *actor.PID, msg schedulerMessage) {
+func (r *remoteRank) replyPB(ctx actor.Context, to *actor.PID, msg actors.EngineMessage) {
 	if to == nil {
 		return
 	}
 	switch m := msg.(type) {
-	case *ShardReady:
+	case *actors.ShardReady:
 		ctx.Send(to, readyToPB(m))
-	case *StepCompleted:
+	case *actors.StepCompleted:
 		ctx.Send(to, completedToPB(m))
+	default:
+		actors.ReportUnexpected("remote rank's reply", m)
 	}
 }

@@ -1,4 +1,4 @@
-package actors
+package remote
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 
-	"cohort/actors/rankpb"
+	"cohort/actors/remote/rankpb"
 	"cohort/model"
 )
 
@@ -18,7 +18,7 @@ import (
 // one (and checks its identity), ranks are placed on the live ones, and a
 // worker that stops answering takes its ranks down with it.
 type workerPool struct {
-	cfg   Remote
+	cfg   Config
 	ident *rankpb.Identity
 	sys   *actor.ActorSystem
 	rem   *remote.Remote
@@ -44,9 +44,9 @@ type workerView struct {
 // newWorkerPool starts remoting for the engine and pings every worker once:
 // a worker that refuses this engine (another build or model) fails the
 // start; one that does not answer is waited for.
-func newWorkerPool(sys *actor.ActorSystem, cfg Remote) (*workerPool, error) {
+func newWorkerPool(sys *actor.ActorSystem, cfg Config) (*workerPool, error) {
 	if len(cfg.Workers) == 0 {
-		return nil, fmt.Errorf("actors: remote placement needs at least one worker")
+		return nil, fmt.Errorf("remote: remote placement needs at least one worker")
 	}
 	sum, err := model.Fingerprint(cfg.ModelDir)
 	if err != nil {
@@ -89,7 +89,7 @@ func (p *workerPool) firstRound() error {
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("actors: refused by workers: %s", strings.Join(errs, "; "))
+		return fmt.Errorf("remote: refused by workers: %s", strings.Join(errs, "; "))
 	}
 	return nil
 }
@@ -267,17 +267,19 @@ func (p *workerPool) shortfallLocked(size, alive int) string {
 		size, (size+p.cfg.RanksPerWorker-1)/p.cfg.RanksPerWorker, p.cfg.RanksPerWorker, alive, len(p.workers), strings.Join(down, ", "))
 }
 
-// status says why placement waits, for the recovery-timeout error.
-func (p *workerPool) status() string {
+// Status says why placement waits, for the recovery-timeout error
+// (actors.Placer).
+func (p *workerPool) Status() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.waiting
 }
 
-// close stops the heartbeat and remoting. It stops the gRPC server only:
-// protoactor's graceful shutdown (Shutdown(true)) races on unsynchronized
-// flags, so the outgoing connections stay until the process ends.
-func (p *workerPool) close() {
+// Close stops the heartbeat and remoting (actors.Placer). It stops the
+// gRPC server only: protoactor's graceful shutdown (Shutdown(true)) races
+// on unsynchronized flags, so the outgoing connections stay until the
+// process ends.
+func (p *workerPool) Close() {
 	close(p.stop)
 	p.wg.Wait()
 	p.rem.Shutdown(false)

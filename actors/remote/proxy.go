@@ -1,4 +1,4 @@
-package actors
+package remote
 
 import (
 	"errors"
@@ -6,46 +6,31 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"cohort/actors/rankpb"
+	"cohort/actors"
+	"cohort/actors/remote/rankpb"
 )
 
 // rankProxy stands in for a remote rank inside the engine: it is the engine
 // root's child like a local rank and takes the same messages, so supervision
 // is the same for both. It translates them to protobuf for the rank on its
 // worker, watches that rank, and reports its loss (the worker died, or
-// stopped answering heartbeats) to the engine root as rankLost.
+// stopped answering heartbeats) to the engine root as actors.RankLost.
 type rankProxy struct {
 	rank    int
 	gen     uint64
 	group   *remoteGroup
-	load    *LoadShard
+	load    *actors.LoadShard
 	placed  *rankPlaced
 	remote  *actor.PID
 	replyTo *actor.PID
 	lost    error
 }
 
-// rankLost reports that a remote rank is gone (scheduler family).
-type rankLost struct {
-	gen  uint64
-	rank int
-	err  error
-}
-
-// workerDown tells a proxy its worker stopped answering heartbeats.
-type workerDown struct {
-	addr string
-	err  error
-}
-
-func (*rankLost) schedulerMessage() {}
-func (*workerDown) rankMessage()    {}
-
 func (p *rankProxy) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		p.group.join(p.rank, ctx.Self())
-	case *LoadShard:
+	case *actors.LoadShard:
 		p.load, p.replyTo = msg, msg.ReplyTo
 		p.start(ctx)
 	case *rankPlaced:
@@ -53,7 +38,7 @@ func (p *rankProxy) Receive(ctx actor.Context) {
 		p.start(ctx)
 	case *rankpb.ShardReady:
 		ctx.Send(p.replyTo, readyFromPB(msg, p.where()))
-	case *RunStep:
+	case *actors.RunStep:
 		p.step(ctx, msg)
 	case *rankpb.StepCompleted:
 		ctx.Send(p.replyTo, completedFromPB(msg, p.where()))
@@ -74,7 +59,7 @@ func (p *rankProxy) Receive(ctx actor.Context) {
 			p.group.pool.untrack(p.placed.worker, ctx.Self())
 		}
 	default:
-		reportUnexpected("remote rank proxy", msg)
+		actors.ReportUnexpected("remote rank proxy", msg)
 	}
 }
 
@@ -92,7 +77,7 @@ func (p *rankProxy) start(ctx actor.Context) {
 		return
 	}
 	if p.placed.err != nil {
-		ctx.Send(p.replyTo, &ShardReady{Generation: p.gen, Rank: p.rank, Err: p.placed.err})
+		ctx.Send(p.replyTo, &actors.ShardReady{Generation: p.gen, Rank: p.rank, Err: p.placed.err})
 		return
 	}
 	p.remote = p.placed.pid
@@ -104,14 +89,14 @@ func (p *rankProxy) start(ctx actor.Context) {
 		OpTimeoutMs: cfg.RingOpTimeout.Milliseconds(), Capacity: capacityInputToPB(p.load.Capacity)})
 }
 
-func (p *rankProxy) step(ctx actor.Context, msg *RunStep) {
+func (p *rankProxy) step(ctx actor.Context, msg *actors.RunStep) {
 	p.replyTo = msg.ReplyTo
 	switch {
 	case p.lost != nil:
-		ctx.Send(msg.ReplyTo, &StepCompleted{Generation: msg.Generation, Step: msg.Step, Rank: p.rank, Err: p.lost})
+		ctx.Send(msg.ReplyTo, &actors.StepCompleted{Generation: msg.Generation, Step: msg.Step, Rank: p.rank, Err: p.lost})
 	case p.remote == nil:
-		ctx.Send(msg.ReplyTo, &StepCompleted{Generation: msg.Generation, Step: msg.Step, Rank: p.rank,
-			Err: errors.New("actors: remote rank not placed")})
+		ctx.Send(msg.ReplyTo, &actors.StepCompleted{Generation: msg.Generation, Step: msg.Step, Rank: p.rank,
+			Err: errors.New("remote: remote rank not placed")})
 	default:
 		ctx.Send(p.remote, stepToPB(msg))
 	}
@@ -124,5 +109,5 @@ func (p *rankProxy) lose(ctx actor.Context, err error) {
 		return
 	}
 	p.lost = err
-	ctx.Send(ctx.Parent(), &rankLost{gen: p.gen, rank: p.rank, err: err})
+	ctx.Send(ctx.Parent(), &actors.RankLost{Generation: p.gen, Rank: p.rank, Err: err})
 }

@@ -1,4 +1,4 @@
-package actors
+package remote
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"cohort/actors/rankpb"
+	"cohort/actors/remote/rankpb"
 )
 
 // TestRemoteStopsRefused: a peer on a worker's actor port (here a

@@ -1,8 +1,10 @@
-package actors
+package remote
 
 import (
 	"fmt"
 	"testing"
+
+	"cohort/actors"
 )
 
 // BenchmarkRemoteStep compares remote rank actors (two workers reached over
@@ -24,7 +26,7 @@ func BenchmarkRemoteStep(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("%s/remote/conc=%d", c.preset, c.conc), func(b *testing.B) {
 			addrs := benchWorkers(b, 2)
-			remote = runEngineWith(b, benchConfig(tm, &Remote{Workers: addrs, Security: testSecurity()}), reqs)
+			remote = runEngineWith(b, benchConfig(tm, &Config{Workers: addrs, Security: testSecurity()}), reqs)
 			if local.steps > 0 && remote.steps > 0 {
 				l, r := local.elapsed.Seconds()*1e6/float64(local.steps), remote.elapsed.Seconds()*1e6/float64(remote.steps)
 				b.ReportMetric(l, "local-µs/step")
@@ -35,11 +37,11 @@ func BenchmarkRemoteStep(b *testing.B) {
 	}
 }
 
-func benchConfig(tm testModel, rem *Remote) Config {
-	c := Config{Checkpoint: tm.ck, Tokenizer: tm.tok, TP: 2, NewBackend: cpuBackends(0), Capacity: benchCapacity,
-		MaxPrefillTokens: 512, MaxRows: 64, Remote: rem}
+func benchConfig(tm testModel, rem *Config) actors.Config {
+	c := actors.Config{Checkpoint: tm.ck, Tokenizer: tm.tok, TP: 2, NewBackend: cpuBackends(0), Capacity: benchCapacity,
+		MaxPrefillTokens: 512, MaxRows: 64}
 	if rem != nil {
-		c.NewBackend = nil
+		c.NewBackend, c.Placement = nil, Placement(*rem)
 	}
 	return c
 }

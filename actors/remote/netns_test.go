@@ -1,4 +1,4 @@
-package actors
+package remote
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"cohort/actors"
 	"cohort/supervision"
 )
 
@@ -65,7 +66,7 @@ func ipCmd(args ...string) error {
 
 // TestRemotePartition puts one of two workers in a network namespace and
 // sets its link down under streaming load: the heartbeat declares the worker
-// down within Remote.DownAfter (plus one heartbeat), the group is torn down
+// down within Config.DownAfter (plus one heartbeat), the group is torn down
 // the same way as after a kill, and once the link is up again the worker
 // rejoins and every request completes with its fault-free tokens.
 func TestRemotePartition(t *testing.T) {
@@ -78,8 +79,9 @@ func TestRemotePartition(t *testing.T) {
 	far := startWorkerProc(t, ns.nsIP+":0", []string{"ip", "netns", "exec", ns.name})
 	failures := newFailureLog()
 	downAfter, heartbeat := time.Second, 100*time.Millisecond
-	e := remoteEngine(t, tm, 2, []string{local.addr, far.addr}, func(c *Config) {
-		c.Remote.Listen, c.Remote.DownAfter, c.Remote.Heartbeat = ns.hostIP+":0", downAfter, heartbeat
+	e := remoteEngine(t, tm, 2, []string{local.addr, far.addr}, func(rc *Config) {
+		rc.Listen, rc.DownAfter, rc.Heartbeat = ns.hostIP+":0", downAfter, heartbeat
+	}, func(c *actors.Config) {
 		c.Replay, c.StepDeadline = true, 30*time.Second // the heartbeat, not the step deadline, must notice
 		failures.hook(c)
 	})
@@ -87,7 +89,7 @@ func TestRemotePartition(t *testing.T) {
 	for i := range reqs {
 		reqs[i].MaxTokens, reqs[i].IgnoreEOS = 30, true
 	}
-	streams := make([]*Stream, len(reqs))
+	streams := make([]*actors.Stream, len(reqs))
 	for i, r := range reqs {
 		streams[i] = mustSubmit(t, e, r)
 	}

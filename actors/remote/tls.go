@@ -1,4 +1,4 @@
-package actors
+package remote
 
 import (
 	"crypto/tls"
@@ -29,7 +29,7 @@ type Security struct {
 
 // ErrInsecure is returned when an actor port would run without TLS and
 // without Security.Insecure.
-var ErrInsecure = errors.New("actors: the actor-remote port needs mutual TLS (a certificate, its key and the cluster CA) or an explicit insecure setting")
+var ErrInsecure = errors.New("remote: the actor-remote port needs mutual TLS (a certificate, its key and the cluster CA) or an explicit insecure setting")
 
 // LoadSecurity reads a node certificate and key and the cluster CA (PEM
 // files, e.g. from `cohort gen-certs`) into a mutual-TLS Security: the same
@@ -38,15 +38,15 @@ var ErrInsecure = errors.New("actors: the actor-remote port needs mutual TLS (a 
 func LoadSecurity(certFile, keyFile, caFile string) (*Security, error) {
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
-		return nil, fmt.Errorf("actors: TLS certificate %s: %w", certFile, err)
+		return nil, fmt.Errorf("remote: TLS certificate %s: %w", certFile, err)
 	}
 	caPEM, err := os.ReadFile(caFile)
 	if err != nil {
-		return nil, fmt.Errorf("actors: TLS CA: %w", err)
+		return nil, fmt.Errorf("remote: TLS CA: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("actors: TLS CA %s holds no PEM certificate", caFile)
+		return nil, fmt.Errorf("remote: TLS CA %s holds no PEM certificate", caFile)
 	}
 	return &Security{
 		Server: &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert},

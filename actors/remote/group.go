@@ -1,4 +1,4 @@
-package actors
+package remote
 
 import (
 	"context"
@@ -9,17 +9,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 
-	"cohort/actors/rankpb"
-	"cohort/nccl"
+	"cohort/actors"
+	"cohort/actors/remote/rankpb"
 )
-
-// placedRank is one rank of a generation as the engine root holds it: the
-// props of its actor (a proxy, for a remote rank) and its communicator
-// (whose Abort must reach the rank, wherever it runs).
-type placedRank struct {
-	props *actor.Props
-	comm  nccl.Communicator
-}
 
 // remoteGroup places one generation's ranks on workers: it waits for enough
 // live workers, spawns and prepares each rank there, and hands the proxies
@@ -40,28 +32,18 @@ type remoteGroup struct {
 	nJoined int
 }
 
-// rankPlaced tells a proxy where its rank runs (or why it could not be placed).
-type rankPlaced struct {
-	pid    *actor.PID
-	worker string
-	ring   []string
-	group  string
-	err    error
-}
-
-func (*rankPlaced) rankMessage() {}
-
-// place starts placing generation gen; it never blocks the engine root.
-func (p *workerPool) place(gen uint64, size int, health func(string)) []placedRank {
+// Place starts placing generation gen (actors.Placer); it never blocks the
+// engine root: each proxy gets its placement as a message.
+func (p *workerPool) Place(gen uint64, size int, health func(string)) []actors.PlacedRank {
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &remoteGroup{pool: p, gen: gen, size: size, ctx: ctx, cancel: cancel, health: health,
 		proxies: make([]*actor.PID, size), placed: make([]*rankPlaced, size), ranks: make([]*actor.PID, size),
 		joined: make(chan struct{})}
-	out := make([]placedRank, size)
+	out := make([]actors.PlacedRank, size)
 	for r := range out {
-		out[r] = placedRank{
-			props: actor.PropsFromProducer(func() actor.Actor { return &rankProxy{rank: r, gen: gen, group: g} }),
-			comm:  &remoteComm{group: g, rank: r},
+		out[r] = actors.PlacedRank{
+			Props: actor.PropsFromProducer(func() actor.Actor { return &rankProxy{rank: r, gen: gen, group: g} }),
+			Comm:  &remoteComm{group: g, rank: r},
 		}
 	}
 	p.wg.Go(g.run)
@@ -213,7 +195,7 @@ type remoteComm struct {
 	rank  int
 }
 
-var errRemoteComm = errors.New("actors: the communicator of a remote rank runs on its worker")
+var errRemoteComm = errors.New("remote: the communicator of a remote rank runs on its worker")
 
 func (c *remoteComm) Rank() int                                             { return c.rank }
 func (c *remoteComm) Size() int                                             { return c.group.size }

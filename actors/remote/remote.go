@@ -1,8 +1,11 @@
-package actors
-
-// Ranks in other processes: the shared pieces of the engine side (remote_pool.go,
-// remote_group.go, remote_proxy.go) and the worker side (remote_worker.go,
-// remote_rank.go). See docs/remote.md.
+// Package remote places an engine's ranks in other processes: the engine
+// side (a worker pool with heartbeats, the placement of each generation,
+// proxy actors that stand in for remote ranks as the engine root's
+// children) and the worker side (`cohort worker`: a host of rank actors
+// joined by a TCP ring), the protobuf wire between them (rankpb), mutual TLS
+// and a guard on the actor port. It implements actors.Placer; actors does
+// not import it (cmd/cohort wires the two). See docs/remote.md.
+package remote
 
 import (
 	"crypto/sha256"
@@ -20,9 +23,11 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
+
+	"cohort/actors"
 )
 
-// ProtocolVersion names the rank protocol (actors/rankpb); it is part of
+// ProtocolVersion names the rank protocol (rankpb); it is part of
 // the build string, so an engine and a worker that speak different versions
 // refuse each other.
 const ProtocolVersion = 1
@@ -33,9 +38,10 @@ const (
 	rankKind       = "cohort.rank"   // the remote kind of rank actors
 )
 
-// Remote places the ranks on worker processes (`cohort worker`) instead of
-// in this process. Zero values take the defaults in brackets.
-type Remote struct {
+// Config places an engine's ranks on worker processes (`cohort worker`)
+// instead of in the engine's process. Zero values take the defaults in
+// brackets.
+type Config struct {
 	Workers []string // host:port of each worker's actor remote
 	// Listen is this engine's actor-remote address; workers reply to it, so
 	// it must be reachable from them ["127.0.0.1:0"].
@@ -52,14 +58,26 @@ type Remote struct {
 	DownAfter       time.Duration
 	SpawnTimeout    time.Duration // bound on spawning and preparing one remote rank [10s]
 	RingDialTimeout time.Duration // the TCP ring must form within it [10s]
-	RingOpTimeout   time.Duration // bound on one collective [Config.StepDeadline]
+	RingOpTimeout   time.Duration // bound on one collective [actors.Config.StepDeadline]
 	Build           string        // this build's identity [Build()]
 	// Security authenticates the engine's actor port and its links to the
 	// workers; nil refuses to start (see Security).
 	Security *Security
 }
 
-func (r *Remote) defaults(c *Config) {
+// Placement returns the engine's placer for cfg (actors.Config.Placement):
+// it starts remoting on the engine's actor system and pings every worker
+// once; a worker that refuses the engine (another build or model) fails
+// the start.
+func Placement(cfg Config) actors.NewPlacer {
+	return func(sys *actor.ActorSystem, c actors.Config) (actors.Placer, error) {
+		rc := cfg
+		rc.defaults(&c)
+		return newWorkerPool(sys, rc)
+	}
+}
+
+func (r *Config) defaults(c *actors.Config) {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
@@ -139,7 +157,7 @@ func executableHash() string {
 // silent partition breaks the connection within seconds, and short connect
 // attempts, so a restarted worker is reached again quickly. grpc-go pings
 // no more often than every 10 s from a client; the server side pings every
-// second. The worker heartbeat (Remote.DownAfter) is the tighter bound.
+// second. The worker heartbeat (Config.DownAfter) is the tighter bound.
 func remoteOptions(creds grpc.DialOption, serverCreds grpc.ServerOption, g *guard) []remote.ConfigOption {
 	return []remote.ConfigOption{
 		remote.WithDialOptions(
@@ -165,18 +183,18 @@ func startRemote(sys *actor.ActorSystem, listen string, sec *Security, g *guard,
 	}
 	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {
-		return nil, fmt.Errorf("actors: remote address %q: %w", listen, err)
+		return nil, fmt.Errorf("remote: address %q: %w", listen, err)
 	}
 	port, err := strconv.Atoi(portStr)
 	if err != nil {
-		return nil, fmt.Errorf("actors: remote address %q: bad port: %w", listen, err)
+		return nil, fmt.Errorf("remote: address %q: bad port: %w", listen, err)
 	}
 	cfg := remote.Configure(host, port, append(remoteOptions(dialCreds, serverCreds, g), remote.WithKinds(kinds...))...)
 	cfg.MaxRetryCount = 1 // one connect attempt per endpoint; the next message tries again
 	rem = remote.NewRemote(sys, cfg)
 	defer func() {
 		if r := recover(); r != nil { // remote.Start panics when it cannot listen
-			rem, err = nil, fmt.Errorf("actors: remote on %s: %v", listen, r)
+			rem, err = nil, fmt.Errorf("remote: listening on %s: %v", listen, r)
 		}
 	}()
 	rem.Start()

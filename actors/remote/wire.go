@@ -1,7 +1,7 @@
-package actors
+package remote
 
 // Conversions between the engine's rank messages and their protobuf form
-// (actors/rankpb), for ranks in other processes.
+// (rankpb), for ranks in other processes.
 
 import (
 	"context"
@@ -11,8 +11,9 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"cohort/actors"
 	"cohort/actors/planner"
-	"cohort/actors/rankpb"
+	"cohort/actors/remote/rankpb"
 	"cohort/model"
 	"cohort/model/sample"
 	"cohort/nccl"
@@ -69,7 +70,7 @@ func paramsFromPB(p *rankpb.SampleParams) sample.Params {
 	return out
 }
 
-func stepToPB(s *RunStep) *rankpb.RunStep {
+func stepToPB(s *actors.RunStep) *rankpb.RunStep {
 	out := &rankpb.RunStep{Generation: s.Generation, Step: s.Step, Tokens: s.Tokens, Positions: s.Positions,
 		ResetSlots: intsToPB(s.Reset), Trace: traceToPB(s.Trace)}
 	for _, q := range s.Seqs {
@@ -88,15 +89,15 @@ func stepToPB(s *RunStep) *rankpb.RunStep {
 	return out
 }
 
-func stepFromPB(s *rankpb.RunStep) *RunStep {
-	out := &RunStep{Generation: s.Generation, Step: s.Step, Tokens: s.Tokens, Positions: s.Positions,
+func stepFromPB(s *rankpb.RunStep) *actors.RunStep {
+	out := &actors.RunStep{Generation: s.Generation, Step: s.Step, Tokens: s.Tokens, Positions: s.Positions,
 		Reset: intsFromPB(s.ResetSlots), Trace: traceFromPB(s.Trace)}
 	for _, q := range s.Seqs {
-		out.Seqs = append(out.Seqs, StepSeq{ID: planner.RequestID(q.Id), Slot: int(q.Slot), Start: int(q.Start),
+		out.Seqs = append(out.Seqs, actors.StepSeq{ID: planner.RequestID(q.Id), Slot: int(q.Slot), Start: int(q.Start),
 			Len: int(q.Len), Cached: int(q.Cached), Pages: q.Pages})
 	}
 	for _, o := range s.Outputs {
-		out.Outputs = append(out.Outputs, OutputRow{ID: planner.RequestID(o.Id), Row: int(o.Row), Params: paramsFromPB(o.Params),
+		out.Outputs = append(out.Outputs, actors.OutputRow{ID: planner.RequestID(o.Id), Row: int(o.Row), Params: paramsFromPB(o.Params),
 			Index: int(o.Index), TopN: int(o.TopN), Prompt: o.Prompt, Generated: o.Generated,
 			Score: o.Score, Target: o.Target, Pos: int(o.Pos), Logprobs: o.Logprobs})
 		if o.MaskVocab > 0 {
@@ -106,7 +107,7 @@ func stepFromPB(s *rankpb.RunStep) *RunStep {
 	return out
 }
 
-func completedToPB(c *StepCompleted) *rankpb.StepCompleted {
+func completedToPB(c *actors.StepCompleted) *rankpb.StepCompleted {
 	out := &rankpb.StepCompleted{Generation: c.Generation, Step: c.Step, Rank: int32(c.Rank)}
 	if c.Err != nil {
 		out.Error, out.Aborted = c.Err.Error(), errors.Is(c.Err, nccl.ErrAborted)
@@ -121,19 +122,19 @@ func completedToPB(c *StepCompleted) *rankpb.StepCompleted {
 	return out
 }
 
-func completedFromPB(c *rankpb.StepCompleted, where string) *StepCompleted {
-	out := &StepCompleted{Generation: c.Generation, Step: c.Step, Rank: int(c.Rank), Err: remoteErr(where, c.Error, c.Aborted)}
+func completedFromPB(c *rankpb.StepCompleted, where string) *actors.StepCompleted {
+	out := &actors.StepCompleted{Generation: c.Generation, Step: c.Step, Rank: int(c.Rank), Err: remoteErr(where, c.Error, c.Aborted)}
 	for _, s := range c.Samples {
 		r := sample.Result{Token: logprobFromPB(s.Token)}
 		for _, t := range s.Top {
 			r.Top = append(r.Top, logprobFromPB(t))
 		}
-		out.Samples = append(out.Samples, Sampled{ID: planner.RequestID(s.Id), Result: r, Scored: s.Scored, Pos: int(s.Pos)})
+		out.Samples = append(out.Samples, actors.Sampled{ID: planner.RequestID(s.Id), Result: r, Scored: s.Scored, Pos: int(s.Pos)})
 	}
 	return out
 }
 
-func readyToPB(r *ShardReady) *rankpb.ShardReady {
+func readyToPB(r *actors.ShardReady) *rankpb.ShardReady {
 	out := &rankpb.ShardReady{Generation: r.Generation, Rank: int32(r.Rank),
 		Capacity: &rankpb.Capacity{Slots: int32(r.Capacity.Slots), Pages: int32(r.Capacity.Pages), PageSize: int32(r.Capacity.PageSize)}}
 	if r.Err != nil {
@@ -142,9 +143,9 @@ func readyToPB(r *ShardReady) *rankpb.ShardReady {
 	return out
 }
 
-func readyFromPB(r *rankpb.ShardReady, where string) *ShardReady {
+func readyFromPB(r *rankpb.ShardReady, where string) *actors.ShardReady {
 	c := r.GetCapacity()
-	return &ShardReady{Generation: r.Generation, Rank: int(r.Rank), Err: remoteErr(where, r.Error, false),
+	return &actors.ShardReady{Generation: r.Generation, Rank: int(r.Rank), Err: remoteErr(where, r.Error, false),
 		Capacity: model.Capacity{Slots: int(c.GetSlots()), Pages: int(c.GetPages()), PageSize: int(c.GetPageSize())}}
 }
 

@@ -1,4 +1,4 @@
-package actors
+package remote
 
 import (
 	"context"
@@ -47,12 +47,12 @@ func (g *guard) serverOptions() []grpc.ServerOption {
 }
 
 func (g *guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	return nil, status.Errorf(codes.PermissionDenied, "actors: %s is not served on this actor port", info.FullMethod)
+	return nil, status.Errorf(codes.PermissionDenied, "remote: %s is not served on this actor port", info.FullMethod)
 }
 
 func (g *guard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 	if info.FullMethod != "/remote.Remoting/Receive" {
-		return status.Errorf(codes.PermissionDenied, "actors: %s is not served on this actor port", info.FullMethod)
+		return status.Errorf(codes.PermissionDenied, "remote: %s is not served on this actor port", info.FullMethod)
 	}
 	return h(srv, &guardedStream{ServerStream: ss, g: g})
 }
