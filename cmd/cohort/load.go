@@ -10,7 +10,7 @@ import (
 	"cohort/kernels"
 	"cohort/model"
 	"cohort/model/modelgen"
-	_ "cohort/model/qwen35" // registers the Qwen3.5 architectures
+	_ "cohort/model/all" // registers every architecture
 	"cohort/model/tokenizer"
 )
 

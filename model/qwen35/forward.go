@@ -22,7 +22,7 @@ type Model struct {
 }
 
 type layer struct {
-	kind      model.LayerKind
+	kind      LayerKind
 	index     int // index among the layers of the same kind (cache / state layer)
 	inputNorm kernels.Tensor
 	postNorm  kernels.Tensor
@@ -59,14 +59,14 @@ func (Arch) Build(c *model.Config, s model.Shard, w map[string]kernels.Tensor) (
 		m.lmHead = get("lm_head.weight")
 	}
 	m.vocabStart = s.Rank * c.VocabSize / s.Size
-	counts := map[model.LayerKind]int{}
-	for i, kind := range c.Layers {
+	counts := map[LayerKind]int{}
+	for i, kind := range ParamsOf(c).Layers {
 		p := fmt.Sprintf("layers.%d.", i)
 		l := layer{kind: kind, index: counts[kind],
 			inputNorm: get(p + "input_layernorm.weight"), postNorm: get(p + "post_attention_layernorm.weight"),
 			gate: get(p + "mlp.gate_proj.weight"), up: get(p + "mlp.up_proj.weight"), down: get(p + "mlp.down_proj.weight")}
 		counts[kind]++
-		if kind == model.FullAttention {
+		if kind == FullAttention {
 			a := p + "self_attn."
 			l.q, l.k, l.v, l.o = get(a+"q_proj.weight"), get(a+"k_proj.weight"), get(a+"v_proj.weight"), get(a+"o_proj.weight")
 			l.qNorm, l.kNorm = get(a+"q_norm.weight"), get(a+"k_norm.weight")
@@ -91,22 +91,41 @@ func attnConfig(c *model.Config, s model.Shard) kernels.AttnConfig {
 }
 
 func gdnConfig(c *model.Config, s model.Shard) kernels.GDNConfig {
-	return kernels.GDNConfig{KeyHeads: c.LinearKeyHeads / s.Size, ValueHeads: c.LinearValueHeads / s.Size,
-		KeyDim: c.LinearKeyDim, ValueDim: c.LinearValueDim, ConvKernel: c.ConvKernel}
+	p := ParamsOf(c)
+	return kernels.GDNConfig{KeyHeads: p.LinearKeyHeads / s.Size, ValueHeads: p.LinearValueHeads / s.Size,
+		KeyDim: p.LinearKeyDim, ValueDim: p.LinearValueDim, ConvKernel: p.ConvKernel}
 }
 
+// State is one rank's Qwen3.5 request state.
+type State struct {
+	KV  kernels.KVCache   // paged KV cache of the full-attention layers
+	GDN kernels.StatePool // conv + recurrent state of the GDN layers
+	// ID is unique in the process (model.NewID) and never reused, unlike
+	// an address. Backends key recorded steps on it.
+	ID uint64
+}
+
+// Reset zeroes a slot's GDN state; KV pages are written before they are
+// read, so they need no reset.
+func (s *State) Reset(slot int) { s.GDN.Reset(slot) }
+
 // NewState allocates this rank's KV pages and GDN state slots.
-func (m *Model) NewState(be kernels.Backend, slots, pages, pageSize int) *model.State {
-	return &model.State{
-		KV:  be.NewKVCache(m.cfg.CountLayers(model.FullAttention), pages, pageSize, m.attn.KVHeads, m.attn.HeadDim),
-		GDN: be.NewStatePool(m.cfg.CountLayers(model.LinearAttention), slots, m.gdn),
+func (m *Model) NewState(be kernels.Backend, slots, pages, pageSize int) model.State {
+	p := ParamsOf(m.cfg)
+	return &State{
+		KV:  be.NewKVCache(p.CountLayers(FullAttention), pages, pageSize, m.attn.KVHeads, m.attn.HeadDim),
+		GDN: be.NewStatePool(p.CountLayers(LinearAttention), slots, m.gdn),
 		ID:  model.NewID(),
 	}
 }
 
 // Forward runs the decoder over the flat batch and returns the logits of
 // outputRows, gathered over the vocab shards.
-func (m *Model) Forward(be kernels.Backend, st *model.State, tokens []int32, b *kernels.Batch, outputRows []int) (kernels.Tensor, error) {
+func (m *Model) Forward(be kernels.Backend, state model.State, tokens []int32, b *kernels.Batch, outputRows []int) (kernels.Tensor, error) {
+	st, ok := state.(*State)
+	if !ok {
+		return nil, fmt.Errorf("qwen35: state %T was not made by a Qwen3.5 model", state)
+	}
 	if len(tokens) != b.Rows() {
 		return nil, fmt.Errorf("qwen35: %d tokens for a batch of %d rows", len(tokens), b.Rows())
 	}
@@ -138,7 +157,7 @@ func (m *Model) Forward(be kernels.Backend, st *model.State, tokens []int32, b *
 	for i := range m.layers {
 		l := &m.layers[i]
 		var mixed kernels.Tensor
-		if l.kind == model.FullAttention {
+		if l.kind == FullAttention {
 			mixed = m.attention(be, l, h, st, b)
 		} else {
 			mixed = m.deltaNet(be, l, h, st, b)
@@ -193,7 +212,7 @@ func (m *Model) allReduce(be kernels.Backend, x kernels.Tensor) error {
 }
 
 // attention is the gated full-attention mixer (spec §2.3).
-func (m *Model) attention(be kernels.Backend, l *layer, h kernels.Tensor, st *model.State, b *kernels.Batch) kernels.Tensor {
+func (m *Model) attention(be kernels.Backend, l *layer, h kernels.Tensor, st *State, b *kernels.Batch) kernels.Tensor {
 	c := m.attn
 	p := kernels.Linears(be, h, l.q, l.k, l.v)
 	q, gate, k := kernels.PrepareQK(be, p[0], p[1], l.qNorm, l.kNorm, b.Positions, c, m.cfg.Eps)
@@ -203,7 +222,7 @@ func (m *Model) attention(be kernels.Backend, l *layer, h kernels.Tensor, st *mo
 }
 
 // deltaNet is the Gated DeltaNet mixer (spec §2.4).
-func (m *Model) deltaNet(be kernels.Backend, l *layer, h kernels.Tensor, st *model.State, b *kernels.Batch) kernels.Tensor {
+func (m *Model) deltaNet(be kernels.Backend, l *layer, h kernels.Tensor, st *State, b *kernels.Batch) kernels.Tensor {
 	p := kernels.Linears(be, h, l.qkv, l.z, l.b, l.a)
 	mixed := be.CausalConv1d(p[0], l.conv, st.GDN, l.index, b)
 	o := be.GatedDeltaRule(mixed, p[2], p[3], l.aLog, l.dtBias, st.GDN, l.index, b, m.gdn)
