@@ -9,8 +9,8 @@ import (
 
 	"cohort/kernels"
 	"cohort/model"
-	"cohort/model/modelgen"
 	_ "cohort/model/all" // registers every architecture
+	"cohort/model/modelgen"
 	"cohort/model/tokenizer"
 )
 
