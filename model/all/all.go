@@ -4,5 +4,6 @@
 package all
 
 import (
+	_ "cohort/model/qwen3"  // Qwen3ForCausalLM
 	_ "cohort/model/qwen35" // Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration
 )
