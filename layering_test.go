@@ -103,6 +103,14 @@ var rules = []rule{
 	{from: "actors/rankpb", forbidden: anyOurs("actors/rankpb"), why: "the wire messages of remote ranks are generated protobuf: they import nothing of ours", direct: false},
 	{from: "actors/planner", forbidden: notStd, why: "the planner is pure: standard library only (no protoactor, kernels or I/O packages of ours)", direct: false},
 	{from: "nccl/dynload", forbidden: notStd, why: "the shared library loader is a leaf: standard library only", direct: false},
+	{from: "model/qwen35", forbidden: archImport, why: "an architecture imports only model and kernels (no other architecture)", direct: true},
+	{from: "model/qwen3", forbidden: archImport, why: "an architecture imports only model and kernels (no other architecture)", direct: true},
+}
+
+// archImport matches what an architecture package may not import: any
+// package of ours but model and kernels themselves.
+func archImport(dep string) bool {
+	return strings.HasPrefix(dep, module+"/") && dep != module+"/model" && dep != module+"/kernels"
 }
 
 // notStd matches every package outside the standard library.
