@@ -67,6 +67,7 @@ tracecheck: build ## a real OpenTelemetry Collector: one streamed chat with --tp
 
 fixtures: ## regenerate HF reference fixtures (run on the GPU machine; see tools/hfref)
 	python3 tools/hfref/make_fixtures.py --out testdata/hf
+	python3 tools/hfref/make_fixtures.py --qwen3 testdata/hf-qwen3/qwen3-tiny
 
 .PHONY: build-cuda vet-cuda
 # The cuda build needs the CUDA headers and, to link libcuda (gorgonia.org/cu),

@@ -105,6 +105,14 @@ var rules = []rule{
 	{from: "actors", forbidden: ours("actors/remote"), why: "actors never imports actors/remote: remote implements actors.Placer and cmd/cohort wires the two", direct: false, except: "actors/remote"},
 	{from: "actors/planner", forbidden: notStd, why: "the planner is pure: standard library only (no protoactor, kernels or I/O packages of ours)", direct: false},
 	{from: "nccl/dynload", forbidden: notStd, why: "the shared library loader is a leaf: standard library only", direct: false},
+	{from: "model/qwen35", forbidden: archImport, why: "an architecture imports only model and kernels (no other architecture)", direct: true},
+	{from: "model/qwen3", forbidden: archImport, why: "an architecture imports only model and kernels (no other architecture)", direct: true},
+}
+
+// archImport matches what an architecture package may not import: any
+// package of ours but model and kernels themselves.
+func archImport(dep string) bool {
+	return strings.HasPrefix(dep, module+"/") && dep != module+"/model" && dep != module+"/kernels"
 }
 
 // violates reports whether pkg importing dep breaks r. A package may import

@@ -129,13 +129,12 @@ func runEngineWith(b *testing.B, cfg Config, reqs []Request) result {
 // runDirect drives the scheduler's logic and the rank's step function in a
 // plain loop: no actors, no messages, no executor thread.
 func runDirect(b *testing.B, tm testModel, reqs []Request) result {
-	cfg := tm.ck.Config
 	be := cpu.New(cpu.Options{})
 	m, err := tm.ck.Load(be, model.Single)
 	if err != nil {
 		b.Fatal(err)
 	}
-	caps, err := cfg.PlanCapacity(model.Single, benchCapacity)
+	caps, err := tm.ck.PlanCapacity(model.Single, benchCapacity)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"cohort/kernels/cpu"
 	"cohort/model"
 	"cohort/model/modelgen"
-	_ "cohort/model/qwen35"
+	"cohort/model/qwen35"
 	"cohort/model/sample"
 	"cohort/model/tokenizer"
 	"cohort/nccl"
@@ -260,7 +260,7 @@ func TestResetZeroesReusedSlot(t *testing.T) {
 	if fmt.Sprint(clean) != fmt.Sprint(fresh) {
 		t.Fatalf("after Reset: %v, fresh %v", clean, fresh)
 	}
-	if snap := st.GDN.(*cpu.StatePool).Snapshot(0); !slices.ContainsFunc(snap, func(v float32) bool { return v != 0 }) {
+	if snap := st.(*qwen35.State).GDN.(*cpu.StatePool).Snapshot(0); !slices.ContainsFunc(snap, func(v float32) bool { return v != 0 }) {
 		t.Fatal("state stayed zero after a step")
 	}
 }

@@ -36,7 +36,7 @@ type Rank struct {
 
 	be     kernels.Backend
 	m      model.Model
-	st     *model.State
+	st     model.State
 	poison *supervision.Poison
 	faults *rankFaults
 	// owned is the backend the executor made; only executor jobs touch it,
@@ -158,7 +158,7 @@ func (r *Rank) load(ctx actor.Context, msg *LoadShard) {
 			if err != nil {
 				return err
 			}
-			if out.capacity, err = msg.Checkpoint.Config.PlanCapacity(msg.Shard, in); err != nil {
+			if out.capacity, err = msg.Checkpoint.PlanCapacity(msg.Shard, in); err != nil {
 				return err
 			}
 			out.st = out.m.NewState(out.be, out.capacity.Slots, out.capacity.Pages, out.capacity.PageSize)
@@ -220,10 +220,10 @@ func (r *Rank) run(ctx actor.Context, msg *RunStep) {
 
 // executeStep runs one step on a rank: zero newly assigned slots, run the
 // forward pass over the flat batch and, on the sampling rank, pick tokens.
-func executeStep(be kernels.Backend, m model.Model, st *model.State, msg *RunStep, sampleHere bool, timing *stepTiming) ([]Sampled, error) {
+func executeStep(be kernels.Backend, m model.Model, st model.State, msg *RunStep, sampleHere bool, timing *stepTiming) ([]Sampled, error) {
 	t0 := time.Now()
 	for _, slot := range msg.Reset {
-		st.GDN.Reset(slot)
+		st.Reset(slot)
 	}
 	b := &kernels.Batch{Positions: msg.Positions, Seqs: make([]kernels.Seq, len(msg.Seqs))}
 	for i, s := range msg.Seqs {

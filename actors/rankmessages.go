@@ -85,7 +85,7 @@ type stepExecuted struct {
 type rankBound struct {
 	be       kernels.Backend
 	m        model.Model
-	st       *model.State
+	st       model.State
 	capacity model.Capacity
 	replyTo  *actor.PID
 	err      error

@@ -1,7 +1,8 @@
 // Package kernels defines the Backend: the small set of model-granularity
-// operations a Qwen3.5 forward pass needs (linear, embedding, the two RMSNorm
-// forms, partial RoPE, paged attention with a sigmoid output gate, causal
-// conv1d with state, the gated delta rule, SwiGLU, collectives).
+// operations the architectures' forward passes need (linear, embedding, the
+// RMSNorm forms, partial RoPE, paged attention with or without a sigmoid
+// output gate, causal conv1d with state, the gated delta rule, SwiGLU,
+// collectives).
 //
 // A backend owns its tensors: model code builds a forward pass out of these
 // calls and never touches tensor memory directly. kernels/cpu is the readable
@@ -98,6 +99,10 @@ type Backend interface {
 	RMSNorm(x, w Tensor, eps float32) Tensor
 	// AddRMSNorm returns sum = residual + delta and RMSNorm(sum, w).
 	AddRMSNorm(residual, delta, w Tensor, eps float32) (sum, normed Tensor)
+	// PlainRMSNorm is the plain form x / rms(x) · w, with the weight applied
+	// as it is (values near 1: Llama's and Qwen3's RMSNorm), per group of
+	// len(w) columns like RMSNorm.
+	PlainRMSNorm(x, w Tensor, eps float32) Tensor
 	// Add returns a + b.
 	Add(a, b Tensor) Tensor
 	// SwiGLU returns silu(gate) ⊙ up.
@@ -114,6 +119,9 @@ type Backend interface {
 	// cached position of its sequence, and multiplies the result by
 	// sigmoid(gate). Output [T, Heads·HeadDim].
 	Attention(q, k, v, gate Tensor, cache KVCache, layer int, b *Batch, cfg AttnConfig) Tensor
+	// UngatedAttention is Attention without the output gate (dense
+	// Qwen3, Llama): the attention result as it is.
+	UngatedAttention(q, k, v Tensor, cache KVCache, layer int, b *Batch, cfg AttnConfig) Tensor
 
 	// CausalConv1d applies the depthwise causal conv (weight [convDim, 1, K] or
 	// [convDim, K]: convDim·K values, last dim K) and
@@ -225,39 +233,6 @@ func SwiGLULinear(be Backend, x, gate, up Tensor) Tensor {
 		return f.SwiGLULinear(x, gate, up)
 	}
 	return be.SwiGLU(be.Linear(x, gate), be.Linear(x, up))
-}
-
-// NormedLinear is implemented by backends that fuse a residual add and its
-// RMSNorm into the projections that read the normalized rows (the CUDA
-// backend's decode GEMV), so the norm costs no launch of its own.
-type NormedLinear interface {
-	// AddNormLinears returns sum = residual + delta and x·wᵢᵀ for every w,
-	// where x is what AddRMSNorm(residual, delta, norm, eps) normalizes.
-	AddNormLinears(residual, delta, norm Tensor, eps float32, ws ...Tensor) (sum Tensor, ys []Tensor)
-	// AddNormSwiGLULinear returns sum and SwiGLU(x·gateᵀ, x·upᵀ) for the
-	// same x.
-	AddNormSwiGLULinear(residual, delta, norm Tensor, eps float32, gate, up Tensor) (sum, y Tensor)
-}
-
-// AddNormLinears returns residual + delta and the projections of its
-// RMSNorm: fused where be is a NormedLinear, else AddRMSNorm and Linears.
-func AddNormLinears(be Backend, residual, delta, norm Tensor, eps float32, ws ...Tensor) (Tensor, []Tensor) {
-	if f, ok := be.(NormedLinear); ok {
-		return f.AddNormLinears(residual, delta, norm, eps, ws...)
-	}
-	sum, x := be.AddRMSNorm(residual, delta, norm, eps)
-	return sum, Linears(be, x, ws...)
-}
-
-// AddNormSwiGLULinear returns residual + delta and the SwiGLU MLP input
-// projection of its RMSNorm: fused where be is a NormedLinear, else
-// AddRMSNorm and SwiGLULinear.
-func AddNormSwiGLULinear(be Backend, residual, delta, norm Tensor, eps float32, gate, up Tensor) (Tensor, Tensor) {
-	if f, ok := be.(NormedLinear); ok {
-		return f.AddNormSwiGLULinear(residual, delta, norm, eps, gate, up)
-	}
-	sum, x := be.AddRMSNorm(residual, delta, norm, eps)
-	return sum, SwiGLULinear(be, x, gate, up)
 }
 
 // DeviceSampler is implemented by backends that pick tokens where the

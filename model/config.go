@@ -11,43 +11,29 @@ import (
 	"slices"
 )
 
-// LayerKind says which token mixer a decoder layer uses.
-type LayerKind uint8
-
-const (
-	// LinearAttention is a Gated DeltaNet layer.
-	LinearAttention LayerKind = iota
-	// FullAttention is a gated, grouped-query softmax attention layer.
-	FullAttention
-)
-
-func (k LayerKind) String() string {
-	if k == FullAttention {
-		return "full_attention"
-	}
-	return "linear_attention"
-}
-
-// Config holds the text-model hyperparameters of a checkpoint, read from
-// config.json in either the nested (multimodal container) or the flat form.
+// Config holds the hyperparameters every decoder-only architecture shares,
+// read from config.json in either the nested (multimodal container) or the
+// flat form. What only one architecture has (Qwen3.5's linear-attention
+// layers, say) its ParseConfig reads into Params.
+//
+// ParseConfig leaves at zero the fields whose defaults differ between
+// architectures (RopeTheta, PartialRotary, MaxPositions) when config.json
+// does not give them; the architecture's ParseConfig fills them.
 type Config struct {
 	Architecture string // architectures[0]
 	ModelType    string // the text model_type
 
 	HiddenSize   int
-	Layers       []LayerKind
+	NumLayers    int // num_hidden_layers
 	Intermediate int
 	VocabSize    int
 	Eps          float32
 	MaxPositions int
+	HiddenAct    string // "" when absent
 
 	Heads, KVHeads, HeadDim int
 	RopeTheta               float64
-	PartialRotary           float64
-
-	LinearKeyHeads, LinearValueHeads int
-	LinearKeyDim, LinearValueDim     int
-	ConvKernel                       int
+	PartialRotary           float64 // fraction of each head's dims that RoPE rotates
 
 	// TieEmbeddings is the declared tying; the loader overrides it from
 	// whether lm_head.weight exists (see ResolveTying).
@@ -56,23 +42,16 @@ type Config struct {
 	// level and in text_config (sorted, each once). Checkpoint.EOS adds
 	// generation_config.json's and the tokenizer's.
 	EOS []int32
+
+	// Params is the architecture's own part of the config, set by its
+	// ParseConfig (for example *qwen35.Params); nil for none.
+	Params any
 }
 
 // RotaryDim returns the number of leading head dims that RoPE rotates.
 func (c *Config) RotaryDim() int { return int(math.Round(float64(c.HeadDim) * c.PartialRotary)) }
 
-// CountLayers returns how many layers are of kind k.
-func (c *Config) CountLayers(k LayerKind) int {
-	n := 0
-	for _, l := range c.Layers {
-		if l == k {
-			n++
-		}
-	}
-	return n
-}
-
-// rawConfig mirrors the config.json fields we read. Pointers tell "absent"
+// rawConfig mirrors the shared config.json fields. Pointers tell "absent"
 // from "zero".
 type rawConfig struct {
 	Architectures []string        `json:"architectures"`
@@ -81,8 +60,6 @@ type rawConfig struct {
 
 	HiddenSize            *int            `json:"hidden_size"`
 	NumHiddenLayers       *int            `json:"num_hidden_layers"`
-	LayerTypes            []string        `json:"layer_types"`
-	FullAttentionInterval *int            `json:"full_attention_interval"`
 	IntermediateSize      *int            `json:"intermediate_size"`
 	VocabSize             *int            `json:"vocab_size"`
 	RMSNormEps            *float64        `json:"rms_norm_eps"`
@@ -94,11 +71,6 @@ type rawConfig struct {
 	PartialRotaryFactor   *float64        `json:"partial_rotary_factor"`
 	RopeParameters        *ropeParameters `json:"rope_parameters"`
 	RopeScaling           *ropeParameters `json:"rope_scaling"`
-	LinearNumKeyHeads     *int            `json:"linear_num_key_heads"`
-	LinearNumValueHeads   *int            `json:"linear_num_value_heads"`
-	LinearKeyHeadDim      *int            `json:"linear_key_head_dim"`
-	LinearValueHeadDim    *int            `json:"linear_value_head_dim"`
-	LinearConvKernelDim   *int            `json:"linear_conv_kernel_dim"`
 	HiddenAct             string          `json:"hidden_act"`
 	TieWordEmbeddings     *bool           `json:"tie_word_embeddings"`
 	EOSTokenID            json.RawMessage `json:"eos_token_id"`
@@ -123,6 +95,9 @@ func ReadConfig(dir string) (*Config, error) {
 
 // ParseConfig parses a Hugging Face config.json. The nested form keeps the
 // language-model fields in text_config; the flat form has them at the top.
+// It reads the shared fields, then hands the language-model object to the
+// registered architecture of architectures[0], which reads its own fields
+// and fills its defaults; the result is validated.
 func ParseConfig(data []byte) (*Config, error) {
 	var top rawConfig
 	if err := json.Unmarshal(data, &top); err != nil {
@@ -131,15 +106,22 @@ func ParseConfig(data []byte) (*Config, error) {
 	if len(top.Architectures) == 0 || top.Architectures[0] == "" {
 		return nil, errors.New("model: config.json: architectures is missing or empty")
 	}
-	text := top
+	text, textJSON := top, json.RawMessage(data)
 	if len(top.TextConfig) > 0 && !bytes.Equal(bytes.TrimSpace(top.TextConfig), []byte("null")) {
-		text = rawConfig{}
+		text, textJSON = rawConfig{}, top.TextConfig
 		if err := json.Unmarshal(top.TextConfig, &text); err != nil {
 			return nil, fmt.Errorf("model: config.json: text_config: %w", err)
 		}
 	}
 	c := &Config{Architecture: top.Architectures[0], ModelType: text.ModelType}
 	if err := c.fill(&text, &top); err != nil {
+		return nil, fmt.Errorf("model: config.json: %w", err)
+	}
+	arch, err := Lookup(c.Architecture)
+	if err != nil {
+		return nil, err
+	}
+	if err := arch.ParseConfig(textJSON, c); err != nil {
 		return nil, fmt.Errorf("model: config.json: %w", err)
 	}
 	if err := c.Validate(); err != nil {
@@ -160,35 +142,25 @@ func (c *Config) fill(text, top *rawConfig) error {
 		return *p
 	}
 	c.HiddenSize = req("hidden_size", text.HiddenSize)
-	layers := req("num_hidden_layers", text.NumHiddenLayers)
+	c.NumLayers = req("num_hidden_layers", text.NumHiddenLayers)
 	c.Intermediate = req("intermediate_size", text.IntermediateSize)
 	c.VocabSize = req("vocab_size", text.VocabSize)
 	c.Heads = req("num_attention_heads", text.NumAttentionHeads)
 	c.KVHeads = req("num_key_value_heads", text.NumKeyValueHeads)
-	c.LinearKeyHeads = req("linear_num_key_heads", text.LinearNumKeyHeads)
-	c.LinearValueHeads = req("linear_num_value_heads", text.LinearNumValueHeads)
-	c.LinearKeyDim = req("linear_key_head_dim", text.LinearKeyHeadDim)
-	c.LinearValueDim = req("linear_value_head_dim", text.LinearValueHeadDim)
 	if err != nil {
 		return err
 	}
-	if layers < 1 || layers > maxLayers {
-		return fmt.Errorf("num_hidden_layers %d must be in [1, %d]", layers, maxLayers)
+	if c.NumLayers < 1 || c.NumLayers > maxLayers {
+		return fmt.Errorf("num_hidden_layers %d must be in [1, %d]", c.NumLayers, maxLayers)
 	}
 	c.HeadDim = orInt(text.HeadDim, 0)
 	if c.HeadDim == 0 && c.Heads > 0 {
 		c.HeadDim = c.HiddenSize / c.Heads
 	}
-	c.ConvKernel = orInt(text.LinearConvKernelDim, 4)
-	c.MaxPositions = orInt(text.MaxPositionEmbeddings, 262144)
+	c.MaxPositions = orInt(text.MaxPositionEmbeddings, 0)
 	c.Eps = float32(orFloat(text.RMSNormEps, 1e-6))
-	if text.HiddenAct != "" && text.HiddenAct != "silu" {
-		return fmt.Errorf("hidden_act %q is not supported (want silu)", text.HiddenAct)
-	}
+	c.HiddenAct = text.HiddenAct
 	if err := c.fillRope(text); err != nil {
-		return err
-	}
-	if err := c.fillLayers(text, layers); err != nil {
 		return err
 	}
 	switch {
@@ -212,7 +184,8 @@ func (c *Config) fill(text, top *rawConfig) error {
 }
 
 // fillRope reads rope_parameters (transformers v5) or the legacy
-// rope_theta / partial_rotary_factor / rope_scaling fields.
+// rope_theta / partial_rotary_factor / rope_scaling fields. Only plain RoPE
+// (rope_type default, or mrope, which is plain RoPE for text) is supported.
 func (c *Config) fillRope(text *rawConfig) error {
 	theta := text.RopeTheta
 	partial := text.PartialRotaryFactor
@@ -234,40 +207,23 @@ func (c *Config) fillRope(text *rawConfig) error {
 			partial = p.PartialRotaryFactor
 		}
 	}
-	c.RopeTheta = orFloat(theta, 1e7)
-	c.PartialRotary = orFloat(partial, 0.25)
+	c.RopeTheta = orFloat(theta, 0)
+	c.PartialRotary = orFloat(partial, 0)
 	return nil
 }
 
-func (c *Config) fillLayers(text *rawConfig, n int) error {
-	if len(text.LayerTypes) > 0 {
-		if len(text.LayerTypes) != n {
-			return fmt.Errorf("layer_types has %d entries, num_hidden_layers is %d", len(text.LayerTypes), n)
-		}
-		c.Layers = make([]LayerKind, n)
-		for i, t := range text.LayerTypes {
-			switch t {
-			case "linear_attention":
-				c.Layers[i] = LinearAttention
-			case "full_attention":
-				c.Layers[i] = FullAttention
-			default:
-				return fmt.Errorf("layer_types[%d] = %q (want linear_attention or full_attention)", i, t)
-			}
-		}
-		return nil
+// Defaults fills the fields config.json left at zero with an
+// architecture's defaults; an architecture's ParseConfig calls it.
+func (c *Config) Defaults(ropeTheta, partialRotary float64, maxPositions int) {
+	if c.RopeTheta == 0 {
+		c.RopeTheta = ropeTheta
 	}
-	interval := orInt(text.FullAttentionInterval, 4)
-	if interval <= 0 {
-		return fmt.Errorf("full_attention_interval %d must be positive", interval)
+	if c.PartialRotary == 0 {
+		c.PartialRotary = partialRotary
 	}
-	c.Layers = make([]LayerKind, n)
-	for i := range c.Layers {
-		if (i+1)%interval == 0 {
-			c.Layers[i] = FullAttention
-		}
+	if c.MaxPositions == 0 {
+		c.MaxPositions = maxPositions
 	}
-	return nil
 }
 
 // MergeIDs returns the sorted union of id lists, each id once.
@@ -305,13 +261,14 @@ func parseEOS(raw json.RawMessage) ([]int32, error) {
 }
 
 // Bounds far above any real checkpoint; they keep a hostile config.json
-// from asking for absurd allocations.
+// from asking for absurd allocations. MaxDim is exported for the
+// architectures' own fields.
 const (
 	maxLayers = 4096
-	maxDim    = 1 << 24
+	MaxDim    = 1 << 24
 )
 
-// Validate checks the shape constraints the forward pass relies on.
+// Validate checks the shared shape constraints the forward passes rely on.
 func (c *Config) Validate() error {
 	for _, d := range []struct {
 		name string
@@ -319,12 +276,10 @@ func (c *Config) Validate() error {
 	}{
 		{"hidden_size", c.HiddenSize}, {"intermediate_size", c.Intermediate}, {"vocab_size", c.VocabSize},
 		{"num_attention_heads", c.Heads}, {"num_key_value_heads", c.KVHeads}, {"head_dim", c.HeadDim},
-		{"linear_num_key_heads", c.LinearKeyHeads}, {"linear_num_value_heads", c.LinearValueHeads},
-		{"linear_key_head_dim", c.LinearKeyDim}, {"linear_value_head_dim", c.LinearValueDim},
-		{"linear_conv_kernel_dim", c.ConvKernel}, {"max_position_embeddings", c.MaxPositions},
+		{"max_position_embeddings", c.MaxPositions},
 	} {
-		if d.v > maxDim {
-			return fmt.Errorf("model: config: %s = %d is larger than %d", d.name, d.v, maxDim)
+		if d.v > MaxDim {
+			return fmt.Errorf("model: config: %s = %d is larger than %d", d.name, d.v, MaxDim)
 		}
 	}
 	checks := []struct {
@@ -332,14 +287,11 @@ func (c *Config) Validate() error {
 		what string
 	}{
 		{c.HiddenSize > 0, "hidden_size must be positive"},
-		{len(c.Layers) > 0, "num_hidden_layers must be positive"},
+		{c.NumLayers > 0, "num_hidden_layers must be positive"},
 		{c.Intermediate > 0, "intermediate_size must be positive"},
 		{c.VocabSize > 0, "vocab_size must be positive"},
 		{c.Heads > 0 && c.KVHeads > 0 && c.HeadDim > 0, "attention heads and head_dim must be positive"},
 		{c.KVHeads > 0 && c.KVHeads <= c.Heads && c.Heads%c.KVHeads == 0, fmt.Sprintf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)},
-		{c.LinearKeyHeads > 0 && c.LinearValueHeads > 0 && c.LinearKeyDim > 0 && c.LinearValueDim > 0, "linear attention heads and dims must be positive"},
-		{c.LinearKeyHeads > 0 && c.LinearValueHeads%c.LinearKeyHeads == 0, fmt.Sprintf("linear_num_value_heads %d is not a multiple of linear_num_key_heads %d", c.LinearValueHeads, c.LinearKeyHeads)},
-		{c.ConvKernel >= 1, "linear_conv_kernel_dim must be at least 1"},
 		{c.PartialRotary > 0 && c.PartialRotary <= 1, fmt.Sprintf("partial_rotary_factor %g must be in (0, 1]", c.PartialRotary)},
 		{c.RotaryDim()%2 == 0, fmt.Sprintf("rotary dim %d (head_dim × partial_rotary_factor) must be even", c.RotaryDim())},
 		{c.RopeTheta > 0, "rope_theta must be positive"},

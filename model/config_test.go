@@ -1,21 +1,41 @@
 package model
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	"cohort/kernels"
 )
 
+// testArch is an architecture with no fields of its own: it lets the
+// shared config parsing be tested without a real architecture (those live
+// in packages that import this one).
+type testArch struct{}
+
+func (testArch) ParseConfig(text []byte, c *Config) error {
+	c.Defaults(1e4, 1, 2048)
+	return nil
+}
+
+func (testArch) StateSize(c *Config, s Shard, elemBytes int) StateSize {
+	return StateSize{TokenBytes: int64(c.NumLayers * 2 * c.KVHeads * c.HeadDim * elemBytes), KVLayers: c.NumLayers}
+}
+
+func (testArch) Declare(*Config, Shard) ([]WeightDecl, error) { return nil, nil }
+
+func (testArch) Build(*Config, Shard, map[string]kernels.Tensor) (Model, error) { return nil, nil }
+
+func init() { MustRegister("TestForCausalLM", testArch{}) }
+
 const nestedConfig = `{
-  "architectures": ["Qwen3_5ForConditionalGeneration"],
-  "model_type": "qwen3_5",
+  "architectures": ["TestForCausalLM"],
+  "model_type": "test",
   "tie_word_embeddings": false,
   "text_config": {
-    "model_type": "qwen3_5_text", "hidden_size": 64, "num_hidden_layers": 4,
-    "layer_types": ["linear_attention","linear_attention","full_attention","full_attention"],
-    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
-    "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 32,
-    "linear_value_head_dim": 32, "linear_conv_kernel_dim": 4, "intermediate_size": 192,
-    "vocab_size": 256, "rms_norm_eps": 1e-6, "hidden_act": "silu", "tie_word_embeddings": true,
+    "model_type": "test_text", "hidden_size": 64, "num_hidden_layers": 4,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "intermediate_size": 192,
+    "vocab_size": 256, "rms_norm_eps": 1e-5, "hidden_act": "silu", "tie_word_embeddings": true,
     "max_position_embeddings": 4096, "eos_token_id": 255,
     "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
       "mrope_section": [11, 11, 10], "mrope_interleaved": true}
@@ -24,29 +44,32 @@ const nestedConfig = `{
 }`
 
 const flatConfig = `{
-  "architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text",
-  "hidden_size": 64, "num_hidden_layers": 8, "full_attention_interval": 4,
-  "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
-  "linear_num_key_heads": 4, "linear_num_value_heads": 4, "linear_key_head_dim": 32,
-  "linear_value_head_dim": 32, "intermediate_size": 192, "vocab_size": 256,
+  "architectures": ["TestForCausalLM"], "model_type": "test",
+  "hidden_size": 64, "num_hidden_layers": 8,
+  "num_attention_heads": 4, "num_key_value_heads": 2,
+  "intermediate_size": 192, "vocab_size": 256,
   "rope_theta": 500000.0, "partial_rotary_factor": 0.5, "tie_word_embeddings": false,
-  "eos_token_id": [1, 2]
+  "eos_token_id": [2, 1]
 }`
 
 func TestParseConfigForms(t *testing.T) {
 	tests := []struct {
 		name      string
 		json      string
-		arch      string
-		layers    string // F for full, L for linear
+		layers    int
+		headDim   int
 		theta     float64
 		rotary    int
+		maxPos    int
+		eps       float32
 		tied      bool
 		eos       []int32
-		valueHead int
+		modelType string
 	}{
-		{"nested", nestedConfig, "Qwen3_5ForConditionalGeneration", "LLFF", 1e7, 16, true, []int32{255}, 4},
-		{"flat-legacy-rope", flatConfig, "Qwen3_5ForCausalLM", "LLLFLLLF", 5e5, 32, false, []int32{1, 2}, 4},
+		{"nested", nestedConfig, 4, 64, 1e7, 16, 4096, 1e-5, true, []int32{255}, "test_text"},
+		{"flat-legacy-rope", flatConfig, 8, 16, 5e5, 8, 2048, 1e-6, false, []int32{1, 2}, "test"},
+		{"defaults", strings.Replace(flatConfig, `"rope_theta": 500000.0, "partial_rotary_factor": 0.5,`, ``, 1),
+			8, 16, 1e4, 16, 2048, 1e-6, false, []int32{1, 2}, "test"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -54,16 +77,11 @@ func TestParseConfigForms(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var layers strings.Builder
-			for _, k := range c.Layers {
-				layers.WriteByte("LF"[k])
+			if c.Architecture != "TestForCausalLM" || c.NumLayers != tt.layers || c.HeadDim != tt.headDim || c.RopeTheta != tt.theta ||
+				c.RotaryDim() != tt.rotary || c.MaxPositions != tt.maxPos || c.Eps != tt.eps || c.TieEmbeddings != tt.tied || c.ModelType != tt.modelType {
+				t.Errorf("got %+v", c)
 			}
-			if c.Architecture != tt.arch || layers.String() != tt.layers || c.RopeTheta != tt.theta ||
-				c.RotaryDim() != tt.rotary || c.TieEmbeddings != tt.tied || c.LinearValueHeads != tt.valueHead {
-				t.Errorf("got arch=%s layers=%s theta=%g rotary=%d tied=%v nv=%d", c.Architecture, layers.String(),
-					c.RopeTheta, c.RotaryDim(), c.TieEmbeddings, c.LinearValueHeads)
-			}
-			if len(c.EOS) != len(tt.eos) || c.EOS[0] != tt.eos[0] {
+			if !slices.Equal(c.EOS, tt.eos) {
 				t.Errorf("eos = %v, want %v", c.EOS, tt.eos)
 			}
 		})
@@ -75,21 +93,17 @@ func TestParseConfigErrors(t *testing.T) {
 	tests := []struct {
 		name, from, to, want string
 	}{
-		{"no architectures", `"architectures": ["Qwen3_5ForCausalLM"],`, ``, "architectures"},
+		{"no architectures", `"architectures": ["TestForCausalLM"],`, ``, "architectures"},
+		{"unknown architecture", `"TestForCausalLM"`, `"NoSuchForCausalLM"`, `unknown architecture "NoSuchForCausalLM"`},
 		{"missing hidden", `"hidden_size": 64,`, ``, "missing hidden_size"},
-		{"bad layer type", `"full_attention_interval": 4`, `"layer_types": ["x","x","x","x","x","x","x","x"]`, `layer_types[0] = "x"`},
-		{"layer_types length", `"full_attention_interval": 4`, `"layer_types": ["full_attention"]`, "layer_types has 1 entries"},
 		{"gqa", `"num_key_value_heads": 2`, `"num_key_value_heads": 3`, "not a multiple of num_key_value_heads 3"},
 		{"zero kv heads", `"num_key_value_heads": 2`, `"num_key_value_heads": 0`, "attention heads"},
-		{"gva", `"linear_num_value_heads": 4`, `"linear_num_value_heads": 6`, "linear_num_value_heads 6"},
-		{"zero key heads", `"linear_num_key_heads": 4`, `"linear_num_key_heads": 0`, "linear attention heads"},
 		{"rope type", `"rope_theta": 500000.0`, `"rope_scaling": {"rope_type": "yarn"}`, `rope_type "yarn"`},
 		{"partial", `"partial_rotary_factor": 0.5`, `"partial_rotary_factor": 1.5`, "partial_rotary_factor"},
-		{"odd rotary", `"partial_rotary_factor": 0.5`, `"partial_rotary_factor": 0.015625`, "must be even"},
-		{"activation", `"vocab_size": 256`, `"vocab_size": 256, "hidden_act": "gelu"`, "hidden_act"},
-		{"eos type", `"eos_token_id": [1, 2]`, `"eos_token_id": "x"`, "eos_token_id"},
+		{"odd rotary", `"partial_rotary_factor": 0.5`, `"partial_rotary_factor": 0.0625`, "must be even"},
+		{"eos type", `"eos_token_id": [2, 1]`, `"eos_token_id": "x"`, "eos_token_id"},
+		{"negative eos", `"eos_token_id": [2, 1]`, `"eos_token_id": -1`, "negative"},
 		{"not json", `{`, `[`, "config.json"},
-		{"interval", `"full_attention_interval": 4`, `"full_attention_interval": 0`, "full_attention_interval"},
 		{"absurd layers", `"num_hidden_layers": 8`, `"num_hidden_layers": 2000000000`, "num_hidden_layers 2000000000"},
 		{"absurd vocab", `"vocab_size": 256`, `"vocab_size": 2000000000`, "vocab_size = 2000000000"},
 	}
@@ -107,24 +121,11 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 }
 
-func TestLayerKindsDerivedFromInterval(t *testing.T) {
-	c, err := ParseConfig([]byte(flatConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := c.CountLayers(FullAttention); got != 2 {
-		t.Fatalf("full layers = %d, want 2 (layers 3 and 7)", got)
-	}
-	if c.Layers[3] != FullAttention || c.Layers[7] != FullAttention || c.Layers[0] != LinearAttention {
-		t.Fatalf("layers = %v", c.Layers)
-	}
-}
-
 func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(nestedConfig))
 	f.Add([]byte(flatConfig))
 	f.Add([]byte(`{"architectures":["x"],"text_config":null}`))
-	f.Add([]byte(`{"architectures":["x"],"text_config":7}`))
+	f.Add([]byte(`{"architectures":["TestForCausalLM"],"text_config":7}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := ParseConfig(data)
 		if err != nil {
@@ -133,7 +134,7 @@ func FuzzParseConfig(f *testing.F) {
 		if err := c.Validate(); err != nil {
 			t.Fatalf("ParseConfig accepted a config that fails Validate: %v", err)
 		}
-		if len(c.Layers) == 0 || c.Heads%c.KVHeads != 0 || c.RotaryDim()%2 != 0 {
+		if c.NumLayers == 0 || c.Heads%c.KVHeads != 0 || c.RotaryDim()%2 != 0 {
 			t.Fatalf("accepted inconsistent config %+v", c)
 		}
 	})

@@ -4,8 +4,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"cohort/kernels"
 )
 
 func seq(n int) []float32 {
@@ -119,18 +117,11 @@ func TestRegistry(t *testing.T) {
 	}
 }
 
-type fakeArch struct{}
-
-func (fakeArch) Declare(*Config, Shard) ([]WeightDecl, error) { return nil, nil }
-func (fakeArch) Build(*Config, Shard, map[string]kernels.Tensor) (Model, error) {
-	return nil, nil
-}
-
 func TestRegistryRejectsDuplicates(t *testing.T) {
-	if err := Register("TestDuplicateArch", fakeArch{}); err != nil {
+	if err := Register("TestDuplicateArch", testArch{}); err != nil {
 		t.Fatal(err)
 	}
-	err := Register("TestDuplicateArch", fakeArch{})
+	err := Register("TestDuplicateArch", testArch{})
 	if err == nil || !strings.Contains(err.Error(), "already registered") {
 		t.Fatalf("duplicate: %v", err)
 	}

@@ -10,10 +10,22 @@ import (
 	"cohort/kernels"
 )
 
-// Architecture is one model family: it declares its weights for a shard and
-// builds a runnable model from loaded weights. Adding an architecture means
-// one package that calls Register in its init function.
+// Architecture is one model family. It owns everything about the family
+// that the house must not know: the config fields only it has, the size
+// and shape of its per-request state, its weights and its forward pass.
+// Adding an architecture means one package that calls Register in its init
+// function, plus its line in model/all.
 type Architecture interface {
+	// ParseConfig reads the architecture's own fields from text, the
+	// config.json object holding the language-model fields (text_config,
+	// or the whole file for a flat config), into cfg.Params; fills the
+	// shared fields config.json left at zero with its defaults
+	// (Config.Defaults); and checks what it relies on. cfg has the shared
+	// fields already.
+	ParseConfig(text []byte, cfg *Config) error
+	// StateSize says what one request's state costs on one rank of shard
+	// with elemBytes bytes per cached element (4 on CPU, 2 for bf16).
+	StateSize(cfg *Config, shard Shard, elemBytes int) StateSize
 	// Declare lists every weight of the checkpoint with its full shape and its
 	// tensor-parallel placement. It fails when the degree does not fit the
 	// model's heads.
@@ -26,19 +38,21 @@ type Architecture interface {
 type Model interface {
 	// Forward runs one step for the batch's rows (token ids in tokens) and
 	// returns the logits [len(outputRows), vocab] of the requested rows. The
-	// per-request state lives in st, owned by the caller (the rank).
-	Forward(be kernels.Backend, st *State, tokens []int32, b *kernels.Batch, outputRows []int) (kernels.Tensor, error)
-	// NewState allocates the per-rank request state: KV pages and GDN slots.
-	NewState(be kernels.Backend, slots, pages, pageSize int) *State
+	// per-request state lives in st, owned by the caller (the rank) and made
+	// by this model's NewState.
+	Forward(be kernels.Backend, st State, tokens []int32, b *kernels.Batch, outputRows []int) (kernels.Tensor, error)
+	// NewState allocates the per-rank request state: `slots` concurrent
+	// requests and `pages` KV pages of pageSize tokens.
+	NewState(be kernels.Backend, slots, pages, pageSize int) State
 }
 
-// State is the per-request state of one rank, kept outside the model.
-type State struct {
-	KV  kernels.KVCache   // paged KV cache of the full-attention layers
-	GDN kernels.StatePool // conv + recurrent state of the GDN layers
-	// ID is unique in the process (NewID) and never reused, unlike an
-	// address; 0 means none was given. Backends key recorded steps on it.
-	ID uint64
+// State is the per-request state of one rank (KV pages, recurrent state),
+// kept outside the model and owned by the rank. Its contents are the
+// architecture's business: the rank only resets slots.
+type State interface {
+	// Reset zeroes a slot's state in every layer. A slot is reset before it
+	// is given to a new request.
+	Reset(slot int)
 }
 
 var lastID atomic.Uint64

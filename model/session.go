@@ -11,7 +11,7 @@ import (
 type Session struct {
 	be       kernels.Backend
 	m        Model
-	st       *State
+	st       State
 	pageSize int
 	maxLen   int
 	cached   int

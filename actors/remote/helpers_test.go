@@ -179,20 +179,22 @@ type echoArch struct{ qwen35.Arch }
 
 type echoModel struct {
 	vocab int
-	gdn   kernels.GDNConfig
 }
+
+// echoState is the echo model's state: there is none to keep.
+type echoState struct{}
+
+func (echoState) Reset(int) {}
 
 func init() { model.MustRegister("CohortEchoForBenchmarks", echoArch{}) }
 
 func (echoArch) Build(c *model.Config, _ model.Shard, _ map[string]kernels.Tensor) (model.Model, error) {
-	return &echoModel{vocab: c.VocabSize, gdn: kernels.GDNConfig{KeyHeads: 1, ValueHeads: 1, KeyDim: 1, ValueDim: 1, ConvKernel: 2}}, nil
+	return &echoModel{vocab: c.VocabSize}, nil
 }
 
-func (m *echoModel) NewState(be kernels.Backend, slots, pages, pageSize int) *model.State {
-	return &model.State{KV: be.NewKVCache(1, pages, pageSize, 1, 1), GDN: be.NewStatePool(1, slots, m.gdn)}
-}
+func (m *echoModel) NewState(kernels.Backend, int, int, int) model.State { return echoState{} }
 
-func (m *echoModel) Forward(be kernels.Backend, _ *model.State, _ []int32, _ *kernels.Batch, rows []int) (kernels.Tensor, error) {
+func (m *echoModel) Forward(be kernels.Backend, _ model.State, _ []int32, _ *kernels.Batch, rows []int) (kernels.Tensor, error) {
 	logits := make([]float32, len(rows)*m.vocab)
 	for i := range rows {
 		logits[i*m.vocab+(i%m.vocab)] = 5

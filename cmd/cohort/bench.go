@@ -197,9 +197,10 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	budget := int64(*kvBudget) << 20
 	if budget == 0 {
 		// Slots take at most half the budget (PlanCapacity), the KV pages the rest.
-		state := cfg.StateBytes(shard, elemBytes)
+		size := ck.Arch.StateSize(cfg, shard, elemBytes)
+		state := size.SlotBytes
 		perReq := int64((*promptLen+*decodeTokens)/pageSize+2) * pageSize
-		kv := cfg.KVBytesPerToken(shard, elemBytes) * max(int64(maxBatch)*perReq, int64(maxModelLen+2*pageSize))
+		kv := size.TokenBytes * max(int64(maxBatch)*perReq, int64(maxModelLen+2*pageSize))
 		budget = int64(maxBatch)*state + max(int64(maxBatch)*state, kv) + 16<<20
 	}
 
@@ -216,7 +217,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	report.StateBytesBF16 = cfg.StateBytes(model.Single, 2)
+	report.StateBytesBF16 = ck.Arch.StateSize(cfg, model.Single, 2).SlotBytes
 	if report.Roofline, err = roofline(ck.Arch, ck.Config, *peakTBps, *peakTFLOPS); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}

@@ -50,8 +50,9 @@ func roofline(arch model.Architecture, cfg *model.Config, peakTBps, peakTFLOPS f
 	if err != nil {
 		return modelRoofline{}, err
 	}
+	size := arch.StateSize(cfg, model.Single, 2)
 	r := modelRoofline{PeakTBps: peakTBps, PeakTFLOPS: peakTFLOPS,
-		StateBytes: cfg.StateBytes(model.Single, 2), KVBytesPerToken: cfg.KVBytesPerToken(model.Single, 2)}
+		StateBytes: size.SlotBytes, KVBytesPerToken: size.TokenBytes}
 	untied := false
 	for _, d := range decls {
 		if d.Name == "lm_head.weight" {
@@ -81,7 +82,7 @@ func roofline(arch model.Architecture, cfg *model.Config, peakTBps, peakTFLOPS f
 			}
 		}
 	}
-	r.AttnFLOPsPerKey = 4 * float64(cfg.Heads*cfg.HeadDim*cfg.CountLayers(model.FullAttention))
+	r.AttnFLOPsPerKey = 4 * float64(cfg.Heads*cfg.HeadDim*size.KVLayers)
 	return r, nil
 }
 

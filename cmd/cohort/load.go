@@ -9,8 +9,8 @@ import (
 
 	"cohort/kernels"
 	"cohort/model"
+	_ "cohort/model/all" // registers every architecture
 	"cohort/model/modelgen"
-	_ "cohort/model/qwen35" // registers the Qwen3.5 architectures
 	"cohort/model/tokenizer"
 )
 

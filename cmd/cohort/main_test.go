@@ -16,14 +16,17 @@ import (
 
 // tinyDir writes the tiny preset through `cohort make-model` and returns
 // its directory.
-func tinyDir(t *testing.T) string {
+func tinyDir(t *testing.T) string { return presetDir(t, "tiny") }
+
+// presetDir writes a generated model of preset with `cohort make-model`.
+func presetDir(t *testing.T, preset string) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "tiny")
+	dir := filepath.Join(t.TempDir(), preset)
 	var out bytes.Buffer
-	if err := dispatch(context.Background(), []string{"make-model", "--preset", "tiny", "--out", dir}, &out); err != nil {
+	if err := dispatch(context.Background(), []string{"make-model", "--preset", preset, "--out", dir}, &out); err != nil {
 		t.Fatalf("make-model: %v", err)
 	}
-	if !strings.Contains(out.String(), "wrote tiny model to "+dir) {
+	if !strings.Contains(out.String(), "wrote "+preset+" model to "+dir) {
 		t.Fatalf("make-model output %q does not name the directory", out.String())
 	}
 	return dir

@@ -23,7 +23,7 @@ import (
 	"cohort/httpapi/chattemplate"
 	"cohort/httpapi/telemetry"
 	"cohort/model"
-	_ "cohort/model/qwen35" // registers the Qwen3.5 architectures
+	_ "cohort/model/all" // registers every architecture
 	"cohort/model/tokenizer"
 )
 

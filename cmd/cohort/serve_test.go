@@ -19,10 +19,16 @@ func (w urlWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// TestServe serves generated models of both architectures through the
+// HTTP API at several tensor-parallel degrees; a greedy completion is the
+// same at every degree.
 func TestServe(t *testing.T) {
-	dir := tinyDir(t)
-	for _, tp := range []string{"1", "2"} {
-		t.Run("tp="+tp, func(t *testing.T) {
+	greedy := map[string]string{}
+	for _, tt := range []struct{ preset, tp string }{
+		{"tiny", "1"}, {"tiny", "2"}, {"qwen3-tiny", "1"}, {"qwen3-tiny", "2"}, {"qwen3-tiny", "4"},
+	} {
+		t.Run(tt.preset+"/tp="+tt.tp, func(t *testing.T) {
+			dir, tp := presetDir(t, tt.preset), tt.tp
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			out := make(urlWriter, 4)
@@ -58,10 +64,15 @@ func TestServe(t *testing.T) {
 				}
 				return res.StatusCode, v
 			}
-			if code, v := post("/v1/completions", `{"model":"tiny","prompt":"Hello","max_tokens":5,"ignore_eos":true}`); code != 200 ||
-				v["usage"].(map[string]any)["completion_tokens"].(float64) != 5 {
-				t.Errorf("completions: %d %v", code, v)
+			code, v := post("/v1/completions", `{"model":"tiny","prompt":"Hello","max_tokens":5,"ignore_eos":true,"temperature":0}`)
+			if code != 200 || v["usage"].(map[string]any)["completion_tokens"].(float64) != 5 {
+				t.Fatalf("completions: %d %v", code, v)
 			}
+			text := v["choices"].([]any)[0].(map[string]any)["text"].(string)
+			if want, ok := greedy[tt.preset]; ok && text != want {
+				t.Errorf("greedy completion at tp=%s: %q, at tp=1: %q", tp, text, want)
+			}
+			greedy[tt.preset] = text
 			if code, v := post("/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3}`); code != 200 {
 				t.Errorf("chat: %d %v", code, v)
 			}

@@ -68,8 +68,9 @@ func (e *engineRun) start(ctx context.Context, device, devices string, tp, threa
 	// One request: its state, its KV pages and some slack (PlanCapacity
 	// gives slots at most half the budget).
 	shard := model.Shard{Rank: 0, Size: tp}
-	state := cfg.StateBytes(shard, elemBytes)
-	kv := cfg.KVBytesPerToken(shard, elemBytes) * int64(maxModelLen+2*pageSize)
+	size := e.ck.Arch.StateSize(cfg, shard, elemBytes)
+	state := size.SlotBytes
+	kv := size.TokenBytes * int64(maxModelLen+2*pageSize)
 	budget := 2*state + max(state, kv) + 16<<20
 	e.eng, err = startOn(ctx, device, devices, actors.Config{
 		Checkpoint: e.ck, Tokenizer: e.tok, TP: tp, NewBackend: newBackend, LockThread: lockThread,

@@ -16,7 +16,7 @@ import (
 
 	"cohort/actors/remote"
 	"cohort/httpapi/telemetry"
-	_ "cohort/model/qwen35" // registers the Qwen3.5 architectures
+	_ "cohort/model/all" // registers every architecture
 )
 
 // runWorker hosts rank actors for engines started with `serve --workers`.

@@ -106,7 +106,6 @@ type Backend struct {
 	pdl         pdlMode            // which launches use programmatic dependent launch (sm_90+, COHORT_CUDA_PDL)
 	lastLaunch  string             // the kernel launched last (for pdlGEMV)
 	fuse        bool               // fused decode kernels (COHORT_CUDA_FUSE=0 turns them off)
-	normFuse    bool               // GEMVs that normalize their input (COHORT_CUDA_NORMFUSE=1; normed.go)
 	plans       map[ltKey]ltPlan   // prepared cuBLASLt matmuls by shape
 	graph       graphs             // CUDA graphs of decode steps (graph.go)
 	collectives collectives        // device collectives (collective.go)
@@ -184,7 +183,6 @@ func New(o Options) (*Backend, error) {
 		}
 	}
 	b.fuse = os.Getenv("COHORT_CUDA_FUSE") != "0"
-	b.normFuse = os.Getenv("COHORT_CUDA_NORMFUSE") == "1"
 	if b.gemvTune, err = gemvTuningFromEnv(); err != nil {
 		return nil, err
 	}

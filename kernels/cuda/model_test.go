@@ -212,7 +212,7 @@ func TestModelTensorParallel(t *testing.T) {
 			}
 			ranks := make([]*rankWorker, size)
 			models := make([]model.Model, size)
-			states := make([]*model.State, size)
+			states := make([]model.State, size)
 			loadErrs := make([]error, size)
 			for r := range ranks {
 				ranks[r] = startRank(t, g.Comm(r))

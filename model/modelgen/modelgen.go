@@ -1,8 +1,10 @@
-// Package modelgen writes deterministic random-weight Qwen3.5 checkpoints laid
-// out like the released ones (nested config.json, model.language_model.
-// prefix, BF16 weights with F32 A_log and gated-norm weights, a byte-level
-// tokenizer.json). The weights are scaled so the logits are peaky (std ≈ 3):
-// near-uniform logits would hide numerical bugs.
+// Package modelgen writes deterministic random-weight checkpoints laid out
+// like the released ones, with a byte-level tokenizer.json. Qwen3.5
+// presets have the nested config.json, the model.language_model. prefix
+// and BF16 weights with F32 A_log and gated-norm weights; Qwen3 presets the
+// flat Qwen3ForCausalLM config, the model. prefix and BF16 weights. The
+// weights are scaled so the logits are peaky (std ≈ 3): near-uniform logits
+// would hide numerical bugs.
 package modelgen
 
 import (
@@ -21,14 +23,21 @@ import (
 	"sync"
 
 	"cohort/model"
-	"cohort/model/qwen35"
+	_ "cohort/model/all" // the architectures whose weights Write declares
 	"cohort/model/safetensors"
 	"cohort/model/tokenizer"
+)
+
+// Families of generated models.
+const (
+	Qwen35 = "qwen35" // Qwen3.5: Gated DeltaNet + gated attention (the default)
+	Qwen3  = "qwen3"  // dense Qwen3: attention only
 )
 
 // Preset is the shape of a generated model.
 type Preset struct {
 	Name                             string
+	Family                           string // Qwen35 ("" too) or Qwen3
 	Vocab, Hidden, Layers            int
 	Heads, KVHeads, HeadDim          int
 	LinearKeyHeads, LinearValueHeads int
@@ -55,6 +64,10 @@ var Presets = map[string]Preset{
 	"4b-shape": {Name: "4b-shape", Vocab: 248320, Hidden: 2560, Layers: 32, Heads: 16, KVHeads: 4, HeadDim: 256,
 		LinearKeyHeads: 16, LinearValueHeads: 32, LinearKeyDim: 128, LinearValueDim: 128,
 		Intermediate: 9216, MaxPositions: 262144, Tied: true},
+	// qwen3-tiny is a dense Qwen3 that divides by TP = 1, 2 and 4, with an
+	// untied lm_head; the HF fixture testdata/hf-qwen3/qwen3-tiny holds it.
+	"qwen3-tiny": {Name: "qwen3-tiny", Family: Qwen3, Vocab: 512, Hidden: 64, Layers: 4, Heads: 4, KVHeads: 2, HeadDim: 32,
+		Intermediate: 192, MaxPositions: 4096},
 }
 
 // PresetNames lists the preset names, sorted.
@@ -101,7 +114,7 @@ func Write(dir string, p Preset) error {
 	if err != nil {
 		return err
 	}
-	return writeWeights(filepath.Join(dir, "model.safetensors"), cfg)
+	return writeWeights(filepath.Join(dir, "model.safetensors"), cfg, p.Family)
 }
 
 // presetTokenizer builds p's tokenizer.json and parses it. It has exactly
@@ -124,8 +137,43 @@ func presetTokenizer(p Preset) ([]byte, *tokenizer.Tokenizer, error) {
 	return data, tok, nil
 }
 
-// configJSON renders the nested (multimodal container) form of config.json.
+// configJSON renders p's config.json.
 func configJSON(p Preset, eos []int32) ([]byte, error) {
+	switch p.Family {
+	case "", Qwen35:
+		return qwen35Config(p, eos)
+	case Qwen3:
+		return qwen3Config(p, eos)
+	}
+	return nil, fmt.Errorf("modelgen: preset %s: unknown family %q", p.Name, p.Family)
+}
+
+// qwen3Config renders the flat Qwen3ForCausalLM config.json (RoPE in
+// transformers v5's rope_parameters, θ = 1e6 as the released models).
+func qwen3Config(p Preset, eos []int32) ([]byte, error) {
+	layerTypes := make([]string, p.Layers)
+	for i := range layerTypes {
+		layerTypes[i] = "full_attention"
+	}
+	c := map[string]any{
+		"architectures": []string{"Qwen3ForCausalLM"}, "model_type": "qwen3",
+		"hidden_size": p.Hidden, "num_hidden_layers": p.Layers, "layer_types": layerTypes,
+		"num_attention_heads": p.Heads, "num_key_value_heads": p.KVHeads, "head_dim": p.HeadDim,
+		"intermediate_size": p.Intermediate, "vocab_size": p.Vocab, "rms_norm_eps": 1e-6, "hidden_act": "silu",
+		"attention_bias": false, "attention_dropout": 0.0, "use_sliding_window": false,
+		"max_position_embeddings": p.MaxPositions, "tie_word_embeddings": p.Tied,
+		"rope_parameters": map[string]any{"rope_type": "default", "rope_theta": 1e6},
+		"eos_token_id":    eos, "dtype": "bfloat16", "initializer_range": 0.02, "cohort_preset": p.Name,
+	}
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("modelgen: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// qwen35Config renders the nested (multimodal container) form of config.json.
+func qwen35Config(p Preset, eos []int32) ([]byte, error) {
 	layerTypes := make([]string, p.Layers)
 	for i := range layerTypes {
 		layerTypes[i] = "linear_attention"
@@ -174,14 +222,20 @@ type tensorPlan struct {
 	init  func(r *rand.Rand, i int) float32
 }
 
-func writeWeights(path string, cfg *model.Config) error {
-	decls, err := qwen35.Arch{}.Declare(cfg, model.Single)
+// writeWeights writes every weight cfg's architecture declares, laid out
+// as family's released checkpoints are.
+func writeWeights(path string, cfg *model.Config, family string) error {
+	arch, err := model.Lookup(cfg.Architecture)
+	if err != nil {
+		return err
+	}
+	decls, err := arch.Declare(cfg, model.Single)
 	if err != nil {
 		return err
 	}
 	plans := make([]tensorPlan, len(decls))
 	for i, d := range decls {
-		plans[i] = planTensor(cfg, d)
+		plans[i] = planTensor(cfg, d, family)
 	}
 	sort.Slice(plans, func(i, j int) bool { return plans[i].name < plans[j].name })
 	f, err := os.Create(path)
@@ -205,8 +259,14 @@ func writeWeights(path string, cfg *model.Config) error {
 }
 
 // planTensor picks the checkpoint name, dtype and initializer of a weight.
-func planTensor(cfg *model.Config, d model.WeightDecl) tensorPlan {
+// Qwen3 checkpoints are flat (model.*, not model.language_model.*) and
+// their norms are plain (weights near 1, not near 0).
+func planTensor(cfg *model.Config, d model.WeightDecl, family string) tensorPlan {
+	qwen3 := family == Qwen3
 	name := "model.language_model." + d.Name
+	if qwen3 {
+		name = "model." + d.Name
+	}
 	if d.Name == "lm_head.weight" {
 		name = d.Name
 	}
@@ -226,6 +286,8 @@ func planTensor(cfg *model.Config, d model.WeightDecl) tensorPlan {
 		p.init = normal(0.5)
 	case strings.HasSuffix(d.Name, "conv1d.weight"):
 		p.init = normal(0.5)
+	case (strings.HasSuffix(d.Name, "norm.weight") || strings.HasSuffix(d.Name, "layernorm.weight")) && qwen3:
+		p.init = func(r *rand.Rand, _ int) float32 { return float32(1 + 0.1*r.NormFloat64()) } // plain norms
 	case strings.HasSuffix(d.Name, "norm.weight") || strings.HasSuffix(d.Name, "layernorm.weight"):
 		p.init = normal(0.1) // zero-centered norms: weight near 0 means scale 1
 	case d.Name == "embed_tokens.weight" && cfg.TieEmbeddings, d.Name == "lm_head.weight":

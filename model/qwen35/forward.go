@@ -22,7 +22,7 @@ type Model struct {
 }
 
 type layer struct {
-	kind      model.LayerKind
+	kind      LayerKind
 	index     int // index among the layers of the same kind (cache / state layer)
 	inputNorm kernels.Tensor
 	postNorm  kernels.Tensor
@@ -59,14 +59,14 @@ func (Arch) Build(c *model.Config, s model.Shard, w map[string]kernels.Tensor) (
 		m.lmHead = get("lm_head.weight")
 	}
 	m.vocabStart = s.Rank * c.VocabSize / s.Size
-	counts := map[model.LayerKind]int{}
-	for i, kind := range c.Layers {
+	counts := map[LayerKind]int{}
+	for i, kind := range ParamsOf(c).Layers {
 		p := fmt.Sprintf("layers.%d.", i)
 		l := layer{kind: kind, index: counts[kind],
 			inputNorm: get(p + "input_layernorm.weight"), postNorm: get(p + "post_attention_layernorm.weight"),
 			gate: get(p + "mlp.gate_proj.weight"), up: get(p + "mlp.up_proj.weight"), down: get(p + "mlp.down_proj.weight")}
 		counts[kind]++
-		if kind == model.FullAttention {
+		if kind == FullAttention {
 			a := p + "self_attn."
 			l.q, l.k, l.v, l.o = get(a+"q_proj.weight"), get(a+"k_proj.weight"), get(a+"v_proj.weight"), get(a+"o_proj.weight")
 			l.qNorm, l.kNorm = get(a+"q_norm.weight"), get(a+"k_norm.weight")
@@ -91,22 +91,41 @@ func attnConfig(c *model.Config, s model.Shard) kernels.AttnConfig {
 }
 
 func gdnConfig(c *model.Config, s model.Shard) kernels.GDNConfig {
-	return kernels.GDNConfig{KeyHeads: c.LinearKeyHeads / s.Size, ValueHeads: c.LinearValueHeads / s.Size,
-		KeyDim: c.LinearKeyDim, ValueDim: c.LinearValueDim, ConvKernel: c.ConvKernel}
+	p := ParamsOf(c)
+	return kernels.GDNConfig{KeyHeads: p.LinearKeyHeads / s.Size, ValueHeads: p.LinearValueHeads / s.Size,
+		KeyDim: p.LinearKeyDim, ValueDim: p.LinearValueDim, ConvKernel: p.ConvKernel}
 }
 
+// State is one rank's Qwen3.5 request state.
+type State struct {
+	KV  kernels.KVCache   // paged KV cache of the full-attention layers
+	GDN kernels.StatePool // conv + recurrent state of the GDN layers
+	// ID is unique in the process (model.NewID) and never reused, unlike
+	// an address. Backends key recorded steps on it.
+	ID uint64
+}
+
+// Reset zeroes a slot's GDN state; KV pages are written before they are
+// read, so they need no reset.
+func (s *State) Reset(slot int) { s.GDN.Reset(slot) }
+
 // NewState allocates this rank's KV pages and GDN state slots.
-func (m *Model) NewState(be kernels.Backend, slots, pages, pageSize int) *model.State {
-	return &model.State{
-		KV:  be.NewKVCache(m.cfg.CountLayers(model.FullAttention), pages, pageSize, m.attn.KVHeads, m.attn.HeadDim),
-		GDN: be.NewStatePool(m.cfg.CountLayers(model.LinearAttention), slots, m.gdn),
+func (m *Model) NewState(be kernels.Backend, slots, pages, pageSize int) model.State {
+	p := ParamsOf(m.cfg)
+	return &State{
+		KV:  be.NewKVCache(p.CountLayers(FullAttention), pages, pageSize, m.attn.KVHeads, m.attn.HeadDim),
+		GDN: be.NewStatePool(p.CountLayers(LinearAttention), slots, m.gdn),
 		ID:  model.NewID(),
 	}
 }
 
 // Forward runs the decoder over the flat batch and returns the logits of
 // outputRows, gathered over the vocab shards.
-func (m *Model) Forward(be kernels.Backend, st *model.State, tokens []int32, b *kernels.Batch, outputRows []int) (kernels.Tensor, error) {
+func (m *Model) Forward(be kernels.Backend, state model.State, tokens []int32, b *kernels.Batch, outputRows []int) (kernels.Tensor, error) {
+	st, ok := state.(*State)
+	if !ok {
+		return nil, fmt.Errorf("qwen35: state %T was not made by a Qwen3.5 model", state)
+	}
 	if len(tokens) != b.Rows() {
 		return nil, fmt.Errorf("qwen35: %d tokens for a batch of %d rows", len(tokens), b.Rows())
 	}
@@ -134,25 +153,20 @@ func (m *Model) Forward(be kernels.Backend, st *model.State, tokens []int32, b *
 		return nil, err
 	}
 	residual := x
-	in := layerInput{h: be.RMSNorm(x, m.layers[0].inputNorm, m.cfg.Eps)}
+	h := be.RMSNorm(x, m.layers[0].inputNorm, m.cfg.Eps)
 	for i := range m.layers {
 		l := &m.layers[i]
 		var mixed kernels.Tensor
-		if l.kind == model.FullAttention {
-			var p []kernels.Tensor
-			residual, p = in.project(be, residual, m.cfg.Eps, l.q, l.k, l.v)
-			mixed = m.attention(be, l, p, st, b)
+		if l.kind == FullAttention {
+			mixed = m.attention(be, l, h, st, b)
 		} else {
-			var p []kernels.Tensor
-			residual, p = in.project(be, residual, m.cfg.Eps, l.qkv, l.z, l.b, l.a)
-			mixed = m.deltaNet(be, l, p, st, b)
+			mixed = m.deltaNet(be, l, h, st, b)
 		}
 		if err := m.allReduce(be, mixed); err != nil {
 			return nil, err
 		}
-		var gu kernels.Tensor
-		residual, gu = kernels.AddNormSwiGLULinear(be, residual, mixed, l.postNorm, m.cfg.Eps, l.gate, l.up)
-		mlp := be.Linear(gu, l.down)
+		residual, h = be.AddRMSNorm(residual, mixed, l.postNorm, m.cfg.Eps)
+		mlp := be.Linear(kernels.SwiGLULinear(be, h, l.gate, l.up), l.down)
 		if err := m.allReduce(be, mlp); err != nil {
 			return nil, err
 		}
@@ -160,9 +174,8 @@ func (m *Model) Forward(be kernels.Backend, st *model.State, tokens []int32, b *
 		if i+1 < len(m.layers) {
 			next = m.layers[i+1].inputNorm
 		}
-		in = layerInput{delta: mlp, norm: next}
+		residual, h = be.AddRMSNorm(residual, mlp, next, m.cfg.Eps)
 	}
-	_, h := be.AddRMSNorm(residual, in.delta, in.norm, m.cfg.Eps)
 	logits := be.Linear(be.SelectRows(h, outputRows), m.lmHead)
 	if m.shard.Size > 1 {
 		var err error
@@ -198,25 +211,10 @@ func (m *Model) allReduce(be kernels.Backend, x kernels.Tensor) error {
 	return be.AllReduce(x)
 }
 
-// layerInput is a layer's input rows: normalized already (h), or the
-// previous layer's MLP output delta, whose residual add and RMSNorm (weight
-// norm) the layer's first projections fuse where the backend can.
-type layerInput struct {
-	h, delta, norm kernels.Tensor
-}
-
-// project returns the residual stream after the input's add (residual
-// itself when h is set) and the input's projections by ws.
-func (in layerInput) project(be kernels.Backend, residual kernels.Tensor, eps float32, ws ...kernels.Tensor) (kernels.Tensor, []kernels.Tensor) {
-	if in.h != nil {
-		return residual, kernels.Linears(be, in.h, ws...)
-	}
-	return kernels.AddNormLinears(be, residual, in.delta, in.norm, eps, ws...)
-}
-
 // attention is the gated full-attention mixer (spec §2.3).
-func (m *Model) attention(be kernels.Backend, l *layer, p []kernels.Tensor, st *model.State, b *kernels.Batch) kernels.Tensor {
+func (m *Model) attention(be kernels.Backend, l *layer, h kernels.Tensor, st *State, b *kernels.Batch) kernels.Tensor {
 	c := m.attn
+	p := kernels.Linears(be, h, l.q, l.k, l.v)
 	q, gate, k := kernels.PrepareQK(be, p[0], p[1], l.qNorm, l.kNorm, b.Positions, c, m.cfg.Eps)
 	v := p[2]
 	out := be.Attention(q, k, v, gate, st.KV, l.index, b, c)
@@ -224,7 +222,8 @@ func (m *Model) attention(be kernels.Backend, l *layer, p []kernels.Tensor, st *
 }
 
 // deltaNet is the Gated DeltaNet mixer (spec §2.4).
-func (m *Model) deltaNet(be kernels.Backend, l *layer, p []kernels.Tensor, st *model.State, b *kernels.Batch) kernels.Tensor {
+func (m *Model) deltaNet(be kernels.Backend, l *layer, h kernels.Tensor, st *State, b *kernels.Batch) kernels.Tensor {
+	p := kernels.Linears(be, h, l.qkv, l.z, l.b, l.a)
 	mixed := be.CausalConv1d(p[0], l.conv, st.GDN, l.index, b)
 	o := be.GatedDeltaRule(mixed, p[2], p[3], l.aLog, l.dtBias, st.GDN, l.index, b, m.gdn)
 	o = be.GatedRMSNorm(o, p[1], l.gnorm, m.cfg.Eps)

@@ -26,13 +26,14 @@ func CheckShard(c *model.Config, s model.Shard) error {
 	if s.Size < 1 || s.Rank < 0 || s.Rank >= s.Size {
 		return fmt.Errorf("qwen35: invalid shard %d of %d", s.Rank, s.Size)
 	}
+	p := ParamsOf(c)
 	for _, d := range []struct {
 		what string
 		n    int
 	}{
 		{"num_attention_heads", c.Heads},
-		{"linear_num_key_heads", c.LinearKeyHeads},
-		{"linear_num_value_heads", c.LinearValueHeads},
+		{"linear_num_key_heads", p.LinearKeyHeads},
+		{"linear_num_value_heads", p.LinearValueHeads},
 		{"intermediate_size", c.Intermediate},
 		{"vocab_size", c.VocabSize},
 	} {
@@ -59,10 +60,10 @@ func (Arch) Declare(c *model.Config, s model.Shard) ([]model.WeightDecl, error) 
 	if !c.TieEmbeddings {
 		decls = append(decls, model.WeightDecl{Name: "lm_head.weight", Shape: []int{V, H}, Place: model.Split(0, V, 1)})
 	}
-	for i, kind := range c.Layers {
+	for i, kind := range ParamsOf(c).Layers {
 		p := fmt.Sprintf("layers.%d.", i)
 		decls = append(decls, mlpDecls(c, p)...)
-		if kind == model.FullAttention {
+		if kind == FullAttention {
 			decls = append(decls, attentionDecls(c, p+"self_attn.")...)
 		} else {
 			decls = append(decls, gdnDecls(c, p+"linear_attn.")...)
@@ -102,8 +103,9 @@ func attentionDecls(c *model.Config, p string) []model.WeightDecl {
 // gdnDecls: the q, k and v segments of in_proj_qkv and conv1d are split
 // separately by head; z, b, a, A_log and dt_bias by value head.
 func gdnDecls(c *model.Config, p string) []model.WeightDecl {
-	H, dk, dv := c.HiddenSize, c.LinearKeyDim, c.LinearValueDim
-	kd, vd, nv := c.LinearKeyHeads*dk, c.LinearValueHeads*dv, c.LinearValueHeads
+	g := ParamsOf(c)
+	H, dk, dv := c.HiddenSize, g.LinearKeyDim, g.LinearValueDim
+	kd, vd, nv := g.LinearKeyHeads*dk, g.LinearValueHeads*dv, g.LinearValueHeads
 	conv := kd + kd + vd
 	qkv := model.Placement{Split: true, Segments: []model.Segment{{Len: kd, Unit: dk}, {Len: kd, Unit: dk}, {Len: vd, Unit: dv}}}
 	return []model.WeightDecl{
@@ -111,7 +113,7 @@ func gdnDecls(c *model.Config, p string) []model.WeightDecl {
 		{Name: p + "in_proj_z.weight", Shape: []int{vd, H}, Place: model.Split(0, vd, dv)},
 		{Name: p + "in_proj_b.weight", Shape: []int{nv, H}, Place: model.Split(0, nv, 1)},
 		{Name: p + "in_proj_a.weight", Shape: []int{nv, H}, Place: model.Split(0, nv, 1)},
-		{Name: p + "conv1d.weight", Shape: []int{conv, 1, c.ConvKernel}, Place: qkv},
+		{Name: p + "conv1d.weight", Shape: []int{conv, 1, g.ConvKernel}, Place: qkv},
 		{Name: p + "A_log", Shape: []int{nv}, Place: model.Split(0, nv, 1)},
 		{Name: p + "dt_bias", Shape: []int{nv}, Place: model.Split(0, nv, 1)},
 		{Name: p + "norm.weight", Shape: []int{dv}},

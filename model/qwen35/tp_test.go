@@ -19,7 +19,7 @@ import (
 type tpGroup struct {
 	bes    []kernels.Backend
 	models []model.Model
-	states []*model.State
+	states []model.State
 	cached int
 }
 

@@ -15,6 +15,14 @@ One directory per fixture:
   nested-untied-gva2/ nested config, untied lm_head, GDN 4 key / 8 value heads
                      (so tensor parallelism up to 4 divides every head count)
 
+With --qwen3 DIR it instead records references for a dense Qwen3 checkpoint that
+already exists (the qwen3-tiny preset that `cohort make-model` writes, committed under
+testdata/hf-qwen3/qwen3-tiny): it loads DIR with Qwen3ForCausalLM in float32 (eager
+attention), checks that every parameter holds the stored value, and writes ref.safetensors
+and ref.json next to the checkpoint:
+
+    python3 tools/hfref/make_fixtures.py --qwen3 testdata/hf-qwen3/qwen3-tiny
+
 Each directory also gets ref.safetensors (F32 logits.<len> [len,256] from one
 no-cache forward, greedy_logits.<len> [32,256] = the raw logits generate() saw
 at each decode step) and ref.json (prompts, greedy continuations, metadata).
@@ -129,7 +137,7 @@ def say(msg):
 # --------------------------------------------------------------------------------------------
 
 
-def load_libs():
+def load_libs(qwen35=True):
     global torch, transformers, save_file, safe_open
     global Qwen3_5ForCausalLM, Qwen3_5TextConfig, Qwen3_5Config, Qwen3_5ForConditionalGeneration, mq
     say(f"python {platform.python_version()} ({sys.executable})")
@@ -153,6 +161,8 @@ def load_libs():
         die(f"cannot import safetensors: {type(e).__name__}: {e}")
     save_file, safe_open = _sf, _so
     say(f"safetensors {getattr(safetensors, '__version__', '?')}")
+    if not qwen35:
+        return
     try:
         from transformers import Qwen3_5ForCausalLM as _lm, Qwen3_5TextConfig as _tc
     except Exception as e:  # noqa: BLE001
@@ -1188,13 +1198,160 @@ def run_fixture(fx, out_root, device, env, do_crosscheck):
     return line
 
 
+# --------------------------------------------------------------------------------------------
+# Dense Qwen3 (--qwen3 DIR): references for an existing checkpoint
+# --------------------------------------------------------------------------------------------
+
+QWEN3_SEED = 3001
+QWEN3_FILES = ("config.json", SINGLE_FILE)
+
+
+def load_qwen3_model(d, device):
+    """Qwen3ForCausalLM from DIR in float32 with eager attention; strict about keys and values."""
+    try:
+        from transformers import Qwen3ForCausalLM
+    except Exception as e:  # noqa: BLE001
+        die(f"transformers {transformers.__version__} has no Qwen3ForCausalLM ({type(e).__name__}: {e})")
+    kw = {"attn_implementation": "eager", "output_loading_info": True}
+    try:
+        model, info = Qwen3ForCausalLM.from_pretrained(d, dtype=torch.float32, **kw)
+    except TypeError:
+        model, info = Qwen3ForCausalLM.from_pretrained(d, torch_dtype=torch.float32, **kw)
+    for k in ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"):
+        v = info.get(k) if isinstance(info, dict) else None
+        if v:
+            die(f"Qwen3ForCausalLM.from_pretrained({d}): {k} {sorted(str(x) for x in v)[:20]}")
+    model.to(device=device, dtype=torch.float32)
+    model.eval()
+    if model.config._attn_implementation != "eager":
+        die(f"attention implementation is {model.config._attn_implementation}, want eager")
+    # Every parameter must hold the stored (bf16) value, upcast.
+    stored = {}
+    with safe_open(os.path.join(d, SINGLE_FILE), framework="pt") as f:
+        for n in f.keys():
+            stored[n] = f.get_tensor(n).float()
+    shares = model.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+    for n, p in model.named_parameters():
+        src = stored.get(n)
+        if src is None and n == "lm_head.weight" and shares:
+            src = stored.get("model.embed_tokens.weight")
+        if src is None:
+            die(f"parameter {n} has no stored tensor")
+        if not torch.equal(p.detach().cpu(), src):
+            die(f"parameter {n} does not hold the stored value")
+    return model, shares
+
+
+def qwen3_prompt(vocab, L):
+    g = torch.Generator(device="cpu")
+    g.manual_seed(QWEN3_SEED * 1000 + L)
+    return torch.randint(0, vocab - 3, (1, L), generator=g, dtype=torch.long)  # below the special tokens
+
+
+def run_qwen3(d, device, env):
+    say(f"\n=== Qwen3 {d} ===")
+    for fn in QWEN3_FILES:
+        if not os.path.exists(os.path.join(d, fn)):
+            die(f"{d} has no {fn}: write it with `cohort make-model --preset qwen3-tiny --out {d}`")
+    for fn in ("ref.safetensors", "ref.json"):
+        if os.path.exists(os.path.join(d, fn)):
+            os.remove(os.path.join(d, fn))
+    with open(os.path.join(d, "config.json")) as f:
+        cfg_json = json.load(f)
+    if cfg_json.get("architectures") != ["Qwen3ForCausalLM"]:
+        die(f"{d}/config.json: architectures {cfg_json.get('architectures')}, want ['Qwen3ForCausalLM']")
+    vocab = int(cfg_json["vocab_size"])
+    model, shares = load_qwen3_model(d, device)
+    tensors, prompts, greedy, checks, top1_last = {}, {}, {}, {}, {}
+    worst = 0.0
+    for L in PROMPT_LENS:
+        ids = qwen3_prompt(vocab, L)
+        logits, _ = forward_logits(model, ids, device)
+        if tuple(logits.shape) != (L, vocab):
+            die(f"logits shape {tuple(logits.shape)} != {(L, vocab)}")
+        seq, step = run_generate(model, ids, device)
+        new = seq[L:]
+        tf, _ = forward_logits(model, seq[None, :], device)
+        tf_steps = tf[L - 1 : L - 1 + NEW_TOKENS]
+        c = {"teacher_forced_argmax_mismatches": int((tf_steps.argmax(-1) != new).sum().item())}
+        if step is not None:
+            if not torch.equal(step.argmax(-1), new):
+                die(f"prompt {L}: generate() did not pick the argmax of its own logits at every step")
+            top2 = torch.topk(step, 2, dim=-1).values
+            c["min_top1_margin"] = round((top2[:, 0] - top2[:, 1]).min().item(), 6)
+            diff = (step - tf_steps).abs().max().item()
+            c["decode_vs_forward_max_abs"] = diff
+            worst = max(worst, diff)
+            if diff > 5e-2:
+                die(f"prompt {L}: HF cached decode logits differ from no-cache forward by {diff:.3e}")
+            tensors[f"greedy_logits.{L}"] = step.contiguous()
+        tensors[f"logits.{L}"] = logits.contiguous()
+        prompts[str(L)] = [int(x) for x in ids[0].tolist()]
+        greedy[str(L)] = [int(x) for x in new.tolist()]
+        checks[str(L)] = c
+        top1_last[str(L)] = int(logits[-1].argmax().item())
+    logit_std = tensors["logits.65"].std().item()
+    if not (1.0 <= logit_std <= 10.0):
+        warn(f"logit std {logit_std:.3f} outside [1, 10]: the references may be too flat or too peaky")
+    del model
+    save_file(tensors, os.path.join(d, "ref.safetensors"), metadata={"format": "pt"})
+    files = {}
+    for fn in QWEN3_FILES + ("ref.safetensors",):
+        p = os.path.join(d, fn)
+        files[fn] = {"bytes": os.path.getsize(p), "sha256": sha256_file(p)}
+    ref = {
+        "fixture": os.path.basename(os.path.normpath(d)),
+        "architecture": "Qwen3ForCausalLM",
+        "prompts": prompts,
+        "greedy": greedy,
+        "logit_std": round(logit_std, 6),
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "device": env["device"],
+        "dtype": "float32",
+        "gdn_path": "none (attention only)",
+        "attn_implementation": "eager",
+        "precision": env["precision"],
+        "hf_shares_lm_head_with_embedding": bool(shares),
+        "seed": QWEN3_SEED,
+        "generate_kwargs": {
+            "max_new_tokens": NEW_TOKENS,
+            "min_new_tokens": NEW_TOKENS,
+            "do_sample": False,
+            "eos_token_id": None,
+            "pad_token_id": 0,
+            "use_cache": True,
+            "attention_mask": "all ones",
+        },
+        "checks": checks,
+        "top1_last": top1_last,
+        "files": files,
+    }
+    with open(os.path.join(d, "ref.json"), "w") as f:
+        json.dump(ref, f, indent=1)
+        f.write("\n")
+    tops = " ".join(f"{k}:{v}" for k, v in top1_last.items())
+    line = f"[{ref['fixture']}] Qwen3 logit_std={logit_std:.3f} top1_last[{tops}] decode_vs_forward<={worst:.1e}"
+    say(line)
+    return line
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="testdata/hf", help="output root (one directory per fixture)")
     ap.add_argument("--only", default="", help="comma-separated fixture names (default: all)")
     ap.add_argument("--device", default="auto", help="auto | cuda | cuda:N | cpu")
     ap.add_argument("--no-crosscheck", action="store_true", help="skip the informational from_pretrained cross-check")
+    ap.add_argument("--qwen3", default="", metavar="DIR", help="record references for the dense Qwen3 checkpoint in DIR instead")
     args = ap.parse_args()
+
+    if args.qwen3:
+        load_libs(qwen35=False)
+        device = pick_device(args.device)
+        say(f"device: {device_desc(device)}")
+        _, precision = setup_precision(device)
+        say("\nSUMMARY\n" + run_qwen3(args.qwen3, device, {"device": device_desc(device), "precision": precision}))
+        return
 
     load_libs()
     names = [f["name"] for f in FIXTURES]

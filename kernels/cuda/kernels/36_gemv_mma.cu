@@ -58,64 +58,10 @@ __device__ __forceinline__ void split_bf16x2(float v0, float v1, unsigned &hi, u
 	lo = pack_bf16x2(v0 - __uint_as_float(hi << 16), v1 - __uint_as_float(hi & 0xffff0000u));
 }
 
-// mma_x is where a GEMV's activation rows come from: x [T, K] itself, or
-// (NORM) the zero-centred RMSNorm of x + d with weight nw, the rows'
-// inverse rms in inv (shared memory). When sum is set, the tile's first
-// pass computes inv (mma_norm) and block (0, 0) writes x + d to sum.
-struct mma_x {
-	const float *x, *d, *nw;
-	float *inv, *sum;
-	float eps;
-};
-
-// mma_xload returns the 4 activations of row t at column k (a multiple of 4).
-template <bool NORM>
-__device__ __forceinline__ float4 mma_xload(const mma_x &s, long long K, int t, int k) {
-	float4 v = __ldg((const float4 *)(s.x + t * K + k));
-	if (NORM) {
-		float4 e = __ldg((const float4 *)(s.d + t * K + k)), w = __ldg((const float4 *)(s.nw + k));
-		float iv = s.inv[t];
-		v = make_float4((v.x + e.x) * iv * (1.0f + w.x), (v.y + e.y) * iv * (1.0f + w.y),
-		                (v.z + e.z) * iv * (1.0f + w.z), (v.w + e.w) * iv * (1.0f + w.w));
-	}
-	return v;
-}
-
-// MMA_NORM_ROWS is the most rows of a GEMV that normalizes its input.
-#define MMA_NORM_ROWS 8
-
-// mma_norm leaves in inv[t] the inverse rms of r[t] + d[t] for the T rows
-// (every thread of the block calls it, after PDL_WAIT), as add_rmsnorm_f32
-// computes it, and has block (0, 0) write sum = r + d.
-__device__ void mma_norm(float *inv, float *sum, const float *r, const float *d, int T, int K, float eps) {
-	bool writer = blockIdx.x == 0 && blockIdx.y == 0;
-	int K4 = K >> 2;
-	double ss[MMA_NORM_ROWS];
-#pragma unroll
-	for (int t = 0; t < MMA_NORM_ROWS; t++) {
-		ss[t] = 0;
-		if (t >= T) continue;
-		const float4 *r4 = (const float4 *)(r + (long long)t * K), *d4 = (const float4 *)(d + (long long)t * K);
-		for (int j = threadIdx.x; j < K4; j += blockDim.x) {
-			float4 a = __ldg(r4 + j), b = __ldg(d4 + j);
-			float4 v = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
-			if (writer) ((float4 *)(sum + (long long)t * K))[j] = v;
-			ss[t] += (double)v.x * (double)v.x + (double)v.y * (double)v.y + (double)v.z * (double)v.z + (double)v.w * (double)v.w;
-		}
-	}
-#pragma unroll
-	for (int t = 0; t < MMA_NORM_ROWS; t++) {
-		if (t >= T) break;
-		double v = block_sum_d(ss[t]);
-		if (threadIdx.x == 0) inv[t] = inv_rms(v, K, eps);
-	}
-	__syncthreads();
-}
-
 // mma_chunk adds one 64-wide K chunk: r0 and r1 hold the lane's 16 bf16 of
 // weight rows g and g+8 at position k, x is read at the same positions.
-template <int NT, bool NORM>
-__device__ __forceinline__ void mma_chunk(float acc[NT][4], const uint4 r[4], const mma_x &x, long long K, int T, int k, int g) {
+template <int NT>
+__device__ __forceinline__ void mma_chunk(float acc[NT][4], const uint4 r[4], const float *x, long long K, int T, int k, int g) {
 	const unsigned a[4][4] = {
 		{r[0].x, r[2].x, r[0].y, r[2].y},
 		{r[0].z, r[2].z, r[0].w, r[2].w},
@@ -127,9 +73,10 @@ __device__ __forceinline__ void mma_chunk(float acc[NT][4], const uint4 r[4], co
 		int t = nt * 8 + g;
 		unsigned hi[8], lo[8];
 		if (t < T) {
+			const float4 *xp = (const float4 *)(x + t * K + k);
 #pragma unroll
 			for (int q = 0; q < 4; q++) {
-				float4 v = mma_xload<NORM>(x, K, t, k + 4 * q);
+				float4 v = __ldg(xp + q);
 				split_bf16x2(v.x, v.y, hi[2 * q], lo[2 * q]);
 				split_bf16x2(v.z, v.w, hi[2 * q + 1], lo[2 * q + 1]);
 			}
@@ -163,9 +110,9 @@ __device__ __forceinline__ void mma_stage_load(uint4 v[U][4], const uint4 *p0, c
 
 // mma_tile accumulates the warp's share of K (chunks warp, warp+nw, …) for
 // the 16 rows from m0 of w [N, K], two stages of U chunks in flight.
-template <int NT, int U, bool NORM>
+template <int NT, int U>
 __device__ __forceinline__ void mma_tile(float acc[NT][4], const unsigned short *w, int N, int K, int m0,
-                                         const mma_x &x, int T, int warp, int nw) {
+                                         const float *x, int T, int warp, int nw) {
 	int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
 	const uint4 *p0 = (const uint4 *)(w + (long long)min(m0 + g, N - 1) * K) + tig * 2;
 	const uint4 *p1 = (const uint4 *)(w + (long long)min(m0 + g + 8, N - 1) * K) + tig * 2;
@@ -173,12 +120,11 @@ __device__ __forceinline__ void mma_tile(float acc[NT][4], const unsigned short 
 	uint4 cur[U][4], nxt[U][4];
 	mma_stage_load<U>(cur, p0, p1, warp, nw, chunks);
 	PDL_WAIT(); // x is the previous kernel's output; the weights are not
-	if (NORM && x.sum) mma_norm(x.inv, x.sum, x.x, x.d, T, K, x.eps);
 	for (int c = warp; c < chunks; c += step) {
 		if (c + step < chunks) mma_stage_load<U>(nxt, p0, p1, c + step, nw, chunks);
 #pragma unroll
 		for (int u = 0; u < U; u++)
-			if (c + u * nw < chunks) mma_chunk<NT, NORM>(acc, cur[u], x, K, T, (c + u * nw) * 64 + tig * 16, g);
+			if (c + u * nw < chunks) mma_chunk<NT>(acc, cur[u], x, K, T, (c + u * nw) * 64 + tig * 16, g);
 #pragma unroll
 		for (int u = 0; u < U; u++)
 #pragma unroll
@@ -267,23 +213,23 @@ __device__ __forceinline__ bool mma_combine(float *red, float *ws, int *cnt) {
 // gemv_mma_block accumulates this block's share of a tile's K (warp
 // blockIdx.y·nw + warp of gridDim.y·nw) and leaves the tile's total in red
 // when it returns true.
-template <int NT, int U, bool NORM>
+template <int NT, int U>
 __device__ __forceinline__ bool gemv_mma_block(float acc[NT][4], float *red, const unsigned short *w, int N, int K, int m0,
-                                               const mma_x &x, int T, float *ws, int *cnt) {
+                                               const float *x, int T, float *ws, int *cnt) {
 	int nw = blockDim.x >> 5;
-	mma_tile<NT, U, NORM>(acc, w, N, K, m0, x, T, blockIdx.y * nw + (threadIdx.x >> 5), gridDim.y * nw);
+	mma_tile<NT, U>(acc, w, N, K, m0, x, T, blockIdx.y * nw + (threadIdx.x >> 5), gridDim.y * nw);
 	mma_reduce<NT>(acc, red);
 	return mma_combine<NT>(red, ws, cnt);
 }
 
-template <int NT, int U, bool NORM>
+template <int NT, int U>
 __device__ __forceinline__ void gemv_mma(float *y0, const unsigned short *w0, int n0, float *y1, const unsigned short *w1, int n1,
                                          float *y2, const unsigned short *w2, int n2, float *y3, const unsigned short *w3, int n3,
-                                         const mma_x &x, int T, int K, float *ws, int *cnt) {
+                                         const float *x, int T, int K, float *ws, int *cnt) {
 	__shared__ float red[MMA_MAX_WARPS * NT * 128];
 	mma_seg s = mma_pick(y0, w0, n0, y1, w1, n1, y2, w2, n2, y3, w3, n3);
 	float acc[NT][4] = {};
-	if (!gemv_mma_block<NT, U, NORM>(acc, red, s.w, s.N, K, s.m0, x, T, ws, cnt)) return;
+	if (!gemv_mma_block<NT, U>(acc, red, s.w, s.N, K, s.m0, x, T, ws, cnt)) return;
 	for (int i = threadIdx.x; i < NT * 128; i += blockDim.x) {
 		int t = i >> 4, m = s.m0 + (i & 15);
 		if (t < T && m < s.N) s.y[(long long)t * s.N + m] = red[i];
@@ -293,22 +239,20 @@ __device__ __forceinline__ void gemv_mma(float *y0, const unsigned short *w0, in
 // gemv_mma_swiglu: y[T, N] = silu(x·gᵀ) ⊙ (x·uᵀ) for the gate and up
 // projections g, u [N, K] of an MLP, in one pass over both (the gate's
 // tiles are 0..tiles-1 of the workspace, the up's tiles..2·tiles-1).
-template <int NT, int U, bool NORM>
+template <int NT, int U>
 __device__ __forceinline__ void gemv_mma_swiglu(float *y, const unsigned short *wg, const unsigned short *wu, int N,
-                                                mma_x x, int T, int K, float *ws, int *cnt) {
+                                                const float *x, int T, int K, float *ws, int *cnt) {
 	__shared__ float red[MMA_MAX_WARPS * NT * 128];
 	__shared__ float gsum[NT * 128];
 	int m0 = blockIdx.x * 16;
 	float ag[NT][4] = {}, au[NT][4] = {};
 	long long off = (long long)gridDim.x * gridDim.y * NT * 128;
-	bool mine = gemv_mma_block<NT, U, NORM>(ag, red, wg, N, K, m0, x, T, ws, cnt);
+	bool mine = gemv_mma_block<NT, U>(ag, red, wg, N, K, m0, x, T, ws, cnt);
 	for (int i = threadIdx.x; i < NT * 128; i += blockDim.x) gsum[i] = red[i];
 	__syncthreads();
 	// The up projection's partials and counters follow the gate's, so the
-	// block that writes is the last for both. Its pass reuses the gate
-	// pass's inverse rms.
-	x.sum = nullptr;
-	bool up = gemv_mma_block<NT, U, NORM>(au, red, wu, N, K, m0, x, T, ws + off, cnt + gridDim.x);
+	// block that writes is the last for both.
+	bool up = gemv_mma_block<NT, U>(au, red, wu, N, K, m0, x, T, ws + off, cnt + gridDim.x);
 	if (!up) return;
 	if (!mine && gridDim.y > 1) {
 		// The gate's total was written by another block: read it back.
@@ -336,8 +280,7 @@ __device__ __forceinline__ void gemv_mma_swiglu(float *y, const unsigned short *
 	extern "C" __global__ void __launch_bounds__(THREADS, MINB) gemv_mma_##VAR##nt##NT(                                  \
 	    GEMV_MMA_ARGS, const float *x, int T, int K, float *ws, int *cnt) {                                            \
 		PDL_LAUNCH();                                                                                                  \
-		mma_x xs = {x, nullptr, nullptr, nullptr, nullptr, 0.0f};                                                      \
-		gemv_mma<NT, U, false>(GEMV_MMA_PASS, xs, T, K, ws, cnt);                                                      \
+		gemv_mma<NT, U>(GEMV_MMA_PASS, x, T, K, ws, cnt);                                                              \
 	}
 
 #define GEMV_MMA_SWIGLU_ENTRY(VAR, NT, THREADS, MINB)                                                                      \
@@ -345,8 +288,7 @@ __device__ __forceinline__ void gemv_mma_swiglu(float *y, const unsigned short *
 	    float *y, const unsigned short *wg, const unsigned short *wu, int N, const float *x, int T, int K, float *ws,  \
 	    int *cnt) {                                                                                                    \
 		PDL_LAUNCH();                                                                                                  \
-		mma_x xs = {x, nullptr, nullptr, nullptr, nullptr, 0.0f};                                                      \
-		gemv_mma_swiglu<NT, 1, false>(y, wg, wu, N, xs, T, K, ws, cnt);                                                \
+		gemv_mma_swiglu<NT, 1>(y, wg, wu, N, x, T, K, ws, cnt);                                                        \
 	}
 
 GEMV_MMA_ENTRY(, 1, 1, MMA_MAX_WARPS * 32, 1)
@@ -365,23 +307,3 @@ GEMV_MMA_ENTRY(o8_, 1, 1, 128, 8)
 GEMV_MMA_SWIGLU_ENTRY(o6_, 1, 128, 6)
 GEMV_MMA_SWIGLU_ENTRY(o7_, 1, 128, 7)
 GEMV_MMA_SWIGLU_ENTRY(o8_, 1, 128, 8)
-
-// The GEMVs that normalize their input: x = RMSNorm(r + d)·(1 + nw), with
-// sum = r + d written once (add_rmsnorm_f32 fused into the projections that
-// read its output). At most MMA_NORM_ROWS rows.
-extern "C" __global__ void __launch_bounds__(MMA_MAX_WARPS * 32) gemv_mma_norm_nt1(
-    GEMV_MMA_ARGS, const float *r, const float *d, const float *nw, float *sum, float eps, int T, int K, float *ws, int *cnt) {
-	PDL_LAUNCH();
-	__shared__ float inv[MMA_NORM_ROWS];
-	mma_x xs = {r, d, nw, inv, sum, eps};
-	gemv_mma<1, 1, true>(GEMV_MMA_PASS, xs, T, K, ws, cnt);
-}
-
-extern "C" __global__ void __launch_bounds__(MMA_MAX_WARPS * 32) gemv_mma_swiglu_norm_nt1(
-    float *y, const unsigned short *wg, const unsigned short *wu, int N, const float *r, const float *d, const float *nw,
-    float *sum, float eps, int T, int K, float *ws, int *cnt) {
-	PDL_LAUNCH();
-	__shared__ float inv[MMA_NORM_ROWS];
-	mma_x xs = {r, d, nw, inv, sum, eps};
-	gemv_mma_swiglu<1, 1, true>(y, wg, wu, N, xs, T, K, ws, cnt);
-}

@@ -1,0 +1,169 @@
+package qwen3
+
+import (
+	"fmt"
+
+	"cohort/kernels"
+	"cohort/model"
+)
+
+// Model is a Qwen3 model bound to one rank's weights.
+type Model struct {
+	id    uint64 // model.NewID: keys recorded steps
+	cfg   *model.Config
+	shard model.Shard
+	attn  kernels.AttnConfig // per-rank shapes
+
+	embed, lmHead, norm kernels.Tensor
+	vocabStart          int
+	layers              []layer
+}
+
+type layer struct {
+	inputNorm, postNorm kernels.Tensor
+	q, k, v, o          kernels.Tensor
+	qNorm, kNorm        kernels.Tensor
+	gate, up, down      kernels.Tensor
+}
+
+var _ model.Model = (*Model)(nil)
+
+// State is one rank's Qwen3 request state: the paged KV cache of every
+// layer.
+type State struct {
+	KV kernels.KVCache
+	// ID is unique in the process (model.NewID) and never reused. Backends
+	// key recorded steps on it.
+	ID uint64
+}
+
+// Reset does nothing: a request's KV pages are written before they are
+// read, and there is no other state.
+func (*State) Reset(int) {}
+
+// Build binds the loaded weights of one shard.
+func (Arch) Build(c *model.Config, s model.Shard, w map[string]kernels.Tensor) (model.Model, error) {
+	if err := CheckShard(c, s); err != nil {
+		return nil, err
+	}
+	m := &Model{id: model.NewID(), cfg: c, shard: s, attn: attnConfig(c, s), vocabStart: s.Rank * c.VocabSize / s.Size}
+	var missing []string
+	get := func(name string) kernels.Tensor {
+		t, ok := w[name]
+		if !ok {
+			missing = append(missing, name)
+		}
+		return t
+	}
+	m.embed, m.norm = get("embed_tokens.weight"), get("norm.weight")
+	m.lmHead = m.embed
+	if !c.TieEmbeddings {
+		m.lmHead = get("lm_head.weight")
+	}
+	for i := range c.NumLayers {
+		p := fmt.Sprintf("layers.%d.", i)
+		a, f := p+"self_attn.", p+"mlp."
+		m.layers = append(m.layers, layer{
+			inputNorm: get(p + "input_layernorm.weight"), postNorm: get(p + "post_attention_layernorm.weight"),
+			q: get(a + "q_proj.weight"), k: get(a + "k_proj.weight"), v: get(a + "v_proj.weight"), o: get(a + "o_proj.weight"),
+			qNorm: get(a + "q_norm.weight"), kNorm: get(a + "k_norm.weight"),
+			gate: get(f + "gate_proj.weight"), up: get(f + "up_proj.weight"), down: get(f + "down_proj.weight"),
+		})
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("qwen3: weights declared but not loaded: %v", missing)
+	}
+	return m, nil
+}
+
+func attnConfig(c *model.Config, s model.Shard) kernels.AttnConfig {
+	return kernels.AttnConfig{Heads: c.Heads / s.Size, KVHeads: max(c.KVHeads/s.Size, 1), HeadDim: c.HeadDim,
+		RotaryDim: c.RotaryDim(), Theta: c.RopeTheta}
+}
+
+// NewState allocates this rank's KV pages. Every request's state is in its
+// pages, so slots cost nothing.
+func (m *Model) NewState(be kernels.Backend, _, pages, pageSize int) model.State {
+	return &State{KV: be.NewKVCache(m.cfg.NumLayers, pages, pageSize, m.attn.KVHeads, m.attn.HeadDim), ID: model.NewID()}
+}
+
+// Forward runs the decoder over the flat batch and returns the logits of
+// outputRows, gathered over the vocab shards.
+func (m *Model) Forward(be kernels.Backend, state model.State, tokens []int32, b *kernels.Batch, outputRows []int) (kernels.Tensor, error) {
+	st, ok := state.(*State)
+	if !ok {
+		return nil, fmt.Errorf("qwen3: state %T was not made by a Qwen3 model", state)
+	}
+	if len(tokens) != b.Rows() {
+		return nil, fmt.Errorf("qwen3: %d tokens for a batch of %d rows", len(tokens), b.Rows())
+	}
+	stepper, _ := be.(kernels.Stepper)
+	if stepper != nil {
+		key := model.DecodeStepKey("qwen3", b, outputRows, m.id, st.ID)
+		in := kernels.StepInputs{Tokens: tokens, Batch: b, Rows: outputRows}
+		if key != "" {
+			if logits, ok := stepper.ReplayStep(key, in); ok {
+				return logits, nil
+			}
+		}
+		stepper.BeginStep(key, in)
+	}
+	logits, err := m.decoder(be, st, tokens, b, outputRows)
+	if err != nil {
+		return nil, err
+	}
+	if stepper != nil {
+		stepper.EndStep(logits)
+	}
+	return logits, nil
+}
+
+// decoder is the forward pass proper: pre-norm residual blocks of
+// attention and MLP, each block's output summed over the ranks.
+func (m *Model) decoder(be kernels.Backend, st *State, tokens []int32, b *kernels.Batch, outputRows []int) (kernels.Tensor, error) {
+	eps := m.cfg.Eps
+	residual := be.Embedding(m.embed, tokens, m.vocabStart)
+	if err := m.allReduce(be, residual); err != nil {
+		return nil, err
+	}
+	for i := range m.layers {
+		l := &m.layers[i]
+		mixed := m.attention(be, l, i, be.PlainRMSNorm(residual, l.inputNorm, eps), st, b)
+		if err := m.allReduce(be, mixed); err != nil {
+			return nil, err
+		}
+		residual = be.Add(residual, mixed)
+		mlp := be.Linear(kernels.SwiGLULinear(be, be.PlainRMSNorm(residual, l.postNorm, eps), l.gate, l.up), l.down)
+		if err := m.allReduce(be, mlp); err != nil {
+			return nil, err
+		}
+		residual = be.Add(residual, mlp)
+	}
+	h := be.PlainRMSNorm(be.SelectRows(residual, outputRows), m.norm, eps)
+	logits := be.Linear(h, m.lmHead)
+	if m.shard.Size > 1 {
+		return be.AllGatherCols(logits)
+	}
+	return logits, nil
+}
+
+func (m *Model) allReduce(be kernels.Backend, x kernels.Tensor) error {
+	if m.shard.Size == 1 {
+		return nil
+	}
+	return be.AllReduce(x)
+}
+
+// attention is the layer's grouped-query attention: q and k normalized per
+// head, rotated by RoPE, attended over the cached positions, no output
+// gate. Layer i's KV lives in cache layer i.
+func (m *Model) attention(be kernels.Backend, l *layer, i int, h kernels.Tensor, st *State, b *kernels.Batch) kernels.Tensor {
+	c := m.attn
+	p := kernels.Linears(be, h, l.q, l.k, l.v)
+	q := be.PlainRMSNorm(p[0], l.qNorm, m.cfg.Eps)
+	k := be.PlainRMSNorm(p[1], l.kNorm, m.cfg.Eps)
+	be.RoPE(q, b.Positions, c.HeadDim, c.RotaryDim, c.Theta)
+	be.RoPE(k, b.Positions, c.HeadDim, c.RotaryDim, c.Theta)
+	out := be.UngatedAttention(q, k, p[2], st.KV, i, b, c)
+	return be.Linear(out, l.o)
+}

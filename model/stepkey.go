@@ -1,0 +1,27 @@
+package model
+
+import (
+	"strconv"
+
+	"cohort/kernels"
+)
+
+// DecodeStepKey names a decode step (one new token per sequence, every row
+// an output, in order) for backends that record steps (kernels.Stepper):
+// all such steps of one model on one state run the same launches, so a
+// recording made for one replays any other. A recording holds the weights'
+// and the state's device addresses, so the key names the model and the
+// state by identities that are never reused (NewID), not by address. Any
+// other step, or a zero identity, gets "" (not recordable).
+func DecodeStepKey(family string, b *kernels.Batch, outputRows []int, modelID, stateID uint64) string {
+	if modelID == 0 || stateID == 0 || b.Rows() == 0 || len(b.Seqs) != b.Rows() || len(outputRows) != b.Rows() {
+		return ""
+	}
+	for i, s := range b.Seqs {
+		if s.Len != 1 || s.Start != i || outputRows[i] != i {
+			return ""
+		}
+	}
+	return family + "/decode/" + strconv.Itoa(b.Rows()) + "/model-" + strconv.FormatUint(modelID, 10) +
+		"/state-" + strconv.FormatUint(stateID, 10)
+}
