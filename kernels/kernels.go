@@ -235,6 +235,26 @@ func SwiGLULinear(be Backend, x, gate, up Tensor) Tensor {
 	return be.SwiGLU(be.Linear(x, gate), be.Linear(x, up))
 }
 
+// ConvLinear is implemented by backends that run a GDN layer's causal conv
+// inside its input projections (the CUDA backend's decode GEMV epilogue),
+// so the conv costs no launch of its own.
+type ConvLinear interface {
+	// ConvLinears returns ConvLinears(be, ...)'s projections.
+	ConvLinears(x, conv Tensor, states StatePool, layer int, b *Batch, ws ...Tensor) []Tensor
+}
+
+// ConvLinears returns x·wᵢᵀ for every w, the first of them passed through
+// CausalConv1d(·, conv, states, layer, b): in one pass where be is a
+// ConvLinear, else Linears and CausalConv1d.
+func ConvLinears(be Backend, x, conv Tensor, states StatePool, layer int, b *Batch, ws ...Tensor) []Tensor {
+	if f, ok := be.(ConvLinear); ok {
+		return f.ConvLinears(x, conv, states, layer, b, ws...)
+	}
+	out := Linears(be, x, ws...)
+	out[0] = be.CausalConv1d(out[0], conv, states, layer, b)
+	return out
+}
+
 // DeviceSampler is implemented by backends that pick tokens where the
 // logits are (the CUDA backend), so that only the ids cross to the host.
 type DeviceSampler interface {

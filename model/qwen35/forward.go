@@ -223,8 +223,8 @@ func (m *Model) attention(be kernels.Backend, l *layer, h kernels.Tensor, st *St
 
 // deltaNet is the Gated DeltaNet mixer (spec §2.4).
 func (m *Model) deltaNet(be kernels.Backend, l *layer, h kernels.Tensor, st *State, b *kernels.Batch) kernels.Tensor {
-	p := kernels.Linears(be, h, l.qkv, l.z, l.b, l.a)
-	mixed := be.CausalConv1d(p[0], l.conv, st.GDN, l.index, b)
+	p := kernels.ConvLinears(be, h, l.conv, st.GDN, l.index, b, l.qkv, l.z, l.b, l.a)
+	mixed := p[0]
 	o := be.GatedDeltaRule(mixed, p[2], p[3], l.aLog, l.dtBias, st.GDN, l.index, b, m.gdn)
 	o = be.GatedRMSNorm(o, p[1], l.gnorm, m.cfg.Eps)
 	return be.Linear(o, l.outProj)

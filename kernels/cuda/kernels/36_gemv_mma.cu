@@ -222,17 +222,43 @@ __device__ __forceinline__ bool gemv_mma_block(float acc[NT][4], float *red, con
 	return mma_combine<NT>(red, ws, cnt);
 }
 
-template <int NT, int U>
+// mma_conv is the depthwise causal conv + SiLU that the conv GEMVs run on
+// their first segment's outputs (a GDN layer's q|k|v projection) in decode
+// steps: row t is sequence t's one new token, its conv state in slot[t]
+// (state [layers][slots][K−1][C], weight [C, K], as conv1d_f32).
+struct mma_conv {
+	const float *w;
+	float *state;
+	const int *slot;
+	int K, slots, layer;
+};
+
+// mma_conv_apply returns silu(conv) of channel m of row t given its new
+// input u, in conv1d_f32's order of terms, and shifts u into the state.
+__device__ __forceinline__ float mma_conv_apply(const mma_conv &cv, int C, int t, int m, float u) {
+	int hist = cv.K - 1;
+	float *st = cv.state + ((long long)cv.layer * cv.slots + cv.slot[t]) * hist * C + m;
+	const float *w = cv.w + (long long)m * cv.K;
+	float acc = 0.0f;
+	for (int j = 0; j < hist; j++) acc += w[j] * st[(long long)j * C];
+	acc += w[hist] * u;
+	for (int j = 0; j + 1 < hist; j++) st[(long long)j * C] = st[(long long)(j + 1) * C];
+	if (hist > 0) st[(long long)(hist - 1) * C] = u;
+	return silu_ref(acc);
+}
+
+template <int NT, int U, bool CONV>
 __device__ __forceinline__ void gemv_mma(float *y0, const unsigned short *w0, int n0, float *y1, const unsigned short *w1, int n1,
                                          float *y2, const unsigned short *w2, int n2, float *y3, const unsigned short *w3, int n3,
-                                         const float *x, int T, int K, float *ws, int *cnt) {
+                                         const float *x, int T, int K, float *ws, int *cnt, const mma_conv &cv) {
 	__shared__ float red[MMA_MAX_WARPS * NT * 128];
 	mma_seg s = mma_pick(y0, w0, n0, y1, w1, n1, y2, w2, n2, y3, w3, n3);
 	float acc[NT][4] = {};
 	if (!gemv_mma_block<NT, U>(acc, red, s.w, s.N, K, s.m0, x, T, ws, cnt)) return;
+	bool conv = CONV && s.y == y0;
 	for (int i = threadIdx.x; i < NT * 128; i += blockDim.x) {
 		int t = i >> 4, m = s.m0 + (i & 15);
-		if (t < T && m < s.N) s.y[(long long)t * s.N + m] = red[i];
+		if (t < T && m < s.N) s.y[(long long)t * s.N + m] = conv ? mma_conv_apply(cv, s.N, t, m, red[i]) : red[i];
 	}
 }
 
@@ -280,7 +306,17 @@ __device__ __forceinline__ void gemv_mma_swiglu(float *y, const unsigned short *
 	extern "C" __global__ void __launch_bounds__(THREADS, MINB) gemv_mma_##VAR##nt##NT(                                  \
 	    GEMV_MMA_ARGS, const float *x, int T, int K, float *ws, int *cnt) {                                            \
 		PDL_LAUNCH();                                                                                                  \
-		gemv_mma<NT, U>(GEMV_MMA_PASS, x, T, K, ws, cnt);                                                              \
+		gemv_mma<NT, U, false>(GEMV_MMA_PASS, x, T, K, ws, cnt, mma_conv{});                                           \
+	}
+
+// gemv_mma_conv_<variant>nt1: the GEMV whose first segment's outputs go
+// through the causal conv (mma_conv), for decode rows.
+#define GEMV_MMA_CONV_ENTRY(VAR, THREADS, MINB)                                                                            \
+	extern "C" __global__ void __launch_bounds__(THREADS, MINB) gemv_mma_conv_##VAR##nt1(                                \
+	    GEMV_MMA_ARGS, const float *x, int T, int K, float *ws, int *cnt, const float *cw, float *cstate,             \
+	    const int *cslot, int cK, int cslots, int clayer) {                                                             \
+		PDL_LAUNCH();                                                                                                  \
+		gemv_mma<1, 1, true>(GEMV_MMA_PASS, x, T, K, ws, cnt, mma_conv{cw, cstate, cslot, cK, cslots, clayer});        \
 	}
 
 #define GEMV_MMA_SWIGLU_ENTRY(VAR, NT, THREADS, MINB)                                                                      \
@@ -307,3 +343,5 @@ GEMV_MMA_ENTRY(o8_, 1, 1, 128, 8)
 GEMV_MMA_SWIGLU_ENTRY(o6_, 1, 128, 6)
 GEMV_MMA_SWIGLU_ENTRY(o7_, 1, 128, 7)
 GEMV_MMA_SWIGLU_ENTRY(o8_, 1, 128, 8)
+GEMV_MMA_CONV_ENTRY(, MMA_MAX_WARPS * 32, 1)
+GEMV_MMA_CONV_ENTRY(o6_, 128, 6)

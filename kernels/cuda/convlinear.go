@@ -1,0 +1,65 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+
+	"cohort/kernels"
+)
+
+// ConvLinears returns x·wᵢᵀ for every w with the first output passed
+// through the causal conv (kernels.ConvLinear). For a decode batch that the
+// tensor-core GEMV serves (one token a sequence, up to 8 rows) the conv
+// runs in the GEMV's epilogue: the block that writes a tile of q|k|v
+// channels convolves them with their state and shifts the new inputs in,
+// so each channel's state has one writer. Otherwise it is Linears and
+// CausalConv1d.
+func (b *Backend) ConvLinears(x, conv kernels.Tensor, states kernels.StatePool, layer int, bt *kernels.Batch, ws ...kernels.Tensor) []kernels.Tensor {
+	const op = "ConvLinears"
+	xt := b.tensor(op, x)
+	p := asStatePool(op, states)
+	if !b.convFits(op, xt, p, bt, ws) {
+		out := b.Linears(x, ws...)
+		out[0] = b.CausalConv1d(out[0], conv, states, layer, bt)
+		return out
+	}
+	T, K := xt.dims()
+	C, cK := p.cfg.ConvDim(), p.cfg.ConvKernel
+	wt := b.tensor(op, conv)
+	if wt.n != C*cK || wt.shape[0] != C || wt.shape[len(wt.shape)-1] != cK {
+		panic(fmt.Sprintf("cuda: %s: conv weight %v, state pool convDim %d K %d", op, wt.shape, C, cK))
+	}
+	checkBatch(op, bt, T, true)
+	_, _, slot := b.seqMeta(op, p, layer, bt)
+	out := make([]kernels.Tensor, len(ws))
+	var args [12]any
+	tiles := 0
+	for i := range 4 {
+		args[3*i], args[3*i+1], args[3*i+2] = devptr(0), devptr(0), 0
+		if i < len(ws) {
+			w := b.weight(op, ws[i])
+			N := w.shape[0]
+			y := b.newTensor(op, T, N)
+			out[i] = y
+			args[3*i], args[3*i+1], args[3*i+2] = y.ptr, w.ptr, N
+			tiles += (N + 15) / 16
+		}
+	}
+	pl := b.mmaLaunch("gemv_mma_conv", T, tiles, K)
+	part, cnt := b.mmaWorkspace(op, pl, 1)
+	b.launch(op, pl.name, pl.grid, pl.block, 0,
+		append(args[:], xt.ptr, T, K, part, cnt, wt.ptr, p.conv, slot, cK, p.slots, layer)...)
+	return out
+}
+
+// convFits reports whether ConvLinears can run the conv in the GEMV: fused
+// kernels on, a decode batch of at most 8 rows the tensor-core GEMV
+// serves, up to four bf16 weights, the first of them the conv's width.
+func (b *Backend) convFits(op string, xt *Tensor, p *StatePool, bt *kernels.Batch, ws []kernels.Tensor) bool {
+	if !b.fuse || len(ws) == 0 || len(ws) > 4 || len(xt.shape) != 2 || !allDecode(bt) {
+		return false
+	}
+	T, K := xt.dims()
+	return T <= 8 && b.mmaFits(T, K) && allBF16(b, op, K, ws) && b.weight(op, ws[0]).shape[0] == p.cfg.ConvDim()
+}
