@@ -60,6 +60,7 @@ type benchReport struct {
 	Decode           []decodeResult `json:"decode"`
 	Prefill          []prefillRes   `json:"prefill"`
 	TTFT             *ttftResult    `json:"ttft,omitempty"`
+	Mixed            []mixedResult  `json:"mixed,omitempty"`
 }
 
 type decodeResult struct {
@@ -118,8 +119,23 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	peakTFLOPS := fs.Float64("peak-tflops", defaultPeakTFLOPS, "dense bf16 TFLOP/s for the prefill floor (H200: 989 nominal)")
 	hfJSON := fs.String("hf-json", "", "HF transformers baseline to print beside each result (tools/hfref/hfbench.py --out)")
 	hfDtype := fs.String("hf-dtype", "bf16", "which dtype's results to take from --hf-json")
+	mixedList := fs.String("mixed-prefill-tokens", "", "mixed load: --max-prefill-tokens settings to measure decode inter-token latency at while long prompts arrive, comma-separated (empty: skip)")
+	mixedDecoders := fs.Int("mixed-decoders", 16, "mixed load: decoding requests")
+	mixedTokens := fs.Int("mixed-decode-tokens", 256, "mixed load: tokens each decoding request generates")
+	mixedPrompt := fs.Int("mixed-prompt", 8192, "mixed load: prompt tokens of each arriving request (max_tokens 1)")
+	mixedPeriod := fs.Duration("mixed-period", time.Second, "mixed load: time between arrivals")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
+	}
+	var mixedSettings []int
+	if *mixedList != "" {
+		var err error
+		if mixedSettings, err = parseInts(*mixedList); err != nil {
+			return fmt.Errorf("bench: --mixed-prefill-tokens: %w", err)
+		}
+		if *mixedDecoders < 1 || *mixedTokens < 2 || *mixedPrompt < 1 || *mixedPeriod <= 0 {
+			return errors.New("bench: --mixed-decoders, --mixed-prompt and --mixed-period must be positive, --mixed-decode-tokens at least 2")
+		}
 	}
 	batches, err := parseInts(*batchList)
 	if err != nil {
@@ -187,6 +203,10 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	const pageSize = 16
 	maxBatch := slices.Max(batches)
 	longest := max(*promptLen+*decodeTokens, *ttftLen+1)
+	if mixedSettings != nil {
+		maxBatch = max(maxBatch, *mixedDecoders+2)
+		longest = max(longest, *promptLen+*mixedTokens, *mixedPrompt+1)
+	}
 	for _, l := range prefills {
 		longest = max(longest, l+1)
 	}
@@ -200,7 +220,12 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		size := ck.Arch.StateSize(cfg, shard, elemBytes)
 		state := size.SlotBytes
 		perReq := int64((*promptLen+*decodeTokens)/pageSize+2) * pageSize
-		kv := size.TokenBytes * max(int64(maxBatch)*perReq, int64(maxModelLen+2*pageSize))
+		kvTokens := max(int64(maxBatch)*perReq, int64(maxModelLen+2*pageSize))
+		if mixedSettings != nil {
+			// The decoders, plus two arrivals in flight at once.
+			kvTokens = max(kvTokens, int64(*mixedDecoders)*int64(*promptLen+*mixedTokens+2*pageSize)+2*int64(*mixedPrompt+2*pageSize))
+		}
+		kv := size.TokenBytes * kvTokens
 		budget = int64(maxBatch)*state + max(int64(maxBatch)*state, kv) + 16<<20
 	}
 
@@ -229,12 +254,15 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 
 	fmt.Fprintf(stdout, "starting the engine: %s, device %s, tp %d, budget %d MiB per rank\n", modelDir, *device, *tp, budget>>20)
 	start := time.Now()
-	eng, err := startOn(ctx, *device, *devices, actors.Config{
-		Checkpoint: ck, Tokenizer: tok, TP: *tp, NewBackend: newBackend, LockThread: lockThread,
-		Capacity: model.CapacityInput{Budget: budget, ElemBytes: elemBytes, PageSize: pageSize,
-			MaxSeqs: max(64, maxBatch), MaxModelLen: maxModelLen},
-		MaxPrefillTokens: *maxPrefill, MaxRows: max(64, maxBatch),
-	})
+	startEngine := func(maxPrefill int) (*actors.Engine, error) {
+		return startOn(ctx, *device, *devices, actors.Config{
+			Checkpoint: ck, Tokenizer: tok, TP: *tp, NewBackend: newBackend, LockThread: lockThread,
+			Capacity: model.CapacityInput{Budget: budget, ElemBytes: elemBytes, PageSize: pageSize,
+				MaxSeqs: max(64, maxBatch), MaxModelLen: maxModelLen},
+			MaxPrefillTokens: maxPrefill, MaxRows: max(64, maxBatch),
+		})
+	}
+	eng, err := startEngine(*maxPrefill)
 	if err != nil {
 		return fmt.Errorf("bench: starting the engine: %w", err)
 	}
@@ -312,6 +340,15 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		report.TTFT = t
 	}
 
+	if mixedSettings != nil {
+		eng.Close() // each setting gets an engine of its own
+		mc := mixedConfig{Settings: mixedSettings, Decoders: *mixedDecoders, PromptLen: *promptLen, DecodeTokens: *mixedTokens,
+			ArrivalTokens: *mixedPrompt, Period: *mixedPeriod}
+		if report.Mixed, err = runMixed(ctx, startEngine, b.vocab, mc, stdout); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+	}
+
 	printReport(stdout, report)
 	if *jsonOut != "" {
 		data, err := json.MarshalIndent(report, "", "  ")
@@ -342,56 +379,96 @@ type reqTimes struct {
 // run submits n concurrent requests of promptLen tokens, each generating
 // maxTokens tokens (EOS ignored), and waits for all of them.
 func (b *bencher) run(ctx context.Context, n, promptLen, maxTokens int) ([]reqTimes, error) {
-	out := make([]reqTimes, n)
-	streams := make([]*actors.Stream, n)
+	r, err := b.start(ctx, n, promptLen, maxTokens)
+	if err != nil {
+		return nil, err
+	}
+	return r.wait()
+}
+
+// batchRun is a batch of requests in flight: firsts is done once every
+// request has its first token (or ended), done is closed when all ended.
+type batchRun struct {
+	out     []reqTimes
+	errs    []error
+	streams []*actors.Stream
+	firsts  sync.WaitGroup
+	done    chan struct{}
+}
+
+// start submits n concurrent requests as run does and returns without
+// waiting for them.
+func (b *bencher) start(ctx context.Context, n, promptLen, maxTokens int) (*batchRun, error) {
+	r := &batchRun{out: make([]reqTimes, n), errs: make([]error, n), streams: make([]*actors.Stream, n), done: make(chan struct{})}
 	for i := range n {
 		b.seq++
-		r := rand.New(rand.NewPCG(b.seq, 0xbe9c4))
+		rng := rand.New(rand.NewPCG(b.seq, 0xbe9c4))
 		prompt := make([]int32, promptLen)
 		for j := range prompt {
-			prompt[j] = int32(r.IntN(b.vocab))
+			prompt[j] = int32(rng.IntN(b.vocab))
 		}
-		out[i].submit = time.Now()
+		r.out[i].submit = time.Now()
 		s, err := b.eng.Submit(actors.Request{Prompt: prompt, MaxTokens: maxTokens, IgnoreEOS: true})
 		if err != nil {
-			for _, s := range streams[:i] {
+			for _, s := range r.streams[:i] {
 				s.Cancel()
 			}
 			return nil, err
 		}
-		streams[i] = s
+		r.streams[i] = s
 	}
-	errs := make([]error, n)
 	var wg sync.WaitGroup
-	for i, s := range streams {
-		wg.Go(func() {
-			for {
-				ev, err := s.Recv(ctx)
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					s.Cancel()
-					errs[i] = err
-					return
-				}
-				if ev.Finish == "error" || ev.Finish == "cancelled" {
-					errs[i] = fmt.Errorf("request ended with %q: %v", ev.Finish, ev.Err)
-					return
-				}
-				if ev.HasToken {
-					out[i].tokens = append(out[i].tokens, ev.Time)
-				}
-			}
-			if len(out[i].tokens) != maxTokens {
-				errs[i] = fmt.Errorf("request got %d tokens, want %d", len(out[i].tokens), maxTokens)
-				return
-			}
-			out[i].first = out[i].tokens[0]
-		})
+	r.firsts.Add(n)
+	for i, s := range r.streams {
+		wg.Go(func() { r.errs[i] = r.collect(ctx, i, s, maxTokens) })
 	}
-	wg.Wait()
-	return out, errors.Join(errs...)
+	go func() {
+		wg.Wait()
+		close(r.done)
+	}()
+	return r, nil
+}
+
+// collect records request i's token times until its stream ends.
+func (r *batchRun) collect(ctx context.Context, i int, s *actors.Stream, maxTokens int) error {
+	first := sync.OnceFunc(r.firsts.Done)
+	defer first()
+	for {
+		ev, err := s.Recv(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			s.Cancel()
+			return err
+		}
+		if ev.Finish == "error" || ev.Finish == "cancelled" {
+			return fmt.Errorf("request ended with %q: %v", ev.Finish, ev.Err)
+		}
+		if ev.HasToken {
+			r.out[i].tokens = append(r.out[i].tokens, ev.Time)
+			first()
+		}
+	}
+	if len(r.out[i].tokens) != maxTokens {
+		return fmt.Errorf("request got %d tokens, want %d", len(r.out[i].tokens), maxTokens)
+	}
+	r.out[i].first = r.out[i].tokens[0]
+	return nil
+}
+
+// wait returns the requests' times once all of them ended.
+func (r *batchRun) wait() ([]reqTimes, error) {
+	<-r.done
+	return r.out, errors.Join(r.errs...)
+}
+
+// cancel ends every request of the batch and waits for them.
+func (r *batchRun) cancel() {
+	for _, s := range r.streams {
+		s.Cancel()
+	}
+	<-r.done
 }
 
 // decodeStats measures the decode phase of a batch: from the moment every
@@ -455,6 +532,7 @@ func printReport(w io.Writer, r *benchReport) {
 		fmt.Fprintf(w, "\nTTFT, %d-token prompt: median %.1f ms over %d runs; floor %.4g ms (floor/measured %.3g); HF %s ms (×HF %s)\n",
 			t.PromptTokens, t.MedianMs, len(t.RunsMs), t.FloorMs, t.FloorFraction, orDash("%.1f", t.HFMedianMs), orDash("%.2f", t.SpeedupVsHF))
 	}
+	printMixed(w, r.Mixed)
 }
 
 // weightBytesBF16 is the size of the model's weights (one rank, TP=1) at 2

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"cohort/model"
 	"cohort/model/modelgen"
@@ -163,5 +164,67 @@ func TestRoofline(t *testing.T) {
 	near("prefill 1k floor ms", r.prefillFloorMs(1024), 7.46, 0.05)
 	if f := r.prefillFloorMs(1); f != r.decodeFloorMs() {
 		t.Errorf("one-token prefill floor %g, want the bandwidth floor %g", f, r.decodeFloorMs())
+	}
+}
+
+// TestBenchMixed: --mixed-prefill-tokens measures every setting on an
+// engine of its own and reports arrivals and inter-token latencies, idle and
+// loaded, in the table and the JSON.
+func TestBenchMixed(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "bench.json")
+	var stdout bytes.Buffer
+	args := []string{"bench", "--preset", "tiny", "--device", "cpu", "--batch", "1", "--prompt-len", "8",
+		"--decode-tokens", "4", "--prefill", "16", "--ttft-len", "0", "--json", out,
+		"--mixed-prefill-tokens", "16,64", "--mixed-decoders", "3", "--mixed-decode-tokens", "12",
+		"--mixed-prompt", "96", "--mixed-period", "5ms"}
+	if err := dispatch(context.Background(), args, &stdout); err != nil {
+		t.Fatalf("bench: %v\n%s", err, stdout.String())
+	}
+	if !strings.Contains(stdout.String(), "loaded p99 / idle p50") {
+		t.Errorf("no mixed-load table:\n%s", stdout.String())
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r benchReport
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Mixed) != 2 || r.Mixed[0].MaxPrefillTokens != 16 || r.Mixed[1].MaxPrefillTokens != 64 {
+		t.Fatalf("mixed results %+v", r.Mixed)
+	}
+	for _, m := range r.Mixed {
+		if m.Arrivals < 1 || m.ArrivalTTFTMs <= 0 || m.IdleP50Ms <= 0 || m.LoadedP99Ms < m.LoadedP50Ms || m.P99OverIdle <= 0 ||
+			m.Decoders != 3 || m.DecodeTokens != 12 || m.ArrivalTokens != 96 {
+			t.Errorf("setting %d: %+v", m.MaxPrefillTokens, m)
+		}
+	}
+}
+
+func TestITLPercentiles(t *testing.T) {
+	at := func(ms ...int) reqTimes {
+		var r reqTimes
+		for _, m := range ms {
+			r.tokens = append(r.tokens, time.Unix(0, 0).Add(time.Duration(m)*time.Millisecond))
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name     string
+		runs     []reqTimes
+		p50, p99 float64
+	}{
+		{"none", nil, 0, 0},
+		{"one token is no gap", []reqTimes{at(5)}, 0, 0},
+		{"gaps of every request", []reqTimes{at(0, 1, 3), at(10, 14)}, 2, 4},
+		{"the tail", []reqTimes{at(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 50)}, 1, 40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p50, p99 := itlPercentiles(tc.runs)
+			if p50 != tc.p50 || p99 != tc.p99 {
+				t.Errorf("p50, p99 = %v, %v; want %v, %v", p50, p99, tc.p50, tc.p99)
+			}
+		})
 	}
 }
