@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"cohort/internal/testmodels/modelgen"
 	"cohort/kernels"
 	"cohort/kernels/cpu"
 	"cohort/model"
-	"cohort/model/modelgen"
 	"cohort/model/qwen35"
 	"cohort/model/sample"
 	"cohort/model/tokenizer"

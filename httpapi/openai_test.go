@@ -17,10 +17,10 @@ import (
 
 	"cohort/actors"
 	"cohort/httpapi/chattemplate"
+	"cohort/internal/testmodels/modelgen"
 	"cohort/kernels"
 	"cohort/kernels/cpu"
 	"cohort/model"
-	"cohort/model/modelgen"
 	_ "cohort/model/qwen35"
 	"cohort/model/tokenizer"
 	"cohort/nccl"

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"cohort/internal/testmodels/modelgen"
 	"cohort/kernels/cpu"
 	"cohort/model"
-	"cohort/model/modelgen"
 	_ "cohort/model/qwen35" // registers the Qwen3.5 architectures
 	"cohort/model/safetensors"
 )

@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"cohort/actors"
+	"cohort/internal/testmodels/modelgen"
 	"cohort/kernels"
 	"cohort/kernels/cpu"
 	"cohort/model"
-	"cohort/model/modelgen"
 	"cohort/model/qwen35"
 	"cohort/model/sample"
 	"cohort/model/tokenizer"

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"cohort/internal/testmodels/modelgen"
 	"cohort/model"
-	"cohort/model/modelgen"
 )
 
 func TestBench(t *testing.T) {

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"cohort/internal/testmodels/modelgen"
 	"cohort/model"
-	"cohort/model/modelgen"
 	"cohort/model/qwen3"
 )
 

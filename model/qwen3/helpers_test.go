@@ -4,10 +4,10 @@ import (
 	"math"
 	"testing"
 
+	"cohort/internal/testmodels/modelgen"
 	"cohort/kernels"
 	"cohort/kernels/cpu"
 	"cohort/model"
-	"cohort/model/modelgen"
 	"cohort/model/sample"
 )
 

@@ -8,10 +8,10 @@ import (
 	"slices"
 	"testing"
 
+	"cohort/internal/testmodels/hffixture"
+	"cohort/internal/testmodels/modelgen"
 	"cohort/kernels/cpu"
 	"cohort/model"
-	"cohort/model/hffixture"
-	"cohort/model/modelgen"
 )
 
 // fixtureDir holds the qwen3-tiny checkpoint; tools/hfref/make_fixtures.py

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"cohort/internal/testmodels/modelgen"
 	"cohort/kernels"
 	"cohort/kernels/cpu"
 	"cohort/model"
-	"cohort/model/modelgen"
 )
 
 // The benchmarks run the `small` preset (vocab 8192, hidden 1024, 4 layers:

@@ -5,10 +5,10 @@ import (
 	"math"
 	"testing"
 
+	"cohort/internal/testmodels/modelgen"
 	"cohort/kernels"
 	"cohort/kernels/cpu"
 	"cohort/model"
-	"cohort/model/modelgen"
 )
 
 // tinyModel writes the tiny preset and loads it on a CPU rank.

@@ -5,9 +5,9 @@ import (
 	"slices"
 	"testing"
 
+	"cohort/internal/testmodels/hffixture"
 	"cohort/kernels/cpu"
 	"cohort/model"
-	"cohort/model/hffixture"
 	"cohort/model/sample"
 )
 

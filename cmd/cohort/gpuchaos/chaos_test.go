@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"cohort/actors"
+	"cohort/internal/testmodels/modelgen"
 	"cohort/kernels"
 	"cohort/kernels/cuda"
 	"cohort/model"
-	"cohort/model/modelgen"
 	"cohort/model/tokenizer"
 	"cohort/nccl"
 	"cohort/supervision"
