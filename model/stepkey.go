@@ -25,3 +25,26 @@ func DecodeStepKey(family string, b *kernels.Batch, outputRows []int, modelID, s
 	return family + "/decode/" + strconv.Itoa(b.Rows()) + "/model-" + strconv.FormatUint(modelID, 10) +
 		"/state-" + strconv.FormatUint(stateID, 10)
 }
+
+// RunStep runs one forward step (run) on be. A backend that records steps
+// (kernels.Stepper) replays its recording of key when it has one, and
+// otherwise sees run bracketed by BeginStep and EndStep so that it may
+// record it; key "" is a step not to record. Other backends just run it.
+func RunStep(be kernels.Backend, key string, in kernels.StepInputs, run func() (kernels.Tensor, error)) (kernels.Tensor, error) {
+	stepper, ok := be.(kernels.Stepper)
+	if !ok {
+		return run()
+	}
+	if key != "" {
+		if logits, ok := stepper.ReplayStep(key, in); ok {
+			return logits, nil
+		}
+	}
+	stepper.BeginStep(key, in)
+	logits, err := run()
+	if err != nil {
+		return nil, err
+	}
+	stepper.EndStep(logits)
+	return logits, nil
+}
