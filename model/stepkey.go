@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"strconv"
 
 	"cohort/kernels"
@@ -26,11 +27,17 @@ func DecodeStepKey(family string, b *kernels.Batch, outputRows []int, modelID, s
 		"/state-" + strconv.FormatUint(stateID, 10)
 }
 
-// RunStep runs one forward step (run) on be. A backend that records steps
-// (kernels.Stepper) replays its recording of key when it has one, and
-// otherwise sees run bracketed by BeginStep and EndStep so that it may
-// record it; key "" is a step not to record. Other backends just run it.
-func RunStep(be kernels.Backend, key string, in kernels.StepInputs, run func() (kernels.Tensor, error)) (kernels.Tensor, error) {
+// RunStep runs one forward step of the architecture family (run, over the
+// inputs in) on be, after checking that every row has a token. A backend
+// that records steps (kernels.Stepper) replays its recording of the step's
+// DecodeStepKey when it has one, and otherwise sees run bracketed by
+// BeginStep and EndStep so that it may record it. Other backends just run
+// it.
+func RunStep(be kernels.Backend, family string, modelID, stateID uint64, in kernels.StepInputs, run func() (kernels.Tensor, error)) (kernels.Tensor, error) {
+	if len(in.Tokens) != in.Batch.Rows() {
+		return nil, fmt.Errorf("%s: %d tokens for a batch of %d rows", family, len(in.Tokens), in.Batch.Rows())
+	}
+	key := DecodeStepKey(family, in.Batch, in.Rows, modelID, stateID)
 	stepper, ok := be.(kernels.Stepper)
 	if !ok {
 		return run()

@@ -94,12 +94,8 @@ func (m *Model) Forward(be kernels.Backend, state model.State, tokens []int32, b
 	if !ok {
 		return nil, fmt.Errorf("qwen3: state %T was not made by a Qwen3 model", state)
 	}
-	if len(tokens) != b.Rows() {
-		return nil, fmt.Errorf("qwen3: %d tokens for a batch of %d rows", len(tokens), b.Rows())
-	}
-	key := model.DecodeStepKey("qwen3", b, outputRows, m.id, st.ID)
 	in := kernels.StepInputs{Tokens: tokens, Batch: b, Rows: outputRows}
-	return model.RunStep(be, key, in, func() (kernels.Tensor, error) { return m.decoder(be, st, tokens, b, outputRows) })
+	return model.RunStep(be, "qwen3", m.id, st.ID, in, func() (kernels.Tensor, error) { return m.decoder(be, st, tokens, b, outputRows) })
 }
 
 // decoder is the forward pass proper: pre-norm residual blocks of

@@ -7,6 +7,7 @@ import (
 
 	"cohort/internal/testmodels/archtest"
 	"cohort/kernels/cpu"
+	"cohort/kernels/kernelstest"
 	"cohort/model"
 	"cohort/model/safetensors"
 )
@@ -189,7 +190,7 @@ func TestMatchesFloat64Reference(t *testing.T) {
 	}
 	n := float64(len(flat))
 	t.Logf("logit std %.3g", math.Sqrt(sq/n-sum*sum/n/n))
-	if d := archtest.MaxRelDiff(got, flat); d > 1e-4 {
+	if d := kernelstest.RelDiff(got, flat); d > 1e-4 {
 		t.Fatalf("CPU forward differs from the float64 reference by %.3g (relative)", d)
 	}
 }

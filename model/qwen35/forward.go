@@ -125,12 +125,8 @@ func (m *Model) Forward(be kernels.Backend, state model.State, tokens []int32, b
 	if !ok {
 		return nil, fmt.Errorf("qwen35: state %T was not made by a Qwen3.5 model", state)
 	}
-	if len(tokens) != b.Rows() {
-		return nil, fmt.Errorf("qwen35: %d tokens for a batch of %d rows", len(tokens), b.Rows())
-	}
-	key := model.DecodeStepKey("qwen35", b, outputRows, m.id, st.ID)
 	in := kernels.StepInputs{Tokens: tokens, Batch: b, Rows: outputRows}
-	return model.RunStep(be, key, in, func() (kernels.Tensor, error) { return m.decoder(be, st, tokens, b, outputRows) })
+	return model.RunStep(be, "qwen35", m.id, st.ID, in, func() (kernels.Tensor, error) { return m.decoder(be, st, tokens, b, outputRows) })
 }
 
 // decoder is the forward pass proper: the layers' residual blocks (gated

@@ -60,24 +60,11 @@ func Prompt(n, vocab int, seed int) []int32 {
 	return ids
 }
 
-// MaxRelDiff returns max|a-b| / max|b| (+Inf for different lengths).
-func MaxRelDiff(a, b []float32) float64 {
-	if len(a) != len(b) {
-		return math.Inf(1)
-	}
-	var d, scale float64
-	for i := range a {
-		d = math.Max(d, math.Abs(float64(a[i]-b[i])))
-		scale = math.Max(scale, math.Abs(float64(b[i])))
-	}
-	return d / scale
-}
-
 // MaxAbsDiff returns max|a-b| over a's length.
 func MaxAbsDiff(a, b []float32) float64 {
 	d := 0.0
 	for i := range a {
-		d = math.Max(d, math.Abs(float64(a[i]-b[i])))
+		d = max(d, math.Abs(float64(a[i]-b[i])))
 	}
 	return d
 }

@@ -6,6 +6,7 @@ import (
 
 	"cohort/kernels"
 	"cohort/kernels/cpu"
+	"cohort/kernels/kernelstest"
 	"cohort/model"
 )
 
@@ -25,7 +26,7 @@ func PrefillThenDecode(t *testing.T, be *cpu.Backend, m model.Model, vocab int) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := MaxRelDiff(got, full[i*vocab:(i+1)*vocab]); d > 1e-4 {
+		if d := kernelstest.RelDiff(got, full[i*vocab:(i+1)*vocab]); d > 1e-4 {
 			t.Fatalf("position %d: decode differs from prefill by %.2g (relative)", i, d)
 		}
 	}
@@ -61,7 +62,7 @@ func ChunkedPrefill(t *testing.T, be *cpu.Backend, m model.Model, vocab int, chu
 				}
 				got = append(got, out...)
 			}
-			if d := MaxRelDiff(got, full); d > 1e-4 {
+			if d := kernelstest.RelDiff(got, full); d > 1e-4 {
 				t.Fatalf("chunk %d: logits differ by %.2g (relative)", chunk, d)
 			}
 		})
@@ -103,7 +104,7 @@ func BatchedSequences(t *testing.T, be *cpu.Backend, m model.Model, vocab int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := MaxRelDiff(got[i*vocab:(i+1)*vocab], alone); d > 1e-4 {
+		if d := kernelstest.RelDiff(got[i*vocab:(i+1)*vocab], alone); d > 1e-4 {
 			t.Errorf("sequence %d (len %d): batched logits differ by %.2g", i, n, d)
 		}
 	}
