@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cohort/internal/testmodels/archtest"
 	"cohort/internal/testmodels/servetest"
 	"cohort/model/sample"
 	"context"
@@ -40,7 +41,7 @@ func startReal(t testing.TB, tp int) *realServer {
 // (its directory) before it is opened.
 func startRealEdited(t testing.TB, tp int, edit func(dir string)) *realServer {
 	t.Helper()
-	dir := servetest.WritePreset(t, "tiny")
+	dir := archtest.WritePreset(t, "tiny")
 	if edit != nil {
 		edit(dir)
 	}

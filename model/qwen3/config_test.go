@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"cohort/internal/testmodels/archtest"
-	"cohort/internal/testmodels/modelgen"
 	"cohort/model"
 	"cohort/model/qwen3"
 )
@@ -15,10 +14,7 @@ import (
 // tinyConfig returns the qwen3-tiny preset's config.json.
 func tinyConfig(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	if err := modelgen.Write(dir, modelgen.Presets["qwen3-tiny"]); err != nil {
-		t.Fatal(err)
-	}
+	dir := archtest.WritePreset(t, "qwen3-tiny")
 	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -16,15 +16,21 @@ import (
 	"cohort/model/sample"
 )
 
-// Open writes the modelgen preset to a temporary directory and opens it; the
-// checkpoint is closed when the test ends.
-func Open(t testing.TB, preset string) *model.Checkpoint {
+// WritePreset writes the modelgen preset to a temporary directory.
+func WritePreset(t testing.TB, preset string) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := modelgen.Write(dir, modelgen.Presets[preset]); err != nil {
 		t.Fatal(err)
 	}
-	return OpenDir(t, dir)
+	return dir
+}
+
+// Open writes the modelgen preset to a temporary directory and opens it; the
+// checkpoint is closed when the test ends.
+func Open(t testing.TB, preset string) *model.Checkpoint {
+	t.Helper()
+	return OpenDir(t, WritePreset(t, preset))
 }
 
 // OpenDir opens the checkpoint in dir; it is closed when the test ends.

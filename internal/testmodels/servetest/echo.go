@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"cohort/internal/testmodels/archtest"
 	"cohort/kernels"
 	"cohort/model"
 	"cohort/model/qwen35"
@@ -46,7 +47,7 @@ func (m *echoModel) Forward(be kernels.Backend, _ model.State, _ []int32, _ *ker
 // opens it.
 func OpenEcho(t testing.TB) Model {
 	t.Helper()
-	dir := WritePreset(t, "tiny")
+	dir := archtest.WritePreset(t, "tiny")
 	cfgPath := filepath.Join(dir, "config.json")
 	raw, err := os.ReadFile(cfgPath)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	"slices"
 	"testing"
 
-	"cohort/internal/testmodels/modelgen"
+	"cohort/internal/testmodels/archtest"
 	"cohort/kernels"
 	"cohort/kernels/cpu"
 	"cohort/model"
@@ -35,20 +35,10 @@ type Model struct {
 // of 16 positions, up to 64 sequences of 1024 tokens.
 var Capacity = model.CapacityInput{Budget: 64 << 20, ElemBytes: 4, PageSize: 16, MaxSeqs: 64, MaxModelLen: 1024}
 
-// WritePreset writes the modelgen preset to a temporary directory.
-func WritePreset(t testing.TB, preset string) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := modelgen.Write(dir, modelgen.Presets[preset]); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 // OpenPreset writes the modelgen preset to a temporary directory and opens it.
 func OpenPreset(t testing.TB, preset string) Model {
 	t.Helper()
-	return OpenDir(t, WritePreset(t, preset))
+	return OpenDir(t, archtest.WritePreset(t, preset))
 }
 
 // OpenDir opens the checkpoint in dir with its tokenizer, and loads a
@@ -56,11 +46,7 @@ func OpenPreset(t testing.TB, preset string) Model {
 func OpenDir(t testing.TB, dir string) Model {
 	t.Helper()
 	ck, tok := Open(t, dir)
-	be := cpu.New(cpu.Options{})
-	m, err := ck.Load(be, model.Single)
-	if err != nil {
-		t.Fatal(err)
-	}
+	be, m := archtest.Load(t, ck)
 	return Model{Checkpoint: ck, Tokenizer: tok, Backend: be, Model: m}
 }
 
@@ -68,11 +54,7 @@ func OpenDir(t testing.TB, dir string) Model {
 // closed when the test ends.
 func Open(t testing.TB, dir string) (*model.Checkpoint, *tokenizer.Tokenizer) {
 	t.Helper()
-	ck, err := model.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ck.Close() })
+	ck := archtest.OpenDir(t, dir)
 	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
 		t.Fatal(err)
