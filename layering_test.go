@@ -109,6 +109,21 @@ var rules = []rule{
 	{from: "model/qwen3", forbidden: archImport, why: "an architecture imports only model and kernels (no other architecture)", direct: true},
 }
 
+// devOnly lists the packages of ours that serve tests, benchmarks and the
+// CLI's make-model only: no production package but cmd/cohort may import them
+// (test files may: go list's Deps leave tests out).
+var devOnly = []string{"internal/testmodels", "internal/leakcheck"}
+
+// production lists the packages that are not dev-only and not the CLI, the
+// packages that devOnly keeps out.
+var production = []string{"actors", "httpapi", "supervision", "model", "kernels", "nccl"}
+
+func init() {
+	for _, p := range production {
+		rules = append(rules, rule{from: p, forbidden: ours(devOnly...), why: "dev-only helpers (internal/testmodels, internal/leakcheck) stay out of production packages", direct: false})
+	}
+}
+
 // archImport matches what an architecture package may not import: any
 // package of ours but model and kernels themselves.
 func archImport(dep string) bool {
@@ -204,6 +219,9 @@ func TestRulesBite(t *testing.T) {
 		{"actors/planner", "actors/remote", true},
 		{"actors/remote", "actors", false},
 		{"cmd/cohort", "actors/remote", false},
+		{"model", "internal/testmodels/modelgen", true},
+		{"httpapi", "internal/leakcheck", true},
+		{"cmd/cohort", "internal/testmodels/modelgen", false},
 	} {
 		hit := false
 		for _, r := range rules {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"cohort/actors/planner"
+	"cohort/internal/testmodels/servetest"
 	"cohort/kernels/cpu"
 	"cohort/model"
 )
@@ -24,7 +25,7 @@ func presetModel(b *testing.B, preset string) testModel {
 	}
 	var tm testModel
 	if preset == "echo" {
-		tm = openEcho(b)
+		tm = fromServe(servetest.OpenEcho(b)) // no compute: what the engine costs per step
 	} else {
 		tm = openPreset(b, preset)
 	}

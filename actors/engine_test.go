@@ -6,71 +6,47 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"cohort/internal/testmodels/servetest"
 	"cohort/kernels"
 	"cohort/kernels/cpu"
 	"cohort/model"
-	"cohort/model/modelgen"
 	"cohort/model/qwen35"
 	"cohort/model/sample"
 	"cohort/model/tokenizer"
-	"cohort/nccl"
 )
 
-func cpuBackends(threads int) BackendFactory {
-	return func(_ model.Shard, comm nccl.Communicator) (kernels.Backend, error) {
-		return cpu.New(cpu.Options{Comm: comm, Threads: threads}), nil
-	}
-}
+func cpuBackends(threads int) BackendFactory { return servetest.CPUBackends(threads) }
 
 type testModel struct {
 	ck  *model.Checkpoint
 	tok *tokenizer.Tokenizer
 	be  kernels.Backend // a single-rank copy for reference runs
 	m   model.Model
+	sm  servetest.Model
+}
+
+func fromServe(m servetest.Model) testModel {
+	return testModel{ck: m.Checkpoint, tok: m.Tokenizer, be: m.Backend, m: m.Model, sm: m}
 }
 
 func openPreset(t testing.TB, preset string) testModel {
-	t.Helper()
-	dir := t.TempDir()
-	if err := modelgen.Write(dir, modelgen.Presets[preset]); err != nil {
-		t.Fatal(err)
-	}
-	return openDir(t, dir)
+	return fromServe(servetest.OpenPreset(t, preset))
 }
 
 // openDir opens a checkpoint directory with its tokenizer and a single-rank
 // reference copy of the model.
-func openDir(t testing.TB, dir string) testModel {
-	t.Helper()
-	ck, err := model.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ck.Close() })
-	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	be := cpu.New(cpu.Options{})
-	m, err := ck.Load(be, model.Single)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testModel{ck: ck, tok: tok, be: be, m: m}
-}
+func openDir(t testing.TB, dir string) testModel { return fromServe(servetest.OpenDir(t, dir)) }
 
 func startEngine(t testing.TB, tm testModel, tp int, mutate func(*Config)) *Engine {
 	t.Helper()
 	cfg := Config{Checkpoint: tm.ck, Tokenizer: tm.tok, TP: tp, NewBackend: cpuBackends(1),
-		Capacity:         model.CapacityInput{Budget: 64 << 20, ElemBytes: 4, PageSize: 16, MaxSeqs: 64, MaxModelLen: 1024},
-		MaxPrefillTokens: 256, MaxRows: 64}
+		Capacity: servetest.Capacity, MaxPrefillTokens: 256, MaxRows: 64}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -103,27 +79,11 @@ func collect(t testing.TB, s *Stream) (ids []int32, text string, last Event) {
 	}
 }
 
-// aloneTokens generates with a Session and the same sampling rule: the
-// reference for "the tokens a request gets when run alone".
+// aloneTokens is the reference for "the tokens a request gets when run
+// alone".
 func aloneTokens(t testing.TB, tm testModel, r Request) []int32 {
 	t.Helper()
-	s := model.NewSession(tm.be, tm.m, len(r.Prompt)+r.MaxTokens)
-	logits, err := s.Step(r.Prompt, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int32
-	for i := 0; i < r.MaxTokens; i++ {
-		id := sample.Pick(logits, r.Params, i, 0).Token.ID
-		out = append(out, id)
-		if slices.Contains(tm.ck.Config.EOS, id) || i+1 == r.MaxTokens {
-			break
-		}
-		if logits, err = s.Step([]int32{id}, false); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
+	return servetest.Alone(t, tm.sm, r.Prompt, r.Params, r.MaxTokens)
 }
 
 func mixedRequests(n, vocab int) []Request {

@@ -2,10 +2,11 @@ package actors
 
 import (
 	"bytes"
-	"log"
 	"strings"
 	"testing"
 	"time"
+
+	"cohort/internal/testmodels/servetest"
 )
 
 // TestStepTiming: decode and other steps are averaged apart, each kind logs
@@ -42,11 +43,4 @@ func TestStepTiming(t *testing.T) {
 }
 
 // captureLog sends the standard logger to a buffer until the test ends.
-func captureLog(t *testing.T) *bytes.Buffer {
-	t.Helper()
-	var buf bytes.Buffer
-	saved := log.Writer()
-	log.SetOutput(&buf)
-	t.Cleanup(func() { log.SetOutput(saved) })
-	return &buf
-}
+func captureLog(t *testing.T) *bytes.Buffer { return servetest.CaptureLog(t) }

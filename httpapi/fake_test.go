@@ -13,7 +13,7 @@ import (
 
 	"cohort/actors"
 	"cohort/actors/planner"
-	"cohort/model/modelgen"
+	"cohort/internal/testmodels/modelgen"
 	"cohort/model/sample"
 	"cohort/model/tokenizer"
 )

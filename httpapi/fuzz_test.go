@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"cohort/actors"
-	"cohort/model/modelgen"
+	"cohort/internal/testmodels/modelgen"
 )
 
 // fuzzServer serves requests in-process (no network) on a fake engine

@@ -1,12 +1,13 @@
 package httpapi
 
 import (
+	"cohort/internal/testmodels/archtest"
+	"cohort/internal/testmodels/servetest"
 	"cohort/model/sample"
 	"context"
 	"errors"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,13 +18,8 @@ import (
 
 	"cohort/actors"
 	"cohort/httpapi/chattemplate"
-	"cohort/kernels"
-	"cohort/kernels/cpu"
-	"cohort/model"
-	"cohort/model/modelgen"
 	_ "cohort/model/qwen35"
 	"cohort/model/tokenizer"
-	"cohort/nccl"
 )
 
 // realServer is the tiny generated model on the real actors engine behind
@@ -45,28 +41,13 @@ func startReal(t testing.TB, tp int) *realServer {
 // (its directory) before it is opened.
 func startRealEdited(t testing.TB, tp int, edit func(dir string)) *realServer {
 	t.Helper()
-	dir := t.TempDir()
-	if err := modelgen.Write(dir, modelgen.Presets["tiny"]); err != nil {
-		t.Fatal(err)
-	}
+	dir := archtest.WritePreset(t, "tiny")
 	if edit != nil {
 		edit(dir)
 	}
-	ck, err := model.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ck.Close() })
-	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := actors.Config{Checkpoint: ck, Tokenizer: tok, TP: tp,
-		NewBackend: func(_ model.Shard, comm nccl.Communicator) (kernels.Backend, error) {
-			return cpu.New(cpu.Options{Comm: comm, Threads: 1}), nil
-		},
-		Capacity:         model.CapacityInput{Budget: 64 << 20, ElemBytes: 4, PageSize: 16, MaxSeqs: 64, MaxModelLen: 1024},
-		MaxPrefillTokens: 256, MaxRows: 64}
+	ck, tok := servetest.Open(t, dir)
+	cfg := actors.Config{Checkpoint: ck, Tokenizer: tok, TP: tp, NewBackend: servetest.CPUBackends(1),
+		Capacity: servetest.Capacity, MaxPrefillTokens: 256, MaxRows: 64}
 	eng, err := actors.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

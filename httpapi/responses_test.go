@@ -17,7 +17,7 @@ import (
 
 	"cohort/actors"
 	"cohort/httpapi/chattemplate"
-	"cohort/model/modelgen"
+	"cohort/internal/testmodels/modelgen"
 )
 
 // itemView is what a test compares of an output item: Text is a

@@ -13,7 +13,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"cohort/actors"
-	"cohort/model/modelgen"
+	"cohort/internal/testmodels/modelgen"
 )
 
 // scriptText is a script that emits text in pieces of n bytes, the last

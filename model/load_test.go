@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"cohort/internal/testmodels/archtest"
 	"cohort/kernels/cpu"
 	"cohort/model"
-	"cohort/model/modelgen"
 	_ "cohort/model/qwen35" // registers the Qwen3.5 architectures
 	"cohort/model/safetensors"
 )
@@ -19,11 +19,7 @@ import (
 // under model.language_model.) into a fresh directory.
 func tinyCheckpoint(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	if err := modelgen.Write(dir, modelgen.Presets["tiny"]); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return archtest.WritePreset(t, "tiny")
 }
 
 // readTensors returns copies of every tensor of dir's model.safetensors.

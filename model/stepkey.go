@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"strconv"
 
 	"cohort/kernels"
@@ -24,4 +25,33 @@ func DecodeStepKey(family string, b *kernels.Batch, outputRows []int, modelID, s
 	}
 	return family + "/decode/" + strconv.Itoa(b.Rows()) + "/model-" + strconv.FormatUint(modelID, 10) +
 		"/state-" + strconv.FormatUint(stateID, 10)
+}
+
+// RunStep runs one forward step of the architecture family (run, over the
+// inputs in) on be, after checking that every row has a token. A backend
+// that records steps (kernels.Stepper) replays its recording of the step's
+// DecodeStepKey when it has one, and otherwise sees run bracketed by
+// BeginStep and EndStep so that it may record it. Other backends just run
+// it.
+func RunStep(be kernels.Backend, family string, modelID, stateID uint64, in kernels.StepInputs, run func() (kernels.Tensor, error)) (kernels.Tensor, error) {
+	if len(in.Tokens) != in.Batch.Rows() {
+		return nil, fmt.Errorf("%s: %d tokens for a batch of %d rows", family, len(in.Tokens), in.Batch.Rows())
+	}
+	key := DecodeStepKey(family, in.Batch, in.Rows, modelID, stateID)
+	stepper, ok := be.(kernels.Stepper)
+	if !ok {
+		return run()
+	}
+	if key != "" {
+		if logits, ok := stepper.ReplayStep(key, in); ok {
+			return logits, nil
+		}
+	}
+	stepper.BeginStep(key, in)
+	logits, err := run()
+	if err != nil {
+		return nil, err
+	}
+	stepper.EndStep(logits)
+	return logits, nil
 }

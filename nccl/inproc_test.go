@@ -522,49 +522,20 @@ func TestInprocNoGoroutineLeak(t *testing.T) {
 	waitFor(t, "goroutines to exit", func() bool { return runtime.NumGoroutine() <= before })
 }
 
+// groupComms returns the communicators of an in-process group.
+func groupComms(g *Group) []Communicator {
+	comms := make([]Communicator, g.Size())
+	for r := range comms {
+		comms[r] = g.Comm(r)
+	}
+	return comms
+}
+
 func BenchmarkAllReduce(b *testing.B) {
 	for _, n := range []int{2, 4} {
 		for _, size := range []int{1 << 10, 64 << 10, 1 << 20} {
 			b.Run(fmt.Sprintf("ranks=%d/bytes=%d", n, size), func(b *testing.B) {
-				g := mustGroup(b, n)
-				elems := size / 4
-				bufs := make([][]float32, n)
-				for r := range bufs {
-					// Zeros: repeated sums of real data would overflow to Inf.
-					bufs[r] = make([]float32, elems)
-				}
-				ctx := context.Background()
-				var wg sync.WaitGroup
-				errs := make([]error, n)
-				b.SetBytes(int64(size))
-				b.ResetTimer()
-				for r := 1; r < n; r++ {
-					wg.Go(func() {
-						c := g.Comm(r)
-						for range b.N {
-							if err := c.AllReduceSum(ctx, bufs[r]); err != nil {
-								errs[r] = err
-								return
-							}
-						}
-					})
-				}
-				c := g.Comm(0)
-				for range b.N {
-					if err := c.AllReduceSum(ctx, bufs[0]); err != nil {
-						g.Abort(err)
-						errs[0] = err
-						break
-					}
-				}
-				wg.Wait()
-				b.StopTimer()
-				for r, err := range errs {
-					if err != nil {
-						b.Fatalf("rank %d: %v", r, err)
-					}
-				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N), "µs/op")
+				benchAllReduce(b, groupComms(mustGroup(b, n)), size)
 			})
 		}
 	}

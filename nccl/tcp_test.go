@@ -756,10 +756,7 @@ func BenchmarkTCPAllReduce(b *testing.B) {
 							comms[r] = c
 						}
 					} else {
-						g := mustGroup(b, n)
-						for r := range n {
-							comms[r] = g.Comm(r)
-						}
+						comms = groupComms(mustGroup(b, n))
 					}
 					benchAllReduce(b, comms, size)
 				})

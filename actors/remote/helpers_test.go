@@ -1,82 +1,48 @@
 package remote
 
 // Test helpers of the engine's own tests (package actors) that the remote
-// tests need too; an internal test of actors cannot share them without an
-// import cycle, so the few needed are repeated here.
+// tests need too: what needs no actors type comes from
+// internal/testmodels/servetest; an internal test of actors cannot share the
+// rest without an import cycle, so the few needed are repeated here.
 
 import (
 	"bytes"
 	"context"
 	"io"
-	"log"
-	"os"
-	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"cohort/actors"
-	"cohort/kernels"
-	"cohort/kernels/cpu"
+	"cohort/internal/testmodels/servetest"
 	"cohort/model"
-	"cohort/model/modelgen"
-	"cohort/model/qwen35"
 	"cohort/model/sample"
 	"cohort/model/tokenizer"
-	"cohort/nccl"
 )
 
 // chaosDeadline is the step deadline of the failure tests.
 var chaosDeadline = map[bool]time.Duration{false: time.Second, true: 4 * time.Second}[raceEnabled]
 
-func cpuBackends(threads int) actors.BackendFactory {
-	return func(_ model.Shard, comm nccl.Communicator) (kernels.Backend, error) {
-		return cpu.New(cpu.Options{Comm: comm, Threads: threads}), nil
-	}
-}
+func cpuBackends(threads int) actors.BackendFactory { return servetest.CPUBackends(threads) }
 
 type testModel struct {
 	ck  *model.Checkpoint
 	tok *tokenizer.Tokenizer
-	be  kernels.Backend // a single-rank copy for reference runs
-	m   model.Model
+	sm  servetest.Model
+}
+
+func fromServe(m servetest.Model) testModel {
+	return testModel{ck: m.Checkpoint, tok: m.Tokenizer, sm: m}
 }
 
 func openPreset(t testing.TB, preset string) testModel {
-	t.Helper()
-	dir := t.TempDir()
-	if err := modelgen.Write(dir, modelgen.Presets[preset]); err != nil {
-		t.Fatal(err)
-	}
-	return openDir(t, dir)
-}
-
-func openDir(t testing.TB, dir string) testModel {
-	t.Helper()
-	ck, err := model.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ck.Close() })
-	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	be := cpu.New(cpu.Options{})
-	m, err := ck.Load(be, model.Single)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testModel{ck: ck, tok: tok, be: be, m: m}
+	return fromServe(servetest.OpenPreset(t, preset))
 }
 
 func startEngine(t testing.TB, tm testModel, tp int, mutate func(*actors.Config)) *actors.Engine {
 	t.Helper()
 	cfg := actors.Config{Checkpoint: tm.ck, Tokenizer: tm.tok, TP: tp, NewBackend: cpuBackends(1),
-		Capacity:         model.CapacityInput{Budget: 64 << 20, ElemBytes: 4, PageSize: 16, MaxSeqs: 64, MaxModelLen: 1024},
-		MaxPrefillTokens: 256, MaxRows: 64}
+		Capacity: servetest.Capacity, MaxPrefillTokens: 256, MaxRows: 64}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -119,27 +85,10 @@ func collect(t testing.TB, s *actors.Stream) (ids []int32, text string, last act
 	}
 }
 
-// aloneTokens generates with a Session and the same sampling rule: the
-// tokens a request gets when run alone.
+// aloneTokens is the tokens a request gets when run alone.
 func aloneTokens(t testing.TB, tm testModel, r actors.Request) []int32 {
 	t.Helper()
-	s := model.NewSession(tm.be, tm.m, len(r.Prompt)+r.MaxTokens)
-	logits, err := s.Step(r.Prompt, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int32
-	for i := 0; i < r.MaxTokens; i++ {
-		id := sample.Pick(logits, r.Params, i, 0).Token.ID
-		out = append(out, id)
-		if slices.Contains(tm.ck.Config.EOS, id) || i+1 == r.MaxTokens {
-			break
-		}
-		if logits, err = s.Step([]int32{id}, false); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
+	return servetest.Alone(t, tm.sm, r.Prompt, r.Params, r.MaxTokens)
 }
 
 func mixedRequests(n, vocab int) []actors.Request {
@@ -161,63 +110,15 @@ func mixedRequests(n, vocab int) []actors.Request {
 }
 
 // captureLog sends the standard logger to a buffer until the test ends.
-func captureLog(t *testing.T) *bytes.Buffer {
-	t.Helper()
-	var buf bytes.Buffer
-	saved := log.Writer()
-	log.SetOutput(&buf)
-	t.Cleanup(func() { log.SetOutput(saved) })
-	return &buf
-}
+func captureLog(t *testing.T) *bytes.Buffer { return servetest.CaptureLog(t) }
 
-// --- benchmarks ---
-
-// echoArch is Qwen3.5's weight declaration with a forward pass that does no
-// compute (as in actors' overhead benchmark): serving it measures what the
-// messages cost per step.
-type echoArch struct{ qwen35.Arch }
-
-type echoModel struct {
-	vocab int
-}
-
-// echoState is the echo model's state: there is none to keep.
-type echoState struct{}
-
-func (echoState) Reset(int) {}
-
-func init() { model.MustRegister("CohortEchoForBenchmarks", echoArch{}) }
-
-func (echoArch) Build(c *model.Config, _ model.Shard, _ map[string]kernels.Tensor) (model.Model, error) {
-	return &echoModel{vocab: c.VocabSize}, nil
-}
-
-func (m *echoModel) NewState(kernels.Backend, int, int, int) model.State { return echoState{} }
-
-func (m *echoModel) Forward(be kernels.Backend, _ model.State, _ []int32, _ *kernels.Batch, rows []int) (kernels.Tensor, error) {
-	logits := make([]float32, len(rows)*m.vocab)
-	for i := range rows {
-		logits[i*m.vocab+(i%m.vocab)] = 5
-	}
-	return be.Upload(logits, len(rows), m.vocab), nil
-}
-
-// presetModel opens a preset (echo: the tiny preset with the echo forward).
+// presetModel opens a preset (echo: the tiny preset with the echo
+// architecture, which does no compute).
 func presetModel(b *testing.B, preset string) testModel {
 	if preset != "echo" {
 		return openPreset(b, preset)
 	}
-	tm := openPreset(b, "tiny")
-	cfgPath := filepath.Join(tm.ck.Dir, "config.json")
-	raw, err := os.ReadFile(cfgPath)
-	if err != nil {
-		b.Fatal(err)
-	}
-	edited := strings.Replace(string(raw), "Qwen3_5ForConditionalGeneration", "CohortEchoForBenchmarks", 1)
-	if err := os.WriteFile(cfgPath, []byte(edited), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	return openDir(b, tm.ck.Dir)
+	return fromServe(servetest.OpenEcho(b))
 }
 
 func benchRequests(n, maxTokens int) []actors.Request {

@@ -214,7 +214,7 @@ func remoteEngine(t testing.TB, tm testModel, tp int, workers []string, mutateRe
 // aloneResults is aloneTokens with the sampled results (logprobs included).
 func aloneResults(t testing.TB, tm testModel, r actors.Request) []sample.Result {
 	t.Helper()
-	s := model.NewSession(tm.be, tm.m, len(r.Prompt)+r.MaxTokens)
+	s := model.NewSession(tm.sm.Backend, tm.sm.Model, len(r.Prompt)+r.MaxTokens)
 	logits, err := s.Step(r.Prompt, false)
 	if err != nil {
 		t.Fatal(err)

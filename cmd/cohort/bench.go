@@ -19,10 +19,10 @@ import (
 	"time"
 
 	"cohort/actors"
+	"cohort/internal/testmodels/modelgen"
 	"cohort/kernels"
 	"cohort/kernels/cpu"
 	"cohort/model"
-	"cohort/model/modelgen"
 	"cohort/model/tokenizer"
 	"cohort/nccl"
 )

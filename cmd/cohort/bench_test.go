@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"cohort/internal/testmodels/modelgen"
 	"cohort/model"
-	"cohort/model/modelgen"
 )
 
 func TestBench(t *testing.T) {

@@ -7,10 +7,10 @@ import (
 	"runtime"
 	"runtime/debug"
 
+	"cohort/internal/testmodels/modelgen"
 	"cohort/kernels"
 	"cohort/model"
 	_ "cohort/model/all" // registers every architecture
-	"cohort/model/modelgen"
 	"cohort/model/tokenizer"
 )
 

@@ -7,7 +7,7 @@ import (
 	"io"
 	"strings"
 
-	"cohort/model/modelgen"
+	"cohort/internal/testmodels/modelgen"
 )
 
 func runMakeModel(_ context.Context, args []string, stdout io.Writer) error {

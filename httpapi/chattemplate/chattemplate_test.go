@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"cohort/model/modelgen"
+	"cohort/internal/testmodels/modelgen"
 	"cohort/model/tokenizer/tokenizertest"
 )
 

@@ -3,7 +3,6 @@ package cpu
 import (
 	"fmt"
 	"math"
-	"slices"
 
 	"cohort/kernels"
 )
@@ -23,6 +22,11 @@ func (c *KVCache) PageSize() int { return c.pageSize }
 // Pages returns the number of pages per layer.
 func (c *KVCache) Pages() int { return c.pages }
 
+// shape returns the cache's geometry for the kernels contract's checks.
+func (c *KVCache) shape() kernels.CacheShape {
+	return kernels.CacheShape{Layers: c.layers, Pages: c.pages, PageSize: c.pageSize, KVHeads: c.kvHeads, HeadDim: c.headDim}
+}
+
 // NewKVCache allocates a zeroed paged KV cache.
 func (b *Backend) NewKVCache(layers, pages, pageSize, kvHeads, headDim int) kernels.KVCache {
 	n := numel([]int{layers, pages, pageSize, kvHeads, headDim})
@@ -33,12 +37,10 @@ func (b *Backend) NewKVCache(layers, pages, pageSize, kvHeads, headDim int) kern
 }
 
 // slot returns the offset of (layer, position pos of a sequence with pages)
-// in k and v; the kvHeads·headDim values there are contiguous.
+// in k and v; the kvHeads·headDim values there are contiguous. Attention
+// has checked the pages (kernels.CheckPages).
 func (c *KVCache) slot(layer int, pages []int32, pos int) int {
 	page := int(pages[pos/c.pageSize])
-	if page < 0 || page >= c.pages {
-		panic(fmt.Sprintf("cpu: Attention: page %d out of range [0, %d)", page, c.pages))
-	}
 	return ((layer*c.pages+page)*c.pageSize + pos%c.pageSize) * c.kvHeads * c.headDim
 }
 
@@ -59,11 +61,8 @@ func ropeInvFreq(rotaryDim int, theta float64) []float32 {
 // angle float32(pos)·inv_freq[i] in float32.
 func (b *Backend) RoPE(x kernels.Tensor, positions []int32, headDim, rotaryDim int, theta float64) {
 	xt := asTensor("RoPE", x)
+	check("RoPE", kernels.CheckRoPE(xt.shape, len(positions), headDim, rotaryDim))
 	T, cols := xt.dims()
-	if len(positions) != T || headDim <= 0 || cols%headDim != 0 || rotaryDim > headDim || rotaryDim%2 != 0 {
-		panic(fmt.Sprintf("cpu: RoPE: x %v with %d positions, headDim %d, rotaryDim %d",
-			xt.shape, len(positions), headDim, rotaryDim))
-	}
 	half := rotaryDim / 2
 	inv := ropeInvFreq(rotaryDim, theta)
 	parallelFor(b.threads, T, grainFor(b.threads, T, 8), func(lo, hi int) {
@@ -100,27 +99,16 @@ func (b *Backend) Attention(q, k, v, gate kernels.Tensor, cache kernels.KVCache,
 	}
 	hd, H, KV := cfg.HeadDim, cfg.Heads, cfg.KVHeads
 	T := bt.Rows()
-	qRows, qCols := qt.dims()
-	kRows, kCols := kt.dims()
-	if qRows != T || qCols != H*hd || kRows != T || kCols != KV*hd || KV == 0 || H%KV != 0 ||
-		!slices.Equal(kt.shape, vt.shape) || !slices.Equal(qt.shape, gt.shape) || c.kvHeads != KV || c.headDim != hd ||
-		layer < 0 || layer >= c.layers {
-		panic(fmt.Sprintf("cpu: Attention: q %v k %v v %v gate %v, %d rows, cfg %+v, cache [%d layers, %d kv heads, %d head dim], layer %d",
-			qt.shape, kt.shape, vt.shape, gt.shape, T, cfg, c.layers, c.kvHeads, c.headDim, layer))
-	}
-
-	checkBatch("Attention", bt, T, false)
+	check("Attention", kernels.CheckAttention(qt.shape, kt.shape, vt.shape, gt.shape, T, cfg, c.shape(), layer))
+	check("Attention", kernels.CheckBatch(bt, T, false))
+	check("Attention", kernels.CheckPages(bt, c.shape()))
 
 	// 1. Write the new keys and values into their page slots.
 	rowSeq := make([]int, T)
 	for si, s := range bt.Seqs {
 		for r := s.Start; r < s.End(); r++ {
 			rowSeq[r] = si
-			p := int(bt.Positions[r])
-			if p < 0 || p >= len(s.Pages)*c.pageSize {
-				panic(fmt.Sprintf("cpu: Attention: position %d of row %d beyond %d pages", p, r, len(s.Pages)))
-			}
-			off := c.slot(layer, s.Pages, p)
+			off := c.slot(layer, s.Pages, int(bt.Positions[r]))
 			copy(c.k[off:off+KV*hd], kt.data[r*KV*hd:(r+1)*KV*hd])
 			copy(c.v[off:off+KV*hd], vt.data[r*KV*hd:(r+1)*KV*hd])
 		}

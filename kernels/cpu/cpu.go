@@ -55,16 +55,7 @@ func numel(shape []int) int {
 }
 
 // dims views t as a matrix [rows, cols] where cols is the last dimension.
-func (t *Tensor) dims() (rows, cols int) {
-	if len(t.shape) == 0 {
-		return 1, 1
-	}
-	cols = t.shape[len(t.shape)-1]
-	if cols == 0 {
-		return 0, 0
-	}
-	return len(t.data) / cols, cols
-}
+func (t *Tensor) dims() (rows, cols int) { return kernels.Dims(t.shape) }
 
 // Options configures a Backend.
 type Options struct {

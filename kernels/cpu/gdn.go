@@ -24,9 +24,7 @@ var _ kernels.StatePool = (*StatePool)(nil)
 
 // NewStatePool allocates zeroed GDN state.
 func (b *Backend) NewStatePool(layers, slots int, cfg kernels.GDNConfig) kernels.StatePool {
-	if cfg.ConvKernel < 1 || cfg.KeyHeads <= 0 || cfg.ValueHeads%cfg.KeyHeads != 0 {
-		panic(fmt.Sprintf("cpu: NewStatePool: bad config %+v", cfg))
-	}
+	check("NewStatePool", kernels.CheckStateConfig(cfg))
 	p := &StatePool{layers: layers, slots: slots, cfg: cfg}
 	p.conv = make([]float32, layers*slots*p.convSize())
 	p.rec = make([]float32, layers*slots*p.recSize())
@@ -59,9 +57,7 @@ func (p *StatePool) recState(layer, slot int) []float32 {
 }
 
 func (p *StatePool) check(layer, slot int) {
-	if layer < 0 || layer >= p.layers || slot < 0 || slot >= p.slots {
-		panic(fmt.Sprintf("cpu: StatePool: layer %d slot %d out of range [%d layers, %d slots]", layer, slot, p.layers, p.slots))
-	}
+	check("StatePool", kernels.CheckSlot(layer, slot, p.layers, p.slots))
 }
 
 // Reset zeroes a slot's conv and recurrent state in every layer.
@@ -91,24 +87,6 @@ func asStatePool(op string, s kernels.StatePool) *StatePool {
 	return p
 }
 
-// checkBatch panics unless the batch's sequences tile rows [0, T) in order
-// and, if distinctSlots, use distinct slots (their states are updated
-// concurrently).
-func checkBatch(op string, bt *kernels.Batch, T int, distinctSlots bool) {
-	next := 0
-	slots := make(map[int]bool, len(bt.Seqs))
-	for _, s := range bt.Seqs {
-		if s.Start != next || s.Len < 0 || (distinctSlots && slots[s.Slot]) {
-			panic(fmt.Sprintf("cpu: %s: sequences %+v do not tile %d rows with distinct slots", op, bt.Seqs, T))
-		}
-		slots[s.Slot] = true
-		next = s.End()
-	}
-	if next != T || len(bt.Positions) != T {
-		panic(fmt.Sprintf("cpu: %s: sequences cover %d rows, %d positions, tensor has %d rows", op, next, len(bt.Positions), T))
-	}
-}
-
 // CausalConv1d applies the depthwise causal conv (weight [convDim, (1,) K]) and
 // SiLU to x [T, convDim]: for row t of a sequence,
 // y[t,c] = silu(Σ_j w[c,j]·u[t−(K−1)+j, c]) where u is the sequence's conv
@@ -120,10 +98,8 @@ func (b *Backend) CausalConv1d(x, w kernels.Tensor, states kernels.StatePool, la
 	T, convDim := xt.dims()
 	K := p.cfg.ConvKernel
 	// w is [convDim, K] or the checkpoint's [convDim, 1, K]: convDim·K values.
-	if convDim != p.cfg.ConvDim() || len(wt.data) != convDim*K || wt.shape[0] != convDim || wt.shape[len(wt.shape)-1] != K {
-		panic(fmt.Sprintf("cpu: CausalConv1d: x %v w %v, state pool convDim %d K %d", xt.shape, wt.shape, p.cfg.ConvDim(), K))
-	}
-	checkBatch("CausalConv1d", bt, T, true)
+	check("CausalConv1d", kernels.CheckConv1d(xt.shape, wt.shape, p.cfg))
+	check("CausalConv1d", kernels.CheckBatch(bt, T, true))
 	y := newTensor(T, convDim)
 	hist := K - 1
 
@@ -183,15 +159,9 @@ func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, st
 	alt, dtt := asTensor(op, aLog), asTensor(op, dtBias)
 	p := asStatePool(op, states)
 	nk, nv, dk, dv := cfg.KeyHeads, cfg.ValueHeads, cfg.KeyDim, cfg.ValueDim
+	check(op, kernels.CheckDeltaRule(mt.shape, bt2.shape, at.shape, alt.shape, dtt.shape, cfg, p.cfg))
 	T, convDim := mt.dims()
-	bRows, bCols := bt2.dims()
-	aRows, aCols := at.dims()
-	if convDim != cfg.ConvDim() || bRows != T || bCols != nv || aRows != T || aCols != nv ||
-		len(alt.data) != nv || len(dtt.data) != nv || p.cfg != cfg || nk <= 0 || nv%nk != 0 {
-		panic(fmt.Sprintf("cpu: %s: mixed %v beta %v a %v aLog %v dtBias %v, cfg %+v, state pool cfg %+v",
-			op, mt.shape, bt2.shape, at.shape, alt.shape, dtt.shape, cfg, p.cfg))
-	}
-	checkBatch(op, bt, T, true)
+	check(op, kernels.CheckBatch(bt, T, true))
 
 	// Per row: l2-normalized q̂ (scaled by dk^-0.5) and k̂ [T, nk·dk], and the
 	// per-v-head decay g and write strength β [T, nv].

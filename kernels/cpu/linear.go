@@ -9,10 +9,8 @@ import (
 // Linear returns x·wᵀ for x [T, in] and w [out, in].
 func (b *Backend) Linear(x, w kernels.Tensor) kernels.Tensor {
 	xt, wt := asTensor("Linear", x), asTensor("Linear", w)
+	check("Linear", kernels.CheckLinear(xt.shape, wt.shape))
 	T, in := xt.dims()
-	if len(wt.shape) != 2 || wt.shape[1] != in {
-		panic(fmt.Sprintf("cpu: Linear: x %v and w %v (want w [out, %d])", xt.shape, wt.shape, in))
-	}
 	out := wt.shape[0]
 	shape := append(append([]int(nil), xt.shape[:len(xt.shape)-1]...), out)
 	y := newTensor(shape...)

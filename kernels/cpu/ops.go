@@ -12,9 +12,7 @@ import (
 // [vocabStart, vocabStart+rows), and ids outside that range give zero rows.
 func (b *Backend) Embedding(table kernels.Tensor, ids []int32, vocabStart int) kernels.Tensor {
 	tt := asTensor("Embedding", table)
-	if len(tt.shape) != 2 {
-		panic(fmt.Sprintf("cpu: Embedding: table %v is not 2-D", tt.shape))
-	}
+	check("Embedding", kernels.CheckEmbedding(tt.shape))
 	rows, h := tt.shape[0], tt.shape[1]
 	y := newTensor(len(ids), h)
 	for i, id := range ids {
@@ -30,7 +28,7 @@ func (b *Backend) Embedding(table kernels.Tensor, ids []int32, vocabStart int) k
 // columns.
 func (b *Backend) RMSNorm(x, w kernels.Tensor, eps float32) kernels.Tensor {
 	xt, wt := asTensor("RMSNorm", x), asTensor("RMSNorm", w)
-	checkGroups("RMSNorm", xt, wt)
+	check("RMSNorm", kernels.CheckGroups(xt.shape, wt.shape))
 	y := &Tensor{shape: slices.Clone(xt.shape), data: make([]float32, len(xt.data))}
 	b.rmsNorm(y.data, xt.data, wt.data, eps)
 	return y
@@ -39,8 +37,8 @@ func (b *Backend) RMSNorm(x, w kernels.Tensor, eps float32) kernels.Tensor {
 // AddRMSNorm returns sum = residual + delta and RMSNorm(sum, w).
 func (b *Backend) AddRMSNorm(residual, delta, w kernels.Tensor, eps float32) (sum, normed kernels.Tensor) {
 	rt, dt, wt := asTensor("AddRMSNorm", residual), asTensor("AddRMSNorm", delta), asTensor("AddRMSNorm", w)
-	checkSame("AddRMSNorm", rt, dt)
-	checkGroups("AddRMSNorm", rt, wt)
+	check("AddRMSNorm", kernels.CheckSame(rt.shape, dt.shape))
+	check("AddRMSNorm", kernels.CheckGroups(rt.shape, wt.shape))
 	s := &Tensor{shape: slices.Clone(rt.shape), data: make([]float32, len(rt.data))}
 	for i := range s.data {
 		s.data[i] = rt.data[i] + dt.data[i]
@@ -80,8 +78,8 @@ func invRMS(x []float32, eps float32) float32 {
 // w and multiplies by silu(z).
 func (b *Backend) GatedRMSNorm(x, z, w kernels.Tensor, eps float32) kernels.Tensor {
 	xt, zt, wt := asTensor("GatedRMSNorm", x), asTensor("GatedRMSNorm", z), asTensor("GatedRMSNorm", w)
-	checkSame("GatedRMSNorm", xt, zt)
-	checkGroups("GatedRMSNorm", xt, wt)
+	check("GatedRMSNorm", kernels.CheckSame(xt.shape, zt.shape))
+	check("GatedRMSNorm", kernels.CheckGroups(xt.shape, wt.shape))
 	y := &Tensor{shape: slices.Clone(xt.shape), data: make([]float32, len(xt.data))}
 	g := len(wt.data)
 	groups := len(xt.data) / g
@@ -100,7 +98,7 @@ func (b *Backend) GatedRMSNorm(x, z, w kernels.Tensor, eps float32) kernels.Tens
 // Add returns a + b.
 func (b *Backend) Add(x, y kernels.Tensor) kernels.Tensor {
 	xt, yt := asTensor("Add", x), asTensor("Add", y)
-	checkSame("Add", xt, yt)
+	check("Add", kernels.CheckSame(xt.shape, yt.shape))
 	s := &Tensor{shape: slices.Clone(xt.shape), data: make([]float32, len(xt.data))}
 	for i := range s.data {
 		s.data[i] = xt.data[i] + yt.data[i]
@@ -111,7 +109,7 @@ func (b *Backend) Add(x, y kernels.Tensor) kernels.Tensor {
 // SwiGLU returns silu(gate) ⊙ up.
 func (b *Backend) SwiGLU(gate, up kernels.Tensor) kernels.Tensor {
 	gt, ut := asTensor("SwiGLU", gate), asTensor("SwiGLU", up)
-	checkSame("SwiGLU", gt, ut)
+	check("SwiGLU", kernels.CheckSame(gt.shape, ut.shape))
 	y := &Tensor{shape: slices.Clone(gt.shape), data: make([]float32, len(gt.data))}
 	n := len(y.data)
 	parallelFor(b.threads, n, grainFor(b.threads, n, 4096), func(lo, hi int) {
@@ -127,10 +125,8 @@ func (b *Backend) SwiGLU(gate, up kernels.Tensor) kernels.Tensor {
 // [T, heads·headDim].
 func (b *Backend) SplitQueryGate(qg kernels.Tensor, heads, headDim int) (q, gate kernels.Tensor) {
 	t := asTensor("SplitQueryGate", qg)
+	check("SplitQueryGate", kernels.CheckSplitQueryGate(t.shape, heads, headDim))
 	T, cols := t.dims()
-	if cols != heads*2*headDim {
-		panic(fmt.Sprintf("cpu: SplitQueryGate: qg %v for %d heads of %d", t.shape, heads, headDim))
-	}
 	w := heads * headDim
 	qt, gt := newTensor(T, w), newTensor(T, w)
 	for r := range T {
@@ -146,12 +142,10 @@ func (b *Backend) SplitQueryGate(qg kernels.Tensor, heads, headDim int) (q, gate
 // SelectRows gathers rows of x.
 func (b *Backend) SelectRows(x kernels.Tensor, rows []int) kernels.Tensor {
 	xt := asTensor("SelectRows", x)
-	n, cols := xt.dims()
+	check("SelectRows", kernels.CheckRows(xt.shape, rows))
+	_, cols := xt.dims()
 	y := newTensor(len(rows), cols)
 	for i, r := range rows {
-		if r < 0 || r >= n {
-			panic(fmt.Sprintf("cpu: SelectRows: row %d out of range for x %v", r, xt.shape))
-		}
 		copy(y.data[i*cols:(i+1)*cols], xt.data[r*cols:(r+1)*cols])
 	}
 	return y
@@ -169,16 +163,10 @@ func softplus(x float32) float32 {
 	return float32(math.Log1p(math.Exp(float64(x))))
 }
 
-func checkSame(op string, a, b *Tensor) {
-	if !slices.Equal(a.shape, b.shape) {
-		panic(fmt.Sprintf("cpu: %s: shapes %v and %v differ", op, a.shape, b.shape))
-	}
-}
-
-// checkGroups checks that x's last dim is a multiple of len(w) for a norm.
-func checkGroups(op string, x, w *Tensor) {
-	_, cols := x.dims()
-	if len(w.data) == 0 || (cols > 0 && cols%len(w.data) != 0) {
-		panic(fmt.Sprintf("cpu: %s: x %v is not made of groups of w %v", op, x.shape, w.shape))
+// check panics with err, prefixed with the backend and the op, unless err is
+// nil: a call that breaks the kernels contract is a bug of its caller.
+func check(op string, err error) {
+	if err != nil {
+		panic(fmt.Sprintf("cpu: %s: %v", op, err))
 	}
 }

@@ -11,7 +11,7 @@ import (
 // weight applied as it is.
 func (b *Backend) PlainRMSNorm(x, w kernels.Tensor, eps float32) kernels.Tensor {
 	xt, wt := asTensor("PlainRMSNorm", x), asTensor("PlainRMSNorm", w)
-	checkGroups("PlainRMSNorm", xt, wt)
+	check("PlainRMSNorm", kernels.CheckGroups(xt.shape, wt.shape))
 	y := &Tensor{shape: slices.Clone(xt.shape), data: make([]float32, len(xt.data))}
 	g := len(wt.data)
 	groups := len(xt.data) / g

@@ -5,7 +5,6 @@ package cuda
 import (
 	"fmt"
 	"math"
-	"slices"
 	"unsafe"
 
 	"cohort/kernels"
@@ -26,6 +25,11 @@ func (c *KVCache) PageSize() int { return c.pageSize }
 
 // Pages returns the number of pages per layer.
 func (c *KVCache) Pages() int { return c.pages }
+
+// shape returns the cache's geometry for the kernels contract's checks.
+func (c *KVCache) shape() kernels.CacheShape {
+	return kernels.CacheShape{Layers: c.layers, Pages: c.pages, PageSize: c.pageSize, KVHeads: c.kvHeads, HeadDim: c.headDim}
+}
 
 // NewKVCache allocates a zeroed paged KV cache (a permanent allocation).
 func (b *Backend) NewKVCache(layers, pages, pageSize, kvHeads, headDim int) kernels.KVCache {
@@ -60,15 +64,11 @@ func (b *Backend) Attention(q, k, v, gate kernels.Tensor, cache kernels.KVCache,
 	}
 	hd, H, KV := cfg.HeadDim, cfg.Heads, cfg.KVHeads
 	T := bt.Rows()
-	qRows, qCols := qt.dims()
-	kRows, kCols := kt.dims()
-	if qRows != T || qCols != H*hd || kRows != T || kCols != KV*hd || KV == 0 || H%KV != 0 ||
-		!slices.Equal(kt.shape, vt.shape) || !slices.Equal(qt.shape, gt.shape) || c.kvHeads != KV || c.headDim != hd ||
-		layer < 0 || layer >= c.layers || hd > attnMaxHeadDim {
-		panic(fmt.Sprintf("cuda: Attention: q %v k %v v %v gate %v, %d rows, cfg %+v, cache [%d layers, %d kv heads, %d head dim], layer %d (head dim at most %d)",
-			qt.shape, kt.shape, vt.shape, gt.shape, T, cfg, c.layers, c.kvHeads, c.headDim, layer, attnMaxHeadDim))
+	check(op, kernels.CheckAttention(qt.shape, kt.shape, vt.shape, gt.shape, T, cfg, c.shape(), layer))
+	if hd > attnMaxHeadDim {
+		panic(fmt.Sprintf("cuda: Attention: head dim %d, at most %d", hd, attnMaxHeadDim))
 	}
-	checkBatch(op, bt, T, false)
+	check(op, kernels.CheckBatch(bt, T, false))
 	out := b.newTensor(op, T, H*hd)
 	if T == 0 {
 		return out
@@ -86,24 +86,6 @@ func (b *Backend) Attention(q, k, v, gate kernels.Tensor, cache kernels.KVCache,
 	b.launch(op, "attention_f32", [3]int{T, H, 1}, [3]int{128, 1, 1}, 0,
 		out.ptr, qt.ptr, gt.ptr, c.k, c.v, dpos, dpageOff, dpages, H, KV, hd, c.pageSize, c.pages, layer, scale)
 	return out
-}
-
-// checkBatch panics unless the batch's sequences tile rows [0, T) in order
-// and, if distinctSlots, use distinct slots (their states are updated
-// concurrently).
-func checkBatch(op string, bt *kernels.Batch, T int, distinctSlots bool) {
-	next := 0
-	slots := make(map[int]bool, len(bt.Seqs))
-	for _, s := range bt.Seqs {
-		if s.Start != next || s.Len < 0 || (distinctSlots && slots[s.Slot]) {
-			panic(fmt.Sprintf("cuda: %s: sequences %+v do not tile %d rows with distinct slots", op, bt.Seqs, T))
-		}
-		slots[s.Slot] = true
-		next = s.End()
-	}
-	if next != T || len(bt.Positions) != T {
-		panic(fmt.Sprintf("cuda: %s: sequences cover %d rows, %d positions, tensor has %d rows", op, next, len(bt.Positions), T))
-	}
 }
 
 // attentionMeta uploads, once per step, the rows' positions, where each
@@ -124,20 +106,12 @@ func (b *Backend) attentionMeta(op string, bt *kernels.Batch, c *KVCache) (pos, 
 // the offset of its sequence's list in it (off), checking every page and
 // position against the cache.
 func pageLayout(bt *kernels.Batch, c *KVCache) (off, all []int32) {
+	check("Attention", kernels.CheckPages(bt, c.shape()))
 	off = make([]int32, bt.Rows())
 	for _, s := range bt.Seqs {
 		first := int32(len(all))
-		for _, p := range s.Pages {
-			if p < 0 || int(p) >= c.pages {
-				panic(fmt.Sprintf("cuda: Attention: page %d out of range [0, %d)", p, c.pages))
-			}
-		}
 		all = append(all, s.Pages...)
 		for r := s.Start; r < s.End(); r++ {
-			p := int(bt.Positions[r])
-			if p < 0 || p >= len(s.Pages)*c.pageSize {
-				panic(fmt.Sprintf("cuda: Attention: position %d of row %d beyond %d pages", p, r, len(s.Pages)))
-			}
 			off[r] = first
 		}
 	}

@@ -537,16 +537,7 @@ func (t *Tensor) Shape() []int { return t.shape }
 func (t *Tensor) String() string { return fmt.Sprint(t.shape) }
 
 // dims views t as a matrix [rows, cols] where cols is the last dimension.
-func (t *Tensor) dims() (rows, cols int) {
-	if len(t.shape) == 0 {
-		return 1, 1
-	}
-	cols = t.shape[len(t.shape)-1]
-	if cols == 0 {
-		return 0, 0
-	}
-	return t.n / cols, cols
-}
+func (t *Tensor) dims() (rows, cols int) { return kernels.Dims(t.shape) }
 
 func numel(op string, shape []int) int {
 	n := 1

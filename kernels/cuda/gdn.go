@@ -28,8 +28,9 @@ const convMaxKernel = 8
 // NewStatePool allocates zeroed GDN state (a permanent allocation).
 func (b *Backend) NewStatePool(layers, slots int, cfg kernels.GDNConfig) kernels.StatePool {
 	const op = "NewStatePool"
-	if cfg.ConvKernel < 1 || cfg.ConvKernel > convMaxKernel || cfg.KeyHeads <= 0 || cfg.ValueHeads%cfg.KeyHeads != 0 {
-		panic(fmt.Sprintf("cuda: NewStatePool: bad config %+v (conv kernel at most %d)", cfg, convMaxKernel))
+	check(op, kernels.CheckStateConfig(cfg))
+	if cfg.ConvKernel > convMaxKernel {
+		panic(fmt.Sprintf("cuda: NewStatePool: conv kernel %d, at most %d", cfg.ConvKernel, convMaxKernel))
 	}
 	p := &StatePool{b: b, layers: layers, slots: slots, cfg: cfg}
 	nConv := int64(layers) * int64(slots) * p.convSize()
@@ -53,9 +54,7 @@ func (p *StatePool) recSize() int64 {
 }
 
 func (p *StatePool) check(layer, slot int) {
-	if layer < 0 || layer >= p.layers || slot < 0 || slot >= p.slots {
-		panic(fmt.Sprintf("cuda: StatePool: layer %d slot %d out of range [%d layers, %d slots]", layer, slot, p.layers, p.slots))
-	}
+	check("StatePool", kernels.CheckSlot(layer, slot, p.layers, p.slots))
 }
 
 // Reset zeroes a slot's conv and recurrent state in every layer. It runs on
@@ -135,7 +134,7 @@ func (b *Backend) seqMeta(op string, p *StatePool, layer int, bt *kernels.Batch)
 	gen := func(part int) inputGen {
 		return b.stepBatch(bt, func(in *kernels.StepInputs) []int32 {
 			if part == 0 { // once per replay: what the op checks before it uploads
-				checkBatch(op, in.Batch, in.Batch.Rows(), true)
+				check(op, kernels.CheckBatch(in.Batch, in.Batch.Rows(), true))
 			}
 			st, ln, sl := seqLayout(p, layer, in.Batch)
 			return [3][]int32{st, ln, sl}[part]
@@ -176,12 +175,10 @@ func (b *Backend) CausalConv1d(x, w kernels.Tensor, states kernels.StatePool, la
 	const op = "CausalConv1d"
 	xt, wt := b.tensor(op, x), b.tensor(op, w)
 	p := asStatePool(op, states)
+	check(op, kernels.CheckConv1d(xt.shape, wt.shape, p.cfg))
 	T, convDim := xt.dims()
 	K := p.cfg.ConvKernel
-	if convDim != p.cfg.ConvDim() || wt.n != convDim*K || len(wt.shape) == 0 || wt.shape[0] != convDim || wt.shape[len(wt.shape)-1] != K {
-		panic(fmt.Sprintf("cuda: CausalConv1d: x %v w %v, state pool convDim %d K %d", xt.shape, wt.shape, p.cfg.ConvDim(), K))
-	}
-	checkBatch(op, bt, T, true)
+	check(op, kernels.CheckBatch(bt, T, true))
 	y := b.newTensor(op, T, convDim)
 	if len(bt.Seqs) == 0 || convDim == 0 {
 		return y
@@ -204,15 +201,9 @@ func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, st
 	alt, dtt := b.tensor(op, aLog), b.tensor(op, dtBias)
 	p := asStatePool(op, states)
 	nk, nv, dk, dv := cfg.KeyHeads, cfg.ValueHeads, cfg.KeyDim, cfg.ValueDim
+	check(op, kernels.CheckDeltaRule(mt.shape, bt2.shape, at.shape, alt.shape, dtt.shape, cfg, p.cfg))
 	T, convDim := mt.dims()
-	bRows, bCols := bt2.dims()
-	aRows, aCols := at.dims()
-	if convDim != cfg.ConvDim() || bRows != T || bCols != nv || aRows != T || aCols != nv ||
-		alt.n != nv || dtt.n != nv || p.cfg != cfg || nk <= 0 || nv%nk != 0 {
-		panic(fmt.Sprintf("cuda: %s: mixed %v beta %v a %v aLog %v dtBias %v, cfg %+v, state pool cfg %+v",
-			op, mt.shape, bt2.shape, at.shape, alt.shape, dtt.shape, cfg, p.cfg))
-	}
-	checkBatch(op, bt, T, true)
+	check(op, kernels.CheckBatch(bt, T, true))
 	out := b.newTensor(op, T, nv*dv)
 	if T == 0 || len(bt.Seqs) == 0 {
 		return out

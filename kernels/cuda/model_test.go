@@ -8,10 +8,10 @@ import (
 	"sync"
 	"testing"
 
+	"cohort/internal/testmodels/hffixture"
 	"cohort/kernels"
 	"cohort/kernels/cpu"
 	"cohort/model"
-	"cohort/model/hffixture"
 	_ "cohort/model/qwen35" // registers the Qwen3.5 architectures
 	"cohort/nccl"
 )

@@ -15,9 +15,7 @@ import (
 func (b *Backend) Embedding(table kernels.Tensor, ids []int32, vocabStart int) kernels.Tensor {
 	const op = "Embedding"
 	tt := b.weight(op, table)
-	if len(tt.shape) != 2 {
-		panic(fmt.Sprintf("cuda: Embedding: table %v is not 2-D", tt.shape))
-	}
+	check(op, kernels.CheckEmbedding(tt.shape))
 	rows, h := tt.shape[0], tt.shape[1]
 	y := b.newTensor(op, len(ids), h)
 	if len(ids) == 0 || h == 0 {
@@ -47,11 +45,8 @@ func (b *Backend) Embedding(table kernels.Tensor, ids []int32, vocabStart int) k
 func (b *Backend) Linear(x, w kernels.Tensor) kernels.Tensor {
 	const op = "Linear"
 	xt, wt := b.tensor(op, x), b.weight(op, w)
+	check(op, kernels.CheckLinear(xt.shape, wt.shape))
 	T, in := xt.dims()
-	if len(xt.shape) == 0 || len(wt.shape) != 2 || wt.shape[1] != xt.shape[len(xt.shape)-1] {
-		panic(fmt.Sprintf("cuda: Linear: x %v and w %v (want w [out, %d])", xt.shape, wt.shape, in))
-	}
-	in = wt.shape[1]
 	out := wt.shape[0]
 	shape := append(slices.Clone(xt.shape[:len(xt.shape)-1]), out)
 	y := b.newTensor(op, shape...)
@@ -91,17 +86,11 @@ func (b *Backend) zero(op string, t *Tensor) {
 	}
 }
 
-// checkGroups checks that x's last dim is a multiple of len(w) for a norm.
-func checkGroups(op string, x, w *Tensor) {
-	_, cols := x.dims()
-	if w.n == 0 || (cols > 0 && cols%w.n != 0) {
-		panic(fmt.Sprintf("cuda: %s: x %v is not made of groups of w %v", op, x.shape, w.shape))
-	}
-}
-
-func checkSame(op string, a, b *Tensor) {
-	if !slices.Equal(a.shape, b.shape) {
-		panic(fmt.Sprintf("cuda: %s: shapes %v and %v differ", op, a.shape, b.shape))
+// check panics with err, prefixed with the backend and the op, unless err is
+// nil: a call that breaks the kernels contract is a bug of its caller.
+func check(op string, err error) {
+	if err != nil {
+		panic(fmt.Sprintf("cuda: %s: %v", op, err))
 	}
 }
 
@@ -110,7 +99,7 @@ func checkSame(op string, a, b *Tensor) {
 func (b *Backend) RMSNorm(x, w kernels.Tensor, eps float32) kernels.Tensor {
 	const op = "RMSNorm"
 	xt, wt := b.tensor(op, x), b.tensor(op, w)
-	checkGroups(op, xt, wt)
+	check(op, kernels.CheckGroups(xt.shape, wt.shape))
 	y := b.newTensor(op, xt.shape...)
 	g := wt.n
 	b.launch(op, "rmsnorm_f32", [3]int{xt.n / g, 1, 1}, [3]int{blockFor(g), 1, 1}, 0, y.ptr, xt.ptr, wt.ptr, g, eps)
@@ -121,8 +110,8 @@ func (b *Backend) RMSNorm(x, w kernels.Tensor, eps float32) kernels.Tensor {
 func (b *Backend) AddRMSNorm(residual, delta, w kernels.Tensor, eps float32) (sum, normed kernels.Tensor) {
 	const op = "AddRMSNorm"
 	rt, dt, wt := b.tensor(op, residual), b.tensor(op, delta), b.tensor(op, w)
-	checkSame(op, rt, dt)
-	checkGroups(op, rt, wt)
+	check(op, kernels.CheckSame(rt.shape, dt.shape))
+	check(op, kernels.CheckGroups(rt.shape, wt.shape))
 	s, n := b.newTensor(op, rt.shape...), b.newTensor(op, rt.shape...)
 	g := wt.n
 	// One block per row; the kernel moves float4s when g%4 == 0, so size
@@ -141,8 +130,8 @@ func (b *Backend) AddRMSNorm(residual, delta, w kernels.Tensor, eps float32) (su
 func (b *Backend) GatedRMSNorm(x, z, w kernels.Tensor, eps float32) kernels.Tensor {
 	const op = "GatedRMSNorm"
 	xt, zt, wt := b.tensor(op, x), b.tensor(op, z), b.tensor(op, w)
-	checkSame(op, xt, zt)
-	checkGroups(op, xt, wt)
+	check(op, kernels.CheckSame(xt.shape, zt.shape))
+	check(op, kernels.CheckGroups(xt.shape, wt.shape))
 	y := b.newTensor(op, xt.shape...)
 	g := wt.n
 	b.launch(op, "gated_rmsnorm_f32", [3]int{xt.n / g, 1, 1}, [3]int{blockFor(g), 1, 1}, 0,
@@ -154,7 +143,7 @@ func (b *Backend) GatedRMSNorm(x, z, w kernels.Tensor, eps float32) kernels.Tens
 func (b *Backend) Add(x, y kernels.Tensor) kernels.Tensor {
 	const op = "Add"
 	xt, yt := b.tensor(op, x), b.tensor(op, y)
-	checkSame(op, xt, yt)
+	check(op, kernels.CheckSame(xt.shape, yt.shape))
 	s := b.newTensor(op, xt.shape...)
 	b.launch(op, "add_f32", [3]int{b.grid1(int64(s.n), 256), 1, 1}, [3]int{256, 1, 1}, 0, s.ptr, xt.ptr, yt.ptr, int64(s.n))
 	return s
@@ -164,7 +153,7 @@ func (b *Backend) Add(x, y kernels.Tensor) kernels.Tensor {
 func (b *Backend) SwiGLU(gate, up kernels.Tensor) kernels.Tensor {
 	const op = "SwiGLU"
 	gt, ut := b.tensor(op, gate), b.tensor(op, up)
-	checkSame(op, gt, ut)
+	check(op, kernels.CheckSame(gt.shape, ut.shape))
 	y := b.newTensor(op, gt.shape...)
 	b.launch(op, "swiglu_f32", [3]int{b.grid1(int64(y.n), 256), 1, 1}, [3]int{256, 1, 1}, 0, y.ptr, gt.ptr, ut.ptr, int64(y.n))
 	return y
@@ -176,10 +165,8 @@ func (b *Backend) SwiGLU(gate, up kernels.Tensor) kernels.Tensor {
 func (b *Backend) SplitQueryGate(qg kernels.Tensor, heads, headDim int) (q, gate kernels.Tensor) {
 	const op = "SplitQueryGate"
 	t := b.tensor(op, qg)
-	T, cols := t.dims()
-	if cols != heads*2*headDim {
-		panic(fmt.Sprintf("cuda: SplitQueryGate: qg %v for %d heads of %d", t.shape, heads, headDim))
-	}
+	check(op, kernels.CheckSplitQueryGate(t.shape, heads, headDim))
+	T, _ := t.dims()
 	qt, gt := b.newTensor(op, T, heads*headDim), b.newTensor(op, T, heads*headDim)
 	b.launch(op, "split_query_gate_f32", [3]int{T, heads, 1}, [3]int{min(256, (headDim+31)/32*32), 1, 1}, 0,
 		qt.ptr, gt.ptr, t.ptr, heads, headDim)
@@ -214,11 +201,8 @@ func (b *Backend) ropeFreqs(op string, rotaryDim int, theta float64) devptr {
 func (b *Backend) RoPE(x kernels.Tensor, positions []int32, headDim, rotaryDim int, theta float64) {
 	const op = "RoPE"
 	xt := b.tensor(op, x)
+	check(op, kernels.CheckRoPE(xt.shape, len(positions), headDim, rotaryDim))
 	T, cols := xt.dims()
-	if len(positions) != T || headDim <= 0 || cols%headDim != 0 || rotaryDim > headDim || rotaryDim%2 != 0 {
-		panic(fmt.Sprintf("cuda: RoPE: x %v with %d positions, headDim %d, rotaryDim %d",
-			xt.shape, len(positions), headDim, rotaryDim))
-	}
 	if T == 0 || rotaryDim == 0 {
 		return
 	}
@@ -233,28 +217,26 @@ func (b *Backend) RoPE(x kernels.Tensor, positions []int32, headDim, rotaryDim i
 func (b *Backend) SelectRows(x kernels.Tensor, rows []int) kernels.Tensor {
 	const op = "SelectRows"
 	xt := b.tensor(op, x)
-	n, cols := xt.dims()
-	idx := rowIndex(rows, n, xt.shape)
+	_, cols := xt.dims()
+	idx := rowIndex(rows, xt.shape)
 	y := b.newTensor(op, len(rows), cols)
 	if len(rows) == 0 || cols == 0 {
 		return y
 	}
 	var gen inputGen
 	if len(rows) > 0 && len(rows) == len(b.stepIn.Rows) && &rows[0] == &b.stepIn.Rows[0] {
-		gen = func(in *kernels.StepInputs) []int32 { return rowIndex(in.Rows, n, xt.shape) }
+		gen = func(in *kernels.StepInputs) []int32 { return rowIndex(in.Rows, xt.shape) }
 	}
 	b.launch(op, "select_rows_f32", [3]int{len(rows), 1, 1}, [3]int{min(256, (cols+31)/32*32), 1, 1}, 0,
 		y.ptr, xt.ptr, b.uploadInts(op, idx, gen), cols)
 	return y
 }
 
-// rowIndex returns rows as int32 indices into n rows of a tensor of shape.
-func rowIndex(rows []int, n int, shape []int) []int32 {
+// rowIndex returns rows as int32 indices into the rows of a tensor of shape.
+func rowIndex(rows []int, shape []int) []int32 {
+	check("SelectRows", kernels.CheckRows(shape, rows))
 	idx := make([]int32, len(rows))
 	for i, r := range rows {
-		if r < 0 || r >= n {
-			panic(fmt.Sprintf("cuda: SelectRows: row %d out of range for x %v", r, shape))
-		}
 		idx[i] = int32(r)
 	}
 	return idx

@@ -19,7 +19,7 @@ func init() { kernelNames = append(kernelNames, "plain_rmsnorm_f32") }
 func (b *Backend) PlainRMSNorm(x, w kernels.Tensor, eps float32) kernels.Tensor {
 	const op = "PlainRMSNorm"
 	xt, wt := b.tensor(op, x), b.tensor(op, w)
-	checkGroups(op, xt, wt)
+	check(op, kernels.CheckGroups(xt.shape, wt.shape))
 	y := b.newTensor(op, xt.shape...)
 	g := wt.n
 	b.launch(op, "plain_rmsnorm_f32", [3]int{xt.n / g, 1, 1}, [3]int{blockFor(g), 1, 1}, 0, y.ptr, xt.ptr, wt.ptr, g, eps)

@@ -8,10 +8,10 @@ import (
 	"slices"
 	"testing"
 
+	"cohort/internal/testmodels/hffixture"
+	"cohort/internal/testmodels/modelgen"
 	"cohort/kernels/cpu"
 	"cohort/model"
-	"cohort/model/hffixture"
-	"cohort/model/modelgen"
 	_ "cohort/model/qwen3" // registers Qwen3ForCausalLM
 )
 

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"cohort/internal/testmodels/modelgen"
 	"cohort/model"
-	"cohort/model/modelgen"
 	"cohort/nccl"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"cohort/model/modelgen"
+	"cohort/internal/testmodels/modelgen"
 	"cohort/model/tokenizer"
 	"cohort/model/tokenizer/tokenizertest"
 )

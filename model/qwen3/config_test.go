@@ -6,18 +6,15 @@ import (
 	"strings"
 	"testing"
 
+	"cohort/internal/testmodels/archtest"
 	"cohort/model"
-	"cohort/model/modelgen"
 	"cohort/model/qwen3"
 )
 
 // tinyConfig returns the qwen3-tiny preset's config.json.
 func tinyConfig(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	if err := modelgen.Write(dir, modelgen.Presets["qwen3-tiny"]); err != nil {
-		t.Fatal(err)
-	}
+	dir := archtest.WritePreset(t, "qwen3-tiny")
 	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -72,28 +69,14 @@ func TestParseConfig(t *testing.T) {
 
 func TestParseConfigErrors(t *testing.T) {
 	base := tinyConfig(t)
-	tests := []struct {
-		name, from, to, want string
-	}{
+	archtest.ConfigErrors(t, base, [][4]string{
 		{"attention bias", `"attention_bias": false`, `"attention_bias": true`, "attention_bias"},
 		{"sliding window", `"use_sliding_window": false`, `"use_sliding_window": true`, "use_sliding_window"},
 		{"sliding layer", `"full_attention"`, `"sliding_attention"`, `layer_types[0] = "sliding_attention"`},
 		{"layer_types length", `"full_attention",`, ``, "layer_types has 3 entries"},
 		{"activation", `"hidden_act": "silu"`, `"hidden_act": "gelu"`, "hidden_act"},
 		{"rope scaling", `"rope_type": "default"`, `"rope_type": "yarn"`, `rope_type "yarn"`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			src := strings.Replace(base, tt.from, tt.to, 1)
-			if src == base {
-				t.Fatalf("test edit %q did not apply", tt.from)
-			}
-			_, err := model.ParseConfig([]byte(src))
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("err = %v, want it to mention %q", err, tt.want)
-			}
-		})
-	}
+	})
 }
 
 // TestStateSize: all of a request's state is KV, 2 · layers · KV heads ·

@@ -94,28 +94,8 @@ func (m *Model) Forward(be kernels.Backend, state model.State, tokens []int32, b
 	if !ok {
 		return nil, fmt.Errorf("qwen3: state %T was not made by a Qwen3 model", state)
 	}
-	if len(tokens) != b.Rows() {
-		return nil, fmt.Errorf("qwen3: %d tokens for a batch of %d rows", len(tokens), b.Rows())
-	}
-	stepper, _ := be.(kernels.Stepper)
-	if stepper != nil {
-		key := model.DecodeStepKey("qwen3", b, outputRows, m.id, st.ID)
-		in := kernels.StepInputs{Tokens: tokens, Batch: b, Rows: outputRows}
-		if key != "" {
-			if logits, ok := stepper.ReplayStep(key, in); ok {
-				return logits, nil
-			}
-		}
-		stepper.BeginStep(key, in)
-	}
-	logits, err := m.decoder(be, st, tokens, b, outputRows)
-	if err != nil {
-		return nil, err
-	}
-	if stepper != nil {
-		stepper.EndStep(logits)
-	}
-	return logits, nil
+	in := kernels.StepInputs{Tokens: tokens, Batch: b, Rows: outputRows}
+	return model.RunStep(be, "qwen3", m.id, st.ID, in, func() (kernels.Tensor, error) { return m.decoder(be, st, tokens, b, outputRows) })
 }
 
 // decoder is the forward pass proper: pre-norm residual blocks of

@@ -2,16 +2,13 @@ package qwen3_test
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 
-	"cohort/kernels/cpu"
-	"cohort/model"
-	"cohort/model/hffixture"
-	"cohort/model/modelgen"
+	"cohort/internal/testmodels/archtest"
+	"cohort/internal/testmodels/hffixture"
+	"cohort/internal/testmodels/modelgen"
 )
 
 // fixtureDir holds the qwen3-tiny checkpoint; tools/hfref/make_fixtures.py
@@ -60,51 +57,6 @@ func TestMatchesHuggingFace(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer fx.Close()
-		t.Run(fx.Name, func(t *testing.T) {
-			ck, err := model.Open(fx.Dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ck.Close()
-			be := cpu.New(cpu.Options{})
-			m, err := ck.Load(be, model.Single)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, n := range fx.Lengths() {
-				t.Run(fmt.Sprint(n), func(t *testing.T) {
-					ids := fx.Prompts[n]
-					want, err := fx.Logits(n)
-					if err != nil {
-						t.Fatal(err)
-					}
-					got, err := model.NewSession(be, m, n).Step(ids, true)
-					if err != nil {
-						t.Fatal(err)
-					}
-					compareLogits(t, got, want, ck.Config.VocabSize)
-					if g := greedy(t, be, m, ids, len(fx.Greedy[n])); !slices.Equal(g, fx.Greedy[n]) {
-						t.Errorf("greedy continuation\n got %v\nwant %v", g, fx.Greedy[n])
-					}
-				})
-			}
-		})
-	}
-}
-
-func compareLogits(t *testing.T, got, want []float32, vocab int) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("got %d logits, want %d", len(got), len(want))
-	}
-	maxDiff, std := hffixture.LogitError(got, want)
-	t.Logf("max |Δlogit| = %.3g (%.2g × logit std %.3g)", maxDiff, maxDiff/std, std)
-	if maxDiff > 2e-3*std {
-		t.Errorf("max |Δlogit| = %.3g > 2e-3 × std %.3g", maxDiff, std)
-	}
-	for p := range len(want) / vocab {
-		if a, b := argmax(got[p*vocab:(p+1)*vocab]), argmax(want[p*vocab:(p+1)*vocab]); a != b {
-			t.Errorf("position %d: top-1 %d, HF %d", p, a, b)
-		}
+		t.Run(fx.Name, func(t *testing.T) { archtest.MatchesHF(t, fx) })
 	}
 }

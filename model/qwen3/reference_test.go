@@ -5,7 +5,9 @@ import (
 	"math"
 	"testing"
 
+	"cohort/internal/testmodels/archtest"
 	"cohort/kernels/cpu"
+	"cohort/kernels/kernelstest"
 	"cohort/model"
 	"cohort/model/safetensors"
 )
@@ -167,7 +169,7 @@ func TestMatchesFloat64Reference(t *testing.T) {
 		}
 		return out
 	}}
-	ids := prompt(20, ck.Config.VocabSize, 5)
+	ids := archtest.Prompt(20, ck.Config.VocabSize, 5)
 	want := r.logits(ids)
 	be := cpu.New(cpu.Options{})
 	m, err := ck.Load(be, model.Single)
@@ -188,7 +190,7 @@ func TestMatchesFloat64Reference(t *testing.T) {
 	}
 	n := float64(len(flat))
 	t.Logf("logit std %.3g", math.Sqrt(sq/n-sum*sum/n/n))
-	if d := maxRelDiff(got, flat); d > 1e-4 {
+	if d := kernelstest.RelDiff(got, flat); d > 1e-4 {
 		t.Fatalf("CPU forward differs from the float64 reference by %.3g (relative)", d)
 	}
 }

@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"cohort/internal/testmodels/archtest"
+	"cohort/internal/testmodels/modelgen"
 	"cohort/kernels"
 	"cohort/kernels/cpu"
 	"cohort/model"
-	"cohort/model/modelgen"
+	"cohort/model/sample"
 )
 
 // The benchmarks run the `small` preset (vocab 8192, hidden 1024, 4 layers:
@@ -62,7 +64,7 @@ func smallModel(b *testing.B) (*cpu.Backend, model.Model, *model.Config) {
 func BenchmarkPrefill(b *testing.B) {
 	be, m, cfg := smallModel(b)
 	const n = 128
-	ids := prompt(n, cfg.VocabSize, 3)
+	ids := archtest.Prompt(n, cfg.VocabSize, 3)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -87,16 +89,16 @@ func BenchmarkDecode(b *testing.B) {
 	b.Run("batch=1", func(b *testing.B) {
 		be, m, cfg := smallModel(b)
 		s := model.NewSession(be, m, prefill+1+b.N)
-		logits, err := s.Step(prompt(prefill, cfg.VocabSize, 4), false)
+		logits, err := s.Step(archtest.Prompt(prefill, cfg.VocabSize, 4), false)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if logits, err = s.Step([]int32{int32(argmax(logits))}, false); err != nil { // warm-up step
+		if logits, err = s.Step([]int32{int32(sample.Argmax(logits))}, false); err != nil { // warm-up step
 			b.Fatal(err)
 		}
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			if logits, err = s.Step([]int32{int32(argmax(logits))}, false); err != nil {
+			if logits, err = s.Step([]int32{int32(sample.Argmax(logits))}, false); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -123,7 +125,7 @@ func BenchmarkDecode(b *testing.B) {
 			for j := range prefill {
 				pb.Positions = append(pb.Positions, int32(j))
 			}
-			tokens = append(tokens, prompt(prefill, cfg.VocabSize, 20+i)...)
+			tokens = append(tokens, archtest.Prompt(prefill, cfg.VocabSize, 20+i)...)
 			rows[i] = len(tokens) - 1
 		}
 		logits, err := m.Forward(be, st, tokens, pb, rows)
@@ -164,7 +166,7 @@ func BenchmarkDecode(b *testing.B) {
 func greedyRows(logits []float32, vocab int) []int32 {
 	ids := make([]int32, len(logits)/vocab)
 	for i := range ids {
-		ids[i] = int32(argmax(logits[i*vocab : (i+1)*vocab]))
+		ids[i] = int32(sample.Argmax(logits[i*vocab : (i+1)*vocab]))
 	}
 	return ids
 }

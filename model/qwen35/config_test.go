@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"cohort/internal/testmodels/archtest"
 	"cohort/model"
 	"cohort/model/qwen35"
 )
@@ -79,9 +80,7 @@ func TestParseConfigForms(t *testing.T) {
 
 func TestParseConfigErrors(t *testing.T) {
 	base := flatConfig
-	tests := []struct {
-		name, from, to, want string
-	}{
+	archtest.ConfigErrors(t, base, [][4]string{
 		{"missing linear heads", `"linear_num_key_heads": 4,`, ``, "missing linear_num_key_heads"},
 		{"bad layer type", `"full_attention_interval": 4`, `"layer_types": ["x","x","x","x","x","x","x","x"]`, `layer_types[0] = "x"`},
 		{"layer_types length", `"full_attention_interval": 4`, `"layer_types": ["full_attention"]`, "layer_types has 1 entries"},
@@ -91,19 +90,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"interval", `"full_attention_interval": 4`, `"full_attention_interval": 0`, "full_attention_interval"},
 		{"conv kernel", `"vocab_size": 256`, `"vocab_size": 256, "linear_conv_kernel_dim": 0`, "linear_conv_kernel_dim"},
 		{"absurd dim", `"linear_key_head_dim": 32`, `"linear_key_head_dim": 2000000000`, "linear_key_head_dim = 2000000000"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			src := strings.Replace(base, tt.from, tt.to, 1)
-			if src == base {
-				t.Fatalf("test edit %q did not apply", tt.from)
-			}
-			_, err := model.ParseConfig([]byte(src))
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("err = %v, want it to mention %q", err, tt.want)
-			}
-		})
-	}
+	})
 }
 
 func TestLayerKindsDerivedFromInterval(t *testing.T) {

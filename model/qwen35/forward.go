@@ -2,7 +2,6 @@ package qwen35
 
 import (
 	"fmt"
-	"strconv"
 
 	"cohort/kernels"
 	"cohort/model"
@@ -126,28 +125,14 @@ func (m *Model) Forward(be kernels.Backend, state model.State, tokens []int32, b
 	if !ok {
 		return nil, fmt.Errorf("qwen35: state %T was not made by a Qwen3.5 model", state)
 	}
-	if len(tokens) != b.Rows() {
-		return nil, fmt.Errorf("qwen35: %d tokens for a batch of %d rows", len(tokens), b.Rows())
-	}
-	stepper, _ := be.(kernels.Stepper)
-	if stepper != nil {
-		key := graphKey(b, outputRows)
-		if key != "" && st.ID != 0 {
-			// A recording holds the weights' and the state's device
-			// addresses: key it on identities that are never reused (a Go
-			// address is, once its object is collected).
-			key = key + "/model-" + strconv.FormatUint(m.id, 10) + "/state-" + strconv.FormatUint(st.ID, 10)
-		} else {
-			key = ""
-		}
-		in := kernels.StepInputs{Tokens: tokens, Batch: b, Rows: outputRows}
-		if key != "" {
-			if logits, ok := stepper.ReplayStep(key, in); ok {
-				return logits, nil
-			}
-		}
-		stepper.BeginStep(key, in)
-	}
+	in := kernels.StepInputs{Tokens: tokens, Batch: b, Rows: outputRows}
+	return model.RunStep(be, "qwen35", m.id, st.ID, in, func() (kernels.Tensor, error) { return m.decoder(be, st, tokens, b, outputRows) })
+}
+
+// decoder is the forward pass proper: the layers' residual blocks (gated
+// attention or Gated DeltaNet, then the MLP), each block's output summed
+// over the ranks.
+func (m *Model) decoder(be kernels.Backend, st *State, tokens []int32, b *kernels.Batch, outputRows []int) (kernels.Tensor, error) {
 	x := be.Embedding(m.embed, tokens, m.vocabStart)
 	if err := m.allReduce(be, x); err != nil {
 		return nil, err
@@ -178,30 +163,9 @@ func (m *Model) Forward(be kernels.Backend, state model.State, tokens []int32, b
 	}
 	logits := be.Linear(be.SelectRows(h, outputRows), m.lmHead)
 	if m.shard.Size > 1 {
-		var err error
-		if logits, err = be.AllGatherCols(logits); err != nil {
-			return nil, err
-		}
-	}
-	if stepper != nil {
-		stepper.EndStep(logits)
+		return be.AllGatherCols(logits)
 	}
 	return logits, nil
-}
-
-// graphKey names a decode step (one new token per sequence, every row an
-// output, in order) by its row count: all such steps run the same launches,
-// so a backend may record one and replay it. Other steps get no key.
-func graphKey(b *kernels.Batch, outputRows []int) string {
-	if b.Rows() == 0 || len(b.Seqs) != b.Rows() || len(outputRows) != b.Rows() {
-		return ""
-	}
-	for i, s := range b.Seqs {
-		if s.Len != 1 || s.Start != i || outputRows[i] != i {
-			return ""
-		}
-	}
-	return "qwen35/decode/" + strconv.Itoa(b.Rows())
 }
 
 func (m *Model) allReduce(be kernels.Backend, x kernels.Tensor) error {

@@ -1,146 +1,31 @@
 package qwen35_test
 
 import (
-	"fmt"
-	"math"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 
-	"cohort/kernels"
+	"cohort/internal/testmodels/archtest"
 	"cohort/kernels/cpu"
 	"cohort/model"
 	"cohort/model/qwen35"
-	"cohort/nccl"
 )
 
-// tpGroup is a model sharded over in-process CPU ranks.
-type tpGroup struct {
-	bes    []kernels.Backend
-	models []model.Model
-	states []model.State
-	cached int
-}
-
-func loadTP(t *testing.T, ck *model.Checkpoint, size int) *tpGroup {
-	t.Helper()
-	g, err := nccl.NewGroup(size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg := &tpGroup{}
-	for r := 0; r < size; r++ {
-		be := cpu.New(cpu.Options{Comm: g.Comm(r), Threads: 1})
-		m, err := ck.Load(be, model.Shard{Rank: r, Size: size})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tg.bes, tg.models = append(tg.bes, be), append(tg.models, m)
-		tg.states = append(tg.states, m.NewState(be, 1, 64, 16))
-	}
-	return tg
-}
-
-// step runs one sequence step on every rank concurrently (they meet in the
-// collectives) and returns each rank's logits of every fed position.
-func (tg *tpGroup) step(t *testing.T, ids []int32) [][]float32 {
-	t.Helper()
-	n := len(ids)
-	b := &kernels.Batch{Positions: make([]int32, n)}
-	rows := make([]int, n)
-	for i := range rows {
-		rows[i], b.Positions[i] = i, int32(tg.cached+i)
-	}
-	pages := make([]int32, (tg.cached+n+15)/16)
-	for i := range pages {
-		pages[i] = int32(i)
-	}
-	b.Seqs = []kernels.Seq{{Len: n, Cached: tg.cached, Pages: pages}}
-	out := make([][]float32, len(tg.models))
-	errs := make([]error, len(tg.models))
-	var wg sync.WaitGroup
-	for r := range tg.models {
-		wg.Go(func() {
-			logits, err := tg.models[r].Forward(tg.bes[r], tg.states[r], ids, b, rows)
-			if errs[r] = err; err == nil {
-				out[r] = tg.bes[r].Download(logits)
-			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	tg.cached += n
-	return out
-}
-
-func maxAbsDiff(a, b []float32) float64 {
-	d := 0.0
-	for i := range a {
-		d = math.Max(d, math.Abs(float64(a[i]-b[i])))
-	}
-	return d
-}
-
 // TestTensorParallelMatchesSingle: TP=2 and TP=4 (where the heads allow it)
-// give logits within 1e-4 of TP=1 on the HF fixtures, and the same greedy
-// continuation through prefill + decode.
+// match TP=1 on the HF fixtures' checkpoints.
 func TestTensorParallelMatchesSingle(t *testing.T) {
 	for _, fx := range fixtures(t) {
-		ck, err := model.Open(fx.Dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ck.Close()
-		ids := fx.Prompts[130]
-		single := loadTP(t, ck, 1)
-		want := single.step(t, ids)[0]
-		wantGreedy := greedyTP(t, single, want, 12)
-		for _, size := range []int{2, 4} {
-			t.Run(fmt.Sprintf("%s/tp=%d", fx.Name, size), func(t *testing.T) {
-				if err := qwen35.CheckShard(ck.Config, model.Shard{Size: size}); err != nil {
-					t.Skipf("degree does not fit this fixture: %v", err)
-				}
-				tg := loadTP(t, ck, size)
-				got := tg.step(t, ids)
-				for r := range got {
-					if d := maxAbsDiff(got[r], want); d > 1e-4 {
-						t.Fatalf("rank %d: max |Δlogit| vs TP=1 = %.3g > 1e-4", r, d)
-					}
-				}
-				if g := greedyTP(t, tg, got[0], 12); !slices.Equal(g, wantGreedy) {
-					t.Fatalf("greedy: TP=%d %v, TP=1 %v", size, g, wantGreedy)
-				}
-			})
-		}
+		t.Run(fx.Name, func(t *testing.T) {
+			ck := archtest.OpenDir(t, fx.Dir)
+			fits := func(size int) error { return qwen35.CheckShard(ck.Config, model.Shard{Size: size}) }
+			archtest.TPMatchesSingle(t, ck, fx.Prompts[130], fits)
+		})
 	}
-}
-
-// greedyTP continues greedily from the last position of logits.
-func greedyTP(t *testing.T, tg *tpGroup, logits []float32, n int) []int32 {
-	vocab := len(logits) / tg.cached
-	last := logits[len(logits)-vocab:]
-	var out []int32
-	for len(out) < n {
-		id := int32(argmax(last))
-		out = append(out, id)
-		last = tg.step(t, []int32{id})[0]
-	}
-	return out
 }
 
 func TestTensorParallelDegreeErrors(t *testing.T) {
 	for _, fx := range fixtures(t) {
-		ck, err := model.Open(fx.Dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ck.Close()
-		_, err = ck.Load(cpu.New(cpu.Options{}), model.Shard{Rank: 0, Size: 3})
+		ck := archtest.OpenDir(t, fx.Dir)
+		_, err := ck.Load(cpu.New(cpu.Options{}), model.Shard{Rank: 0, Size: 3})
 		if err == nil || !strings.Contains(err.Error(), "tensor-parallel degree 3 does not divide num_attention_heads = 4") {
 			t.Errorf("%s: TP=3: %v", fx.Name, err)
 		}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
@@ -15,11 +14,11 @@ import (
 	"time"
 
 	"cohort/actors"
+	"cohort/internal/testmodels/archtest"
+	"cohort/internal/testmodels/servetest"
 	"cohort/kernels"
 	"cohort/kernels/cuda"
 	"cohort/model"
-	"cohort/model/modelgen"
-	"cohort/model/tokenizer"
 	"cohort/nccl"
 	"cohort/supervision"
 )
@@ -45,19 +44,7 @@ func TestGPUChaos(t *testing.T) {
 	if _, _, err := nccl.Version(); err != nil {
 		t.Fatalf("%d GPUs but NCCL does not load: %v", n, err)
 	}
-	dir := t.TempDir()
-	if err := modelgen.Write(dir, modelgen.Presets["small"]); err != nil {
-		t.Fatal(err)
-	}
-	ck, err := model.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
-	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck, tok := servetest.Open(t, archtest.WritePreset(t, "small"))
 
 	failures := make(chan *supervision.RankFailure, 256)
 	const deadline = 5 * time.Second

@@ -1,4 +1,4 @@
-package actors
+package servetest
 
 import (
 	"os"
@@ -6,10 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	"cohort/internal/testmodels/archtest"
 	"cohort/kernels"
 	"cohort/model"
 	"cohort/model/qwen35"
 )
+
+// EchoArchitecture is the name of the echo architecture in config.json.
+const EchoArchitecture = "CohortEchoForBenchmarks"
 
 // echoArch is Qwen3.5's weight declaration with a forward pass that does no
 // compute: it returns constant logits. Serving it measures what the actors,
@@ -23,7 +27,7 @@ type echoState struct{}
 
 func (echoState) Reset(int) {}
 
-func init() { model.MustRegister("CohortEchoForBenchmarks", echoArch{}) }
+func init() { model.MustRegister(EchoArchitecture, echoArch{}) }
 
 func (echoArch) Build(c *model.Config, _ model.Shard, _ map[string]kernels.Tensor) (model.Model, error) {
 	return &echoModel{vocab: c.VocabSize}, nil
@@ -39,19 +43,19 @@ func (m *echoModel) Forward(be kernels.Backend, _ model.State, _ []int32, _ *ker
 	return be.Upload(logits, len(rows), m.vocab), nil
 }
 
-// openEcho writes the tiny preset and switches its architecture to echo.
-func openEcho(t testing.TB) testModel {
+// OpenEcho writes the tiny preset, switches its architecture to echo and
+// opens it.
+func OpenEcho(t testing.TB) Model {
 	t.Helper()
-	tm := openPreset(t, "tiny")
-	dir := tm.ck.Dir
+	dir := archtest.WritePreset(t, "tiny")
 	cfgPath := filepath.Join(dir, "config.json")
 	raw, err := os.ReadFile(cfgPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	edited := strings.Replace(string(raw), "Qwen3_5ForConditionalGeneration", "CohortEchoForBenchmarks", 1)
+	edited := strings.Replace(string(raw), "Qwen3_5ForConditionalGeneration", EchoArchitecture, 1)
 	if err := os.WriteFile(cfgPath, []byte(edited), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return openDir(t, dir)
+	return OpenDir(t, dir)
 }

@@ -1,0 +1,105 @@
+// Package servetest holds what the serving tests (actors, actors/remote,
+// httpapi) share and cannot take from actors itself (the engine's own
+// tests are inside package actors): a test checkpoint opened with its
+// tokenizer and a one-rank reference copy of its model, a CPU backend
+// factory, the tokens a request gets when run alone, the echo architecture
+// (echo.go) and log capture.
+package servetest
+
+import (
+	"bytes"
+	"log"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"cohort/internal/testmodels/archtest"
+	"cohort/kernels"
+	"cohort/kernels/cpu"
+	"cohort/model"
+	"cohort/model/sample"
+	"cohort/model/tokenizer"
+	"cohort/nccl"
+)
+
+// Model is a checkpoint ready to serve, with a single-rank copy of its model
+// for reference runs.
+type Model struct {
+	Checkpoint *model.Checkpoint
+	Tokenizer  *tokenizer.Tokenizer
+	Backend    kernels.Backend
+	Model      model.Model
+}
+
+// Capacity is the serving tests' memory plan: 64 MiB of f32 state in pages
+// of 16 positions, up to 64 sequences of 1024 tokens.
+var Capacity = model.CapacityInput{Budget: 64 << 20, ElemBytes: 4, PageSize: 16, MaxSeqs: 64, MaxModelLen: 1024}
+
+// OpenPreset writes the modelgen preset to a temporary directory and opens it.
+func OpenPreset(t testing.TB, preset string) Model {
+	t.Helper()
+	return OpenDir(t, archtest.WritePreset(t, preset))
+}
+
+// OpenDir opens the checkpoint in dir with its tokenizer, and loads a
+// single-rank copy of the model; the checkpoint is closed when the test ends.
+func OpenDir(t testing.TB, dir string) Model {
+	t.Helper()
+	ck, tok := Open(t, dir)
+	be, m := archtest.Load(t, ck)
+	return Model{Checkpoint: ck, Tokenizer: tok, Backend: be, Model: m}
+}
+
+// Open opens the checkpoint in dir and its tokenizer; the checkpoint is
+// closed when the test ends.
+func Open(t testing.TB, dir string) (*model.Checkpoint, *tokenizer.Tokenizer) {
+	t.Helper()
+	ck := archtest.OpenDir(t, dir)
+	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ck, tok
+}
+
+// CPUBackends returns a backend factory (an actors.BackendFactory) of CPU
+// ranks with threads threads each (0: all cores).
+func CPUBackends(threads int) func(model.Shard, nccl.Communicator) (kernels.Backend, error) {
+	return func(_ model.Shard, comm nccl.Communicator) (kernels.Backend, error) {
+		return cpu.New(cpu.Options{Comm: comm, Threads: threads}), nil
+	}
+}
+
+// Alone generates up to maxTokens tokens after prompt with a Session and
+// the engine's sampling rule, stopping at EOS: the reference for the tokens
+// a request gets when it runs alone.
+func Alone(t testing.TB, m Model, prompt []int32, p sample.Params, maxTokens int) []int32 {
+	t.Helper()
+	s := model.NewSession(m.Backend, m.Model, len(prompt)+maxTokens)
+	logits, err := s.Step(prompt, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int32
+	for i := range maxTokens {
+		id := sample.Pick(logits, p, i, 0).Token.ID
+		out = append(out, id)
+		if slices.Contains(m.Checkpoint.Config.EOS, id) || i+1 == maxTokens {
+			break
+		}
+		if logits, err = s.Step([]int32{id}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// CaptureLog sends the standard logger to a buffer until the test ends.
+func CaptureLog(t testing.TB) *bytes.Buffer {
+	t.Helper()
+	var buf bytes.Buffer
+	saved := log.Writer()
+	log.SetOutput(&buf)
+	t.Cleanup(func() { log.SetOutput(saved) })
+	return &buf
+}
