@@ -30,7 +30,7 @@ func (b *Backend) ConvLinears(x, conv kernels.Tensor, states kernels.StatePool, 
 	if wt.n != C*cK || wt.shape[0] != C || wt.shape[len(wt.shape)-1] != cK {
 		panic(fmt.Sprintf("cuda: %s: conv weight %v, state pool convDim %d K %d", op, wt.shape, C, cK))
 	}
-	checkBatch(op, bt, T, true)
+	check(op, kernels.CheckBatch(bt, T, true))
 	_, _, slot := b.seqMeta(op, p, layer, bt)
 	out := make([]kernels.Tensor, len(ws))
 	var args [12]any
