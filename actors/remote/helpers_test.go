@@ -203,7 +203,7 @@ func (m *echoModel) Forward(be kernels.Backend, _ model.State, _ []int32, _ *ker
 }
 
 // presetModel opens a preset (echo: the tiny preset with the echo forward).
-func presetModel(b *testing.B, preset string) testModel {
+func presetModel(b testing.TB, preset string) testModel {
 	if preset != "echo" {
 		return openPreset(b, preset)
 	}

@@ -105,14 +105,14 @@ type Result struct {
 // topN is how many alternatives to report (0 for none). Logprobs are those
 // of the model's distribution, before penalties and temperature.
 func Pick(logits []float32, p Params, step int, topN int) Result {
-	return PickWithHistory(logits, p, step, topN, nil, nil, nil)
+	return PickWithHistory(logits, p, step, topN, nil, nil)
 }
 
-// PickWithHistory is Pick with the penalties applied over the prompt and the
-// tokens generated so far, among the tokens allowed (nil: all).
-func PickWithHistory(logits []float32, p Params, step, topN int, prompt, generated []int32, allowed *Mask) Result {
+// PickWithHistory is Pick with the penalties applied over the request's
+// tokens so far (h, nil for none), among the tokens allowed (nil: all).
+func PickWithHistory(logits []float32, p Params, step, topN int, h *History, allowed *Mask) Result {
 	lse := logSumExp(logits)
-	id := Draw(logits, p, step, prompt, generated, allowed)
+	id := Draw(logits, p, step, h, allowed)
 	res := Result{Token: TokenLogprob{ID: id, Logprob: float64(logits[id]) - lse}}
 	if topN > 0 {
 		res.Top = topLogits(logits, topN, lse)
@@ -137,11 +137,11 @@ func (p Params) bansStops(step int) bool { return step < p.MinTokens && len(p.St
 //
 // allowed, when not nil, is constrained decoding's mask: every other token
 // is banned before the draw (the reported logprobs stay the model's).
-func Draw(logits []float32, p Params, step int, prompt, generated []int32, allowed *Mask) int32 {
+func Draw(logits []float32, p Params, step int, h *History, allowed *Mask) int32 {
 	work := logits
 	banStops := p.bansStops(step)
 	if p.Adjusted() || banStops || allowed != nil {
-		work = Penalize(logits, p, prompt, generated)
+		work = Penalize(logits, p, h)
 		for _, b := range p.LogitBias {
 			if int(b.ID) < len(work) {
 				work[b.ID] += float32(b.Bias)
@@ -371,34 +371,29 @@ func draw(logits []float32, p Params, step int) int {
 }
 
 // Penalize returns a copy of logits with the repetition, presence and
-// frequency penalties applied.
-func Penalize(logits []float32, p Params, prompt, generated []int32) []float32 {
+// frequency penalties applied over the request's history h (nil: none).
+func Penalize(logits []float32, p Params, h *History) []float32 {
 	out := append([]float32(nil), logits...)
+	if h == nil {
+		return out
+	}
 	inRange := func(id int32) bool { return id >= 0 && int(id) < len(out) }
 	if p.RepetitionPenalty != 0 && p.RepetitionPenalty != 1 {
-		seen := map[int32]bool{}
-		for _, ids := range [][]int32{prompt, generated} {
-			for _, id := range ids {
-				if !inRange(id) || seen[id] {
-					continue
-				}
-				seen[id] = true
-				if out[id] > 0 {
-					out[id] /= float32(p.RepetitionPenalty)
-				} else {
-					out[id] *= float32(p.RepetitionPenalty)
-				}
+		for id := range h.seen {
+			if !inRange(id) {
+				continue
+			}
+			if out[id] > 0 {
+				out[id] /= float32(p.RepetitionPenalty)
+			} else {
+				out[id] *= float32(p.RepetitionPenalty)
 			}
 		}
 	}
-	counts := map[int32]int{}
-	for _, id := range generated {
+	for id, n := range h.generated {
 		if inRange(id) {
-			counts[id]++
+			out[id] -= float32(p.FrequencyPenalty*float64(n) + p.PresencePenalty)
 		}
-	}
-	for id, n := range counts {
-		out[id] -= float32(p.FrequencyPenalty*float64(n) + p.PresencePenalty)
 	}
 	return out
 }
