@@ -104,7 +104,8 @@ func collect(t testing.TB, s *Stream) (ids []int32, text string, last Event) {
 }
 
 // aloneTokens generates with a Session and the same sampling rule: the
-// reference for "the tokens a request gets when run alone".
+// reference for "the tokens a request gets when run alone". Its penalty
+// history is rebuilt from the whole sequence for every token.
 func aloneTokens(t testing.TB, tm testModel, r Request) []int32 {
 	t.Helper()
 	s := model.NewSession(tm.be, tm.m, len(r.Prompt)+r.MaxTokens)
@@ -114,9 +115,9 @@ func aloneTokens(t testing.TB, tm testModel, r Request) []int32 {
 	}
 	var out []int32
 	for i := 0; i < r.MaxTokens; i++ {
-		id := sample.Pick(logits, r.Params, i, 0).Token.ID
+		id := sample.PickWithHistory(logits, r.Params, i, 0, sample.NewHistory(r.Prompt, out), nil).Token.ID
 		out = append(out, id)
-		if slices.Contains(tm.ck.Config.EOS, id) || i+1 == r.MaxTokens {
+		if (!r.IgnoreEOS && slices.Contains(tm.ck.Config.EOS, id)) || i+1 == r.MaxTokens {
 			break
 		}
 		if logits, err = s.Step([]int32{id}, false); err != nil {
