@@ -182,4 +182,3 @@ func logprobToPB(t sample.TokenLogprob) *rankpb.TokenLogprob {
 func logprobFromPB(t *rankpb.TokenLogprob) sample.TokenLogprob {
 	return sample.TokenLogprob{ID: t.GetId(), Logprob: t.GetLogprob()}
 }
-
