@@ -56,33 +56,47 @@ func (p Params) Penalized() bool {
 	return p.PresencePenalty != 0 || p.FrequencyPenalty != 0 || (p.RepetitionPenalty != 0 && p.RepetitionPenalty != 1)
 }
 
-// Validate reports the first out-of-range parameter by its OpenAI name.
+// ParamError is an out-of-range sampling parameter, named as the OpenAI
+// API names it (Param), so an HTTP edge can report it as it is.
+type ParamError struct {
+	Param string
+	Msg   string // what is wrong, starting with the parameter's name
+}
+
+func (e *ParamError) Error() string { return "sample: " + e.Msg }
+
+func paramError(param, format string, args ...any) error {
+	return &ParamError{Param: param, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Validate reports the first out-of-range parameter as a *ParamError. It is
+// the one place a sampling parameter's range is written.
 func (p Params) Validate() error {
 	switch {
 	case p.Temperature < 0 || math.IsNaN(p.Temperature) || p.Temperature > 100:
-		return fmt.Errorf("sample: temperature %g must be in [0, 100]", p.Temperature)
+		return paramError("temperature", "temperature %g must be in [0, 100]", p.Temperature)
 	case p.TopP < 0 || p.TopP > 1 || math.IsNaN(p.TopP):
-		return fmt.Errorf("sample: top_p %g must be in [0, 1]", p.TopP)
+		return paramError("top_p", "top_p %g must be in [0, 1]", p.TopP)
 	case p.MinP < 0 || p.MinP > 1 || math.IsNaN(p.MinP):
-		return fmt.Errorf("sample: min_p %g must be in [0, 1]", p.MinP)
+		return paramError("min_p", "min_p %g must be in [0, 1]", p.MinP)
 	case !(p.PresencePenalty >= -2 && p.PresencePenalty <= 2):
-		return fmt.Errorf("sample: presence_penalty %g must be in [-2, 2]", p.PresencePenalty)
+		return paramError("presence_penalty", "presence_penalty %g must be in [-2, 2]", p.PresencePenalty)
 	case !(p.FrequencyPenalty >= -2 && p.FrequencyPenalty <= 2):
-		return fmt.Errorf("sample: frequency_penalty %g must be in [-2, 2]", p.FrequencyPenalty)
+		return paramError("frequency_penalty", "frequency_penalty %g must be in [-2, 2]", p.FrequencyPenalty)
 	case p.RepetitionPenalty != 0 && !(p.RepetitionPenalty > 0 && p.RepetitionPenalty <= 10):
-		return fmt.Errorf("sample: repetition_penalty %g must be in (0, 10]", p.RepetitionPenalty)
+		return paramError("repetition_penalty", "repetition_penalty %g must be in (0, 10]", p.RepetitionPenalty)
 	}
 	if p.MinTokens < 0 {
-		return fmt.Errorf("sample: min_tokens %d must not be negative", p.MinTokens)
+		return paramError("min_tokens", "min_tokens %d must not be negative", p.MinTokens)
 	}
 	for i, b := range p.LogitBias {
 		switch {
 		case b.ID < 0:
-			return fmt.Errorf("sample: logit_bias token %d is negative", b.ID)
+			return paramError("logit_bias", "logit_bias token %d is negative", b.ID)
 		case i > 0 && b.ID <= p.LogitBias[i-1].ID:
-			return fmt.Errorf("sample: logit_bias tokens must be ascending and distinct (%d after %d)", b.ID, p.LogitBias[i-1].ID)
+			return paramError("logit_bias", "logit_bias tokens must be ascending and distinct (%d after %d)", b.ID, p.LogitBias[i-1].ID)
 		case !(b.Bias >= -100 && b.Bias <= 100):
-			return fmt.Errorf("sample: logit_bias %g for token %d must be in [-100, 100]", b.Bias, b.ID)
+			return paramError("logit_bias", "logit_bias %g for token %d must be in [-100, 100]", b.Bias, b.ID)
 		}
 	}
 	return nil
