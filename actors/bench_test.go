@@ -149,6 +149,7 @@ func runDirect(b *testing.B, tm testModel, reqs []Request) result {
 			b.Fatal(err)
 		}
 		s := &scheduler{cfg: Config{Checkpoint: tm.ck}, plan: p, live: map[planner.RequestID]*liveRequest{}}
+		seqs := newSeqCache(true)
 		start := time.Now()
 		for j := range reqs {
 			r := reqs[j]
@@ -163,7 +164,7 @@ func runDirect(b *testing.B, tm testModel, reqs []Request) result {
 			if step == nil {
 				break
 			}
-			samples, err := executeStep(be, m, st, step, true, nil)
+			samples, err := executeStep(be, m, st, seqs, step, true, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"cohort/actors/planner"
 	"cohort/kernels"
 	"cohort/kernels/cpu"
 	"cohort/model"
@@ -40,34 +41,40 @@ func TestDeviceArgmax(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := m.NewState(be, 2, 8, 16)
-	greedy := sample.Params{}
+	admit := func(id int, promptLen int, sm Sampling) AdmitSeq {
+		return AdmitSeq{ID: planner.RequestID(id), Slot: id - 1, PromptLen: promptLen, Sampling: sm}
+	}
+	plain := Sampling{}
 	for _, tc := range []struct {
 		name   string
-		rows   []OutputRow
+		first  Sampling
+		second AdmitSeq
 		device bool
 	}{
-		{"greedy", []OutputRow{{Row: 2}, {Row: 5}}, true},
-		{"one row wants logprobs", []OutputRow{{Row: 2}, {Row: 5, Logprobs: true}}, false},
-		{"top logprobs", []OutputRow{{Row: 2, TopN: 3}, {Row: 5}}, false},
-		{"temperature", []OutputRow{{Row: 2, Params: sample.Params{Temperature: 0.7, Seed: 3}}, {Row: 5}}, false},
-		{"logit bias", []OutputRow{{Row: 2, Params: sample.Params{LogitBias: []sample.TokenBias{{ID: 4, Bias: 50}}}}, {Row: 5}}, false},
-		{"min tokens with stops", []OutputRow{{Row: 2, Params: sample.Params{MinTokens: 2, StopIDs: []int32{1}}}, {Row: 5}}, false},
-		{"min tokens reached", []OutputRow{{Row: 2, Index: 3, Params: sample.Params{MinTokens: 2, StopIDs: []int32{1}}}, {Row: 5, Params: greedy}}, true},
+		{"greedy", plain, admit(2, 3, plain), true},
+		{"one row wants logprobs", plain, admit(2, 3, Sampling{Logprobs: true}), false},
+		{"top logprobs", Sampling{TopN: 3}, admit(2, 3, plain), false},
+		{"temperature", Sampling{Params: sample.Params{Temperature: 0.7, Seed: 3}}, admit(2, 3, plain), false},
+		{"logit bias", Sampling{Params: sample.Params{LogitBias: []sample.TokenBias{{ID: 4, Bias: 50}}}}, admit(2, 3, plain), false},
+		{"min tokens with stops", Sampling{Params: sample.Params{MinTokens: 2, StopIDs: []int32{1}}}, admit(2, 3, plain), false},
+		// Prompt length 0: the three tokens count as generated, so the
+		// draw is the fourth and min_tokens no longer bans the stops.
+		{"min tokens reached", plain, admit(2, 0, Sampling{Params: sample.Params{MinTokens: 2, StopIDs: []int32{1}}}), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			msg := &RunStep{Tokens: []int32{1, 2, 3, 4, 5, 6}, Positions: []int32{0, 1, 2, 0, 1, 2},
-				Reset:   []int{0, 1},
-				Seqs:    []StepSeq{{Slot: 0, Len: 3, Pages: []int32{0}}, {Slot: 1, Start: 3, Len: 3, Pages: []int32{1}}},
-				Outputs: tc.rows}
+			msg := &RunStep{Tokens: []int32{1, 2, 3, 4, 5, 6},
+				Admitted: []AdmitSeq{admit(1, 3, tc.first), tc.second},
+				Seqs:     []StepSeq{{ID: 1, Len: 3, NewPages: []int32{0}}, {ID: 2, Len: 3, NewPages: []int32{1}}},
+				Outputs:  []OutputRow{{ID: 1, Row: 2}, {ID: 2, Row: 5}}}
 			before := be.calls
-			got, err := executeStep(be, m, st, msg, true, nil)
+			got, err := executeStep(be, m, st, newSeqCache(true), msg, true, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if used := be.calls > before; used != tc.device {
 				t.Errorf("device sampler used: %v, want %v", used, tc.device)
 			}
-			want, err := executeStep(be.Backend, m, st, msg, true, nil)
+			want, err := executeStep(be.Backend, m, st, newSeqCache(true), msg, true, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -189,6 +189,10 @@ func (e *Engine) Grammars() (*grammar.Cache, error) {
 	return e.grammars, e.grammarsErr
 }
 
+// MaxTopLogprobs is the most alternatives a token's logprobs may report
+// (Request.TopLogprobs; OpenAI's limit).
+const MaxTopLogprobs = 20
+
 // Errors of Submit and of streams, for the HTTP edge to map onto statuses.
 var (
 	ErrInvalidRequest = errors.New("actors: invalid request")           // 400
@@ -366,8 +370,8 @@ func (e *Engine) validate(r *Request) error {
 		return bad("the prompt is empty")
 	case r.MaxTokens < 1:
 		return bad("max_tokens %d must be at least 1", r.MaxTokens)
-	case r.TopLogprobs < 0 || r.TopLogprobs > 20:
-		return bad("top_logprobs %d must be in [0, 20]", r.TopLogprobs)
+	case r.TopLogprobs < 0 || r.TopLogprobs > MaxTopLogprobs:
+		return bad("top_logprobs %d must be in [0, %d]", r.TopLogprobs, MaxTopLogprobs)
 	}
 	for i, id := range r.Prompt {
 		if id < 0 || int(id) >= e.info.VocabSize {

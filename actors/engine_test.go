@@ -83,7 +83,7 @@ func collect(t testing.TB, s *Stream) (ids []int32, text string, last Event) {
 // alone".
 func aloneTokens(t testing.TB, tm testModel, r Request) []int32 {
 	t.Helper()
-	return servetest.Alone(t, tm.sm, r.Prompt, r.Params, r.MaxTokens)
+	return servetest.Alone(t, tm.sm, r.Prompt, r.Params, r.MaxTokens, r.IgnoreEOS)
 }
 
 func mixedRequests(n, vocab int) []Request {
@@ -187,8 +187,9 @@ func TestCancelFreesState(t *testing.T) {
 	}
 }
 
-// TestResetZeroesReusedSlot: executeStep zeroes the slots of plan.Reset
-// before the forward pass; without the reset a dirty slot changes the logits.
+// TestResetZeroesReusedSlot: executeStep zeroes the slot of each admitted
+// request before the forward pass; without the reset a dirty slot changes
+// the logits.
 func TestResetZeroesReusedSlot(t *testing.T) {
 	tm := openPreset(t, "tiny")
 	be := cpu.New(cpu.Options{Threads: 1})
@@ -197,23 +198,28 @@ func TestResetZeroesReusedSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := m.NewState(be, 1, 8, 16)
-	step := func(tokens []int32, reset []int) []Sampled {
-		msg := &RunStep{Tokens: tokens, Reset: reset, Positions: make([]int32, len(tokens)),
-			Seqs:    []StepSeq{{Slot: 0, Len: len(tokens), Pages: []int32{0}}},
-			Outputs: []OutputRow{{Row: len(tokens) - 1, TopN: 5}}}
-		for i := range msg.Positions {
-			msg.Positions[i] = int32(i)
+	step := func(tokens []int32, reset bool) []Sampled {
+		// Each step starts the request at position 0 on slot 0: admitted
+		// (which zeroes the slot), or recorded without an admission.
+		sm := Sampling{TopN: 5}
+		seqs := newSeqCache(true)
+		msg := &RunStep{Tokens: tokens, Seqs: []StepSeq{{ID: 1, Len: len(tokens), NewPages: []int32{0}}},
+			Outputs: []OutputRow{{ID: 1, Row: len(tokens) - 1}}}
+		if reset {
+			msg.Admitted = []AdmitSeq{{ID: 1, Slot: 0, PromptLen: len(tokens), Sampling: sm}}
+		} else {
+			seqs.seqs[1] = &seqState{slot: 0, promptLen: len(tokens), sampling: sm}
 		}
-		out, err := executeStep(be, m, st, msg, true, nil)
+		out, err := executeStep(be, m, st, seqs, msg, true, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return out
 	}
-	fresh := step([]int32{1, 2, 3}, nil)
-	step([]int32{9, 9, 9, 9}, nil) // dirty the slot
-	dirty := step([]int32{1, 2, 3}, nil)
-	clean := step([]int32{1, 2, 3}, []int{0})
+	fresh := step([]int32{1, 2, 3}, false)
+	step([]int32{9, 9, 9, 9}, false) // dirty the slot
+	dirty := step([]int32{1, 2, 3}, false)
+	clean := step([]int32{1, 2, 3}, true)
 	if fmt.Sprint(dirty) == fmt.Sprint(fresh) {
 		t.Fatal("a dirty slot did not change the output: the test cannot see a missing reset")
 	}

@@ -48,6 +48,10 @@ type Rank struct {
 	// timing is the executor's step phase record (COHORT_STEP_TIMING);
 	// made by Receive, used only by executor jobs.
 	timing *stepTiming
+	// seqs is the rank's record of its admitted requests, which each step's
+	// diffs update; made with the shard, used only by executor jobs (in
+	// step order).
+	seqs *seqCache
 }
 
 func newRankActor(index int, gen uint64, f BackendFactory, lockThread bool, tracer trace.Tracer, executors *sync.WaitGroup) actor.Producer {
@@ -114,11 +118,12 @@ func (r *Rank) Receive(ctx actor.Context) {
 		// collective frees it when the abort releases it.
 		r.exec.submit(r.closeOwned)
 		r.exec.close()
-		r.be, r.m, r.st = nil, nil, nil // the state is large; do not let a stale PID keep it
+		r.be, r.m, r.st, r.seqs = nil, nil, nil, nil // the state is large; do not let a stale PID keep it
 	case *LoadShard:
 		r.load(ctx, msg)
 	case *rankBound:
 		r.be, r.m, r.st = msg.be, msg.m, msg.st
+		r.seqs = newSeqCache(r.index == 0)
 		r.send(ctx, msg.replyTo, &ShardReady{Generation: r.gen, Rank: r.index, Capacity: msg.capacity, Err: msg.err})
 	case *RunStep:
 		r.run(ctx, msg)
@@ -186,7 +191,7 @@ func (r *Rank) run(ctx actor.Context, msg *RunStep) {
 		return
 	}
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	be, m, st, poison, faults, sampleHere := r.be, r.m, r.st, r.poison, r.faults, r.index == 0
+	be, m, st, seqs, poison, faults, sampleHere := r.be, r.m, r.st, r.seqs, r.poison, r.faults, r.index == 0
 	tracer, rank := r.tracer, r.index
 	if r.timing == nil {
 		r.timing = newStepTiming(r.index)
@@ -204,7 +209,7 @@ func (r *Rank) run(ctx actor.Context, msg *RunStep) {
 				return err
 			}
 			var err error
-			samples, err = executeStep(be, m, st, msg, sampleHere, timing)
+			samples, err = executeStep(be, m, st, seqs, msg, sampleHere, timing)
 			return err
 		})
 		if sr, ok := be.(kernels.ScratchResetter); ok {
@@ -218,19 +223,17 @@ func (r *Rank) run(ctx actor.Context, msg *RunStep) {
 	})
 }
 
-// executeStep runs one step on a rank: zero newly assigned slots, run the
-// forward pass over the flat batch and, on the sampling rank, pick tokens.
-func executeStep(be kernels.Backend, m model.Model, st model.State, msg *RunStep, sampleHere bool, timing *stepTiming) ([]Sampled, error) {
+// executeStep runs one step on a rank: apply the step's diffs to the
+// rank's requests (zeroing newly assigned slots), run the forward pass over
+// the flat batch and, on the sampling rank, pick tokens.
+func executeStep(be kernels.Backend, m model.Model, st model.State, seqs *seqCache, msg *RunStep, sampleHere bool, timing *stepTiming) ([]Sampled, error) {
 	t0 := time.Now()
-	for _, slot := range msg.Reset {
-		st.Reset(slot)
+	b, draws, err := seqs.apply(st, msg)
+	if err != nil {
+		return nil, err
 	}
-	b := &kernels.Batch{Positions: msg.Positions, Seqs: make([]kernels.Seq, len(msg.Seqs))}
-	for i, s := range msg.Seqs {
-		b.Seqs[i] = kernels.Seq{Slot: s.Slot, Start: s.Start, Len: s.Len, Cached: s.Cached, Pages: s.Pages}
-	}
-	rows := make([]int, len(msg.Outputs))
-	for i, o := range msg.Outputs {
+	rows := make([]int, len(draws))
+	for i, o := range draws {
 		rows[i] = o.Row
 	}
 	logits, err := m.Forward(be, st, msg.Tokens, b, rows)
@@ -238,10 +241,10 @@ func executeStep(be kernels.Backend, m model.Model, st model.State, msg *RunStep
 		return nil, err
 	}
 	t1 := time.Now()
-	if ds, ok := be.(kernels.DeviceSampler); ok && plainArgmax(msg.Outputs) {
+	if ds, ok := be.(kernels.DeviceSampler); ok && plainArgmax(draws) {
 		ids := ds.Argmax(logits)
 		out := make([]Sampled, len(rows))
-		for i, o := range msg.Outputs {
+		for i, o := range draws {
 			out[i] = Sampled{ID: o.ID, Result: sample.Result{Token: sample.TokenLogprob{ID: ids[i]}}}
 		}
 		t2 := time.Now()
@@ -256,34 +259,34 @@ func executeStep(be kernels.Backend, m model.Model, st model.State, msg *RunStep
 	}()
 	vocab := len(host) / len(rows)
 	out := make([]Sampled, len(rows))
-	pick := func(i int) {
-		o := msg.Outputs[i]
-		logits := host[i*vocab : (i+1)*vocab]
-		if o.Score {
-			out[i] = Sampled{ID: o.ID, Result: sample.Score(logits, o.Target, o.TopN), Scored: true, Pos: o.Pos}
-			return
-		}
-		if !o.Logprobs && o.TopN == 0 {
-			id := sample.Draw(logits, o.Params, o.Index, o.Prompt, o.Generated, o.Mask)
-			out[i] = Sampled{ID: o.ID, Result: sample.Result{Token: sample.TokenLogprob{ID: id}}}
-			return
-		}
-		out[i] = Sampled{ID: o.ID, Result: sample.PickWithHistory(logits, o.Params, o.Index, o.TopN, o.Prompt, o.Generated, o.Mask)}
-	}
 	// Rows are independent (a draw depends only on its seed and index), so
 	// large vocabularies are sampled in parallel.
 	if len(rows) == 1 || vocab < 1<<14 {
-		for i := range rows {
-			pick(i)
+		for i := range draws {
+			out[i] = draws[i].pick(host[i*vocab : (i+1)*vocab])
 		}
 		return out, nil
 	}
 	var wg sync.WaitGroup
-	for i := range rows {
-		wg.Go(func() { pick(i) })
+	for i := range draws {
+		wg.Go(func() { out[i] = draws[i].pick(host[i*vocab : (i+1)*vocab]) })
 	}
 	wg.Wait()
 	return out, nil
+}
+
+// pick draws the row's token from its logits (or scores the prompt token
+// it asks for).
+func (o *drawRow) pick(logits []float32) Sampled {
+	sm := o.sampling
+	if o.Score {
+		return Sampled{ID: o.ID, Result: sample.Score(logits, o.Target, sm.TopN), Scored: true, Pos: o.Pos}
+	}
+	if !sm.Logprobs && sm.TopN == 0 {
+		id := sample.Draw(logits, sm.Params, o.index, o.history, o.Mask)
+		return Sampled{ID: o.ID, Result: sample.Result{Token: sample.TokenLogprob{ID: id}}}
+	}
+	return Sampled{ID: o.ID, Result: sample.PickWithHistory(logits, sm.Params, o.index, sm.TopN, o.history, o.Mask)}
 }
 
 // decodeStep reports whether every sequence of the step brings one token.
@@ -299,9 +302,10 @@ func decodeStep(msg *RunStep) bool {
 // plainArgmax reports whether every output row draws the argmax of its raw
 // logits and wants no logprobs, so the backend may pick the tokens on the
 // device and send back only the ids.
-func plainArgmax(outputs []OutputRow) bool {
-	for _, o := range outputs {
-		if o.Score || o.Logprobs || o.TopN > 0 || o.Mask != nil || !o.Params.PlainArgmax(o.Index) {
+func plainArgmax(rows []drawRow) bool {
+	for _, o := range rows {
+		sm := o.sampling
+		if o.Score || sm.Logprobs || sm.TopN > 0 || o.Mask != nil || !sm.Params.PlainArgmax(o.index) {
 			return false
 		}
 	}

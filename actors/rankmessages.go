@@ -30,40 +30,59 @@ type LoadShard struct {
 	ReplyTo    *actor.PID
 }
 
-// RunStep tells every rank to run one forward step of a plan.
+// RunStep tells every rank to run one forward step of a plan. Like vLLM
+// v1's scheduler output it carries diffs, not state: each request the
+// plan admits is sent in full once (Admitted), and every step after that
+// brings only what changed — its new tokens, its new pages, and the ids of
+// requests that ended (Finished). The ranks keep the rest (seqCache), so a
+// step's size does not grow with the length of its requests.
 type RunStep struct {
 	Generation uint64
 	Step       uint64
-	Tokens     []int32
-	Positions  []int32
-	Seqs       []StepSeq
-	Reset      []int       // slots to zero before the step
-	Outputs    []OutputRow // rows whose logits are sampled (rank 0 samples)
-	ReplyTo    *actor.PID
-	Trace      trace.SpanContext // the engine step's span, the parent of each rank's span of the step
+	// Finished lists requests released since the previous step (finished,
+	// aborted, preempted or requeued): the ranks forget them before taking
+	// Admitted, which may name one of them again (a replay, a request
+	// preempted and admitted anew).
+	Finished []planner.RequestID
+	Admitted []AdmitSeq // requests (re)admitted by this plan: their slots are zeroed before the step
+	Tokens   []int32    // the tokens to compute, flat, in Seqs order
+	Seqs     []StepSeq
+	Outputs  []OutputRow // rows whose logits are sampled (rank 0 samples)
+	ReplyTo  *actor.PID
+	Trace    trace.SpanContext // the engine step's span, the parent of each rank's span of the step
 }
 
-// StepSeq is one sequence of a step (see kernels.Seq).
-type StepSeq struct {
-	ID     planner.RequestID
-	Slot   int
-	Start  int
-	Len    int
-	Cached int
-	Pages  []int32
+// AdmitSeq is a request as the ranks keep it from its admission (the step
+// that assigns its slot) until it is finished: sent once per admission.
+type AdmitSeq struct {
+	ID        planner.RequestID
+	Slot      int
+	PromptLen int // tokens before this length are the prompt; the rest were generated
+	Sampling  Sampling
 }
 
-// OutputRow asks for a token to be sampled from one row's logits.
-type OutputRow struct {
-	ID     planner.RequestID
-	Row    int
+// Sampling is how a request's tokens are drawn and reported.
+type Sampling struct {
 	Params sample.Params
-	Index  int // the request's generated-token index (drives the seeded draw)
 	TopN   int // alternatives to report with logprobs (0 = none)
 	// Logprobs asks for the drawn token's logprob (implied by TopN > 0).
 	Logprobs bool
-	// Prompt and Generated are sent only when a penalty needs them.
-	Prompt, Generated []int32
+}
+
+// StepSeq is one sequence of a step: Len tokens of Tokens, following its
+// previous ones. Its slot, its position and its earlier pages are what the
+// ranks recorded.
+type StepSeq struct {
+	ID       planner.RequestID
+	Len      int
+	NewPages []int32 // pages added to the sequence's page table for this step
+}
+
+// OutputRow asks for a token to be drawn from one row's logits, with the
+// request's Sampling, as its next generated token.
+type OutputRow struct {
+	ID  planner.RequestID
+	Row int
 	// Mask, for a constrained request, is the set of tokens its grammar
 	// allows at this step (shared and read-only); nil: any token.
 	Mask *sample.Mask

@@ -64,6 +64,9 @@ type liveRequest struct {
 	// constrained); it advances with each recorded token, so a replay
 	// resumes where the output is.
 	matcher *grammar.Matcher
+	// sentPages is how many of its pages the ranks were sent since its
+	// admission: a step sends only the pages after them.
+	sentPages int
 	// failedSteps counts the failed steps that included the request since a
 	// step with it last completed; beyond Config.MaxReplays it ends with an
 	// error instead of being replayed again.
@@ -171,40 +174,48 @@ func (s *scheduler) maybeStep(ctx actor.Context, g *rankGroup) {
 }
 
 // nextStep turns the planner's next plan into a RunStep (nil when idle) and
-// marks it in flight.
+// marks it in flight. The step carries diffs: requests the plan admits go
+// in full (admission), the others only their new tokens and pages.
 func (s *scheduler) nextStep(replyTo *actor.PID, gen uint64) *RunStep {
 	plan := s.plan.ScheduleWithin(s.prefillBudget())
 	if len(plan.Seqs) == 0 {
 		return nil
 	}
-	step := &RunStep{Generation: gen, Step: plan.Step, Reset: plan.Reset, ReplyTo: replyTo}
+	step := &RunStep{Generation: gen, Step: plan.Step, ReplyTo: replyTo}
+	for _, f := range plan.Freed {
+		step.Finished = append(step.Finished, f.ID)
+	}
 	now := time.Now()
 	for _, sp := range plan.Seqs {
 		l := s.live[sp.ID]
 		if l.scheduled.IsZero() {
 			l.scheduled = now
 		}
+		if slices.Contains(plan.Reset, sp.Slot) { // the plan assigned its slot: admitted
+			step.Admitted = append(step.Admitted, l.admission(sp.Slot))
+			l.sentPages = 0
+		}
 		start := len(step.Tokens)
 		step.Tokens = append(step.Tokens, l.tokens[sp.Cached:sp.Cached+sp.Len]...)
-		for p := sp.Cached; p < sp.Cached+sp.Len; p++ {
-			step.Positions = append(step.Positions, int32(p))
-		}
-		step.Seqs = append(step.Seqs, StepSeq{ID: sp.ID, Slot: sp.Slot, Start: start, Len: sp.Len, Cached: sp.Cached, Pages: sp.Pages})
+		step.Seqs = append(step.Seqs, StepSeq{ID: sp.ID, Len: sp.Len, NewPages: sp.Pages[l.sentPages:]})
+		l.sentPages = len(sp.Pages)
 		if l.req.PromptLogprobs {
 			step.Outputs = append(step.Outputs, s.promptRows(l, sp, start)...)
 		}
 		if sp.Sample {
-			out := OutputRow{ID: sp.ID, Row: start + sp.Len - 1, Params: l.req.Params, Index: l.generated, TopN: l.req.TopLogprobs,
-				Logprobs: l.req.Logprobs}
-			if l.req.Params.Penalized() {
-				n := len(l.req.Prompt)
-				out.Prompt, out.Generated = l.tokens[:n:n], slices.Clone(l.tokens[n:])
-			}
-			step.Outputs = append(step.Outputs, out)
+			step.Outputs = append(step.Outputs, OutputRow{ID: sp.ID, Row: start + sp.Len - 1})
 		}
 	}
 	s.inflight = &inflightStep{plan: plan}
 	return step
+}
+
+// admission is what the ranks keep of the request from its admission on
+// slot until it is finished.
+func (l *liveRequest) admission(slot int) AdmitSeq {
+	r := l.req
+	return AdmitSeq{ID: r.ID, Slot: slot, PromptLen: len(r.Prompt),
+		Sampling: Sampling{Params: r.Params, TopN: r.TopLogprobs, Logprobs: r.Logprobs}}
 }
 
 // maskOutputs sets each constrained row's mask: the tokens its grammar
@@ -361,8 +372,7 @@ func (s *scheduler) promptRows(l *liveRequest, sp planner.SeqPlan, start int) []
 		if pos >= len(l.req.Prompt) || pos <= l.promptScored {
 			continue
 		}
-		out = append(out, OutputRow{ID: sp.ID, Row: start + i, TopN: l.req.TopLogprobs,
-			Score: true, Target: l.req.Prompt[pos], Pos: pos})
+		out = append(out, OutputRow{ID: sp.ID, Row: start + i, Score: true, Target: l.req.Prompt[pos], Pos: pos})
 	}
 	return out
 }

@@ -24,7 +24,7 @@ const (
 	maxChoices      = 256 // choices per request (prompts × n)
 	maxStops        = 16  // stop strings (OpenAI allows 4, vLLM more)
 	maxStopTokenIDs = 64
-	maxTopLogprobs  = 20
+	maxTopLogprobs  = actors.MaxTopLogprobs
 )
 
 // streamOptions is OpenAI's stream_options.
@@ -304,11 +304,11 @@ func isNull(raw json.RawMessage) bool {
 func (s *Server) sampling(c *commonFields, j *job) *apiError {
 	p := s.opts.Sampling.params()
 	if c.Temperature != nil {
-		if t := *c.Temperature; !(t >= 0 && t <= 100) {
-			return badRequest("temperature", "temperature %g must be in [0, 100]", t)
-		}
 		p.Temperature = *c.Temperature
 	}
+	// The ranges are sample.Params.Validate's (below); the edge checks only
+	// what the API refuses although the sampler reads it as "off" (top_p
+	// and repetition_penalty 0) and what must fit the Go types.
 	if c.TopP != nil {
 		if v := *c.TopP; !(v > 0 && v <= 1) {
 			return badRequest("top_p", "top_p %g must be in (0, 1]", v)
@@ -322,21 +322,12 @@ func (s *Server) sampling(c *commonFields, j *job) *apiError {
 		p.TopK = int(*c.TopK)
 	}
 	if c.MinP != nil {
-		if v := *c.MinP; !(v >= 0 && v <= 1) {
-			return badRequest("min_p", "min_p %g must be in [0, 1]", v)
-		}
 		p.MinP = *c.MinP
 	}
 	if c.PresencePenalty != nil {
-		if v := *c.PresencePenalty; !(v >= -2 && v <= 2) {
-			return badRequest("presence_penalty", "presence_penalty %g must be in [-2, 2]", v)
-		}
 		p.PresencePenalty = *c.PresencePenalty
 	}
 	if c.FrequencyPenalty != nil {
-		if v := *c.FrequencyPenalty; !(v >= -2 && v <= 2) {
-			return badRequest("frequency_penalty", "frequency_penalty %g must be in [-2, 2]", v)
-		}
 		p.FrequencyPenalty = *c.FrequencyPenalty
 	}
 	if c.RepetitionPenalty != nil {
@@ -360,7 +351,11 @@ func (s *Server) sampling(c *commonFields, j *job) *apiError {
 		return aerr
 	}
 	p.LogitBias = bias
-	if err := p.Validate(); err != nil { // a safety net: the checks above are stricter
+	if err := p.Validate(); err != nil {
+		var pe *sample.ParamError
+		if errors.As(err, &pe) {
+			return badRequest(pe.Param, "%s", pe.Msg)
+		}
 		return badRequest("", "%v", err)
 	}
 	j.base.Params = p
@@ -895,10 +890,7 @@ func parseLogitBias(m map[string]float64, vocab int) ([]sample.TokenBias, *apiEr
 		if id < 0 || id >= int64(vocab) {
 			return nil, badRequest("logit_bias", "logit_bias token %d is outside the vocabulary [0, %d)", id, vocab)
 		}
-		if !(v >= -100 && v <= 100) {
-			return nil, badRequest("logit_bias", "logit_bias %g for token %d must be in [-100, 100]", v, id)
-		}
-		out = append(out, sample.TokenBias{ID: int32(id), Bias: v})
+		out = append(out, sample.TokenBias{ID: int32(id), Bias: v}) // its range: sample.Params.Validate
 	}
 	slices.SortFunc(out, func(a, b sample.TokenBias) int { return cmp.Compare(a.ID, b.ID) })
 	for i := 1; i < len(out); i++ {

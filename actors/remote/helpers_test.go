@@ -88,7 +88,7 @@ func collect(t testing.TB, s *actors.Stream) (ids []int32, text string, last act
 // aloneTokens is the tokens a request gets when run alone.
 func aloneTokens(t testing.TB, tm testModel, r actors.Request) []int32 {
 	t.Helper()
-	return servetest.Alone(t, tm.sm, r.Prompt, r.Params, r.MaxTokens)
+	return servetest.Alone(t, tm.sm, r.Prompt, r.Params, r.MaxTokens, r.IgnoreEOS)
 }
 
 func mixedRequests(n, vocab int) []actors.Request {
@@ -114,7 +114,7 @@ func captureLog(t *testing.T) *bytes.Buffer { return servetest.CaptureLog(t) }
 
 // presetModel opens a preset (echo: the tiny preset with the echo
 // architecture, which does no compute).
-func presetModel(b *testing.B, preset string) testModel {
+func presetModel(b testing.TB, preset string) testModel {
 	if preset != "echo" {
 		return openPreset(b, preset)
 	}

@@ -98,7 +98,12 @@ func (p *rankProxy) step(ctx actor.Context, msg *actors.RunStep) {
 		ctx.Send(msg.ReplyTo, &actors.StepCompleted{Generation: msg.Generation, Step: msg.Step, Rank: p.rank,
 			Err: errors.New("remote: remote rank not placed")})
 	default:
-		ctx.Send(p.remote, stepToPB(msg))
+		pb, err := stepToPB(msg)
+		if err != nil {
+			ctx.Send(msg.ReplyTo, &actors.StepCompleted{Generation: msg.Generation, Step: msg.Step, Rank: p.rank, Err: err})
+			return
+		}
+		ctx.Send(p.remote, pb)
 	}
 }
 

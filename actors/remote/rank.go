@@ -60,7 +60,11 @@ func (r *remoteRank) Receive(ctx actor.Context) {
 	case *ringDialed:
 		r.joined(ctx, msg)
 	case *rankpb.RunStep:
-		step := stepFromPB(msg)
+		step, err := stepFromPB(msg)
+		if err != nil {
+			r.replyPB(ctx, r.owner, &actors.StepCompleted{Generation: msg.Generation, Step: msg.Step, Rank: r.Index(), Err: err})
+			return
+		}
 		step.ReplyTo = r.owner
 		r.Run(ctx, step)
 	case *rankpb.AbortComm:

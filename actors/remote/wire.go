@@ -5,6 +5,7 @@ package remote
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -50,61 +51,74 @@ func capacityInputFromPB(c *rankpb.CapacityInput) model.CapacityInput {
 		ElemBytes: int(c.GetElemBytes()), PageSize: int(c.GetPageSize()), MaxSeqs: int(c.GetMaxSeqs()), MaxModelLen: int(c.GetMaxModelLen())}
 }
 
-func paramsToPB(p sample.Params) *rankpb.SampleParams {
-	out := &rankpb.SampleParams{Temperature: p.Temperature, TopK: int32(p.TopK), TopP: p.TopP, MinP: p.MinP, Seed: p.Seed,
-		PresencePenalty: p.PresencePenalty, FrequencyPenalty: p.FrequencyPenalty, RepetitionPenalty: p.RepetitionPenalty,
-		MinTokens: int32(p.MinTokens), StopIds: p.StopIDs}
-	for _, b := range p.LogitBias {
-		out.LogitBias = append(out.LogitBias, &rankpb.TokenBias{Id: b.ID, Bias: b.Bias})
+func stepToPB(s *actors.RunStep) (*rankpb.RunStep, error) {
+	out := &rankpb.RunStep{Generation: s.Generation, Step: s.Step, Tokens: s.Tokens, Trace: traceToPB(s.Trace)}
+	for _, id := range s.Finished {
+		out.Finished = append(out.Finished, uint64(id))
 	}
-	return out
-}
-
-func paramsFromPB(p *rankpb.SampleParams) sample.Params {
-	out := sample.Params{Temperature: p.GetTemperature(), TopK: int(p.GetTopK()), TopP: p.GetTopP(), MinP: p.GetMinP(), Seed: p.GetSeed(),
-		PresencePenalty: p.GetPresencePenalty(), FrequencyPenalty: p.GetFrequencyPenalty(), RepetitionPenalty: p.GetRepetitionPenalty(),
-		MinTokens: int(p.GetMinTokens()), StopIDs: p.GetStopIds()}
-	for _, b := range p.GetLogitBias() {
-		out.LogitBias = append(out.LogitBias, sample.TokenBias{ID: b.GetId(), Bias: b.GetBias()})
+	for _, a := range s.Admitted {
+		pa, err := admissionToPB(a)
+		if err != nil {
+			return nil, err
+		}
+		out.Admitted = append(out.Admitted, pa)
 	}
-	return out
-}
-
-func stepToPB(s *actors.RunStep) *rankpb.RunStep {
-	out := &rankpb.RunStep{Generation: s.Generation, Step: s.Step, Tokens: s.Tokens, Positions: s.Positions,
-		ResetSlots: intsToPB(s.Reset), Trace: traceToPB(s.Trace)}
 	for _, q := range s.Seqs {
-		out.Seqs = append(out.Seqs, &rankpb.StepSeq{Id: uint64(q.ID), Slot: int32(q.Slot), Start: int32(q.Start),
-			Len: int32(q.Len), Cached: int32(q.Cached), Pages: q.Pages})
+		out.Seqs = append(out.Seqs, &rankpb.StepSeq{Id: uint64(q.ID), Len: int32(q.Len), NewPages: q.NewPages})
 	}
 	for _, o := range s.Outputs {
-		out.Outputs = append(out.Outputs, &rankpb.OutputRow{Id: uint64(o.ID), Row: int32(o.Row), Params: paramsToPB(o.Params),
-			Index: int32(o.Index), TopN: int32(o.TopN), Prompt: o.Prompt, Generated: o.Generated,
-			Score: o.Score, Target: o.Target, Pos: int32(o.Pos), Logprobs: o.Logprobs})
+		row := &rankpb.OutputRow{Id: uint64(o.ID), Row: int32(o.Row), Score: o.Score, Target: o.Target, Pos: int32(o.Pos)}
 		if o.Mask != nil {
-			row := out.Outputs[len(out.Outputs)-1]
 			row.Mask, row.MaskVocab = o.Mask.Words(), int32(o.Mask.Vocab())
 		}
+		out.Outputs = append(out.Outputs, row)
 	}
-	return out
+	return out, nil
 }
 
-func stepFromPB(s *rankpb.RunStep) *actors.RunStep {
-	out := &actors.RunStep{Generation: s.Generation, Step: s.Step, Tokens: s.Tokens, Positions: s.Positions,
-		Reset: intsFromPB(s.ResetSlots), Trace: traceFromPB(s.Trace)}
+func stepFromPB(s *rankpb.RunStep) (*actors.RunStep, error) {
+	out := &actors.RunStep{Generation: s.Generation, Step: s.Step, Tokens: s.Tokens, Trace: traceFromPB(s.Trace)}
+	for _, id := range s.Finished {
+		out.Finished = append(out.Finished, planner.RequestID(id))
+	}
+	for _, a := range s.Admitted {
+		ad, err := admissionFromPB(a)
+		if err != nil {
+			return nil, err
+		}
+		out.Admitted = append(out.Admitted, ad)
+	}
 	for _, q := range s.Seqs {
-		out.Seqs = append(out.Seqs, actors.StepSeq{ID: planner.RequestID(q.Id), Slot: int(q.Slot), Start: int(q.Start),
-			Len: int(q.Len), Cached: int(q.Cached), Pages: q.Pages})
+		out.Seqs = append(out.Seqs, actors.StepSeq{ID: planner.RequestID(q.Id), Len: int(q.Len), NewPages: q.NewPages})
 	}
 	for _, o := range s.Outputs {
-		out.Outputs = append(out.Outputs, actors.OutputRow{ID: planner.RequestID(o.Id), Row: int(o.Row), Params: paramsFromPB(o.Params),
-			Index: int(o.Index), TopN: int(o.TopN), Prompt: o.Prompt, Generated: o.Generated,
-			Score: o.Score, Target: o.Target, Pos: int(o.Pos), Logprobs: o.Logprobs})
+		row := actors.OutputRow{ID: planner.RequestID(o.Id), Row: int(o.Row), Score: o.Score, Target: o.Target, Pos: int(o.Pos)}
 		if o.MaskVocab > 0 {
-			out.Outputs[len(out.Outputs)-1].Mask = sample.MaskFromWords(o.Mask, int(o.MaskVocab))
+			row.Mask = sample.MaskFromWords(o.Mask, int(o.MaskVocab))
 		}
+		out.Outputs = append(out.Outputs, row)
 	}
-	return out
+	return out, nil
+}
+
+// admissionToPB carries the sampling parameters as JSON, so a parameter
+// added to sample.Params needs no change to the wire.
+func admissionToPB(a actors.AdmitSeq) (*rankpb.AdmitSeq, error) {
+	params, err := json.Marshal(a.Sampling.Params)
+	if err != nil {
+		return nil, fmt.Errorf("remote: request %d's sampling parameters: %w", a.ID, err)
+	}
+	return &rankpb.AdmitSeq{Id: uint64(a.ID), Slot: int32(a.Slot), PromptLen: int32(a.PromptLen), Params: params,
+		TopN: int32(a.Sampling.TopN), Logprobs: a.Sampling.Logprobs}, nil
+}
+
+func admissionFromPB(a *rankpb.AdmitSeq) (actors.AdmitSeq, error) {
+	out := actors.AdmitSeq{ID: planner.RequestID(a.Id), Slot: int(a.Slot), PromptLen: int(a.PromptLen),
+		Sampling: actors.Sampling{TopN: int(a.TopN), Logprobs: a.Logprobs}}
+	if err := json.Unmarshal(a.Params, &out.Sampling.Params); err != nil {
+		return out, fmt.Errorf("remote: request %d's sampling parameters: %w", a.Id, err)
+	}
+	return out, nil
 }
 
 func completedToPB(c *actors.StepCompleted) *rankpb.StepCompleted {
@@ -167,20 +181,4 @@ func logprobToPB(t sample.TokenLogprob) *rankpb.TokenLogprob {
 
 func logprobFromPB(t *rankpb.TokenLogprob) sample.TokenLogprob {
 	return sample.TokenLogprob{ID: t.GetId(), Logprob: t.GetLogprob()}
-}
-
-func intsToPB(v []int) []int32 {
-	out := make([]int32, len(v))
-	for i, x := range v {
-		out[i] = int32(x)
-	}
-	return out
-}
-
-func intsFromPB(v []int32) []int {
-	out := make([]int, len(v))
-	for i, x := range v {
-		out[i] = int(x)
-	}
-	return out
 }

@@ -5,37 +5,62 @@ import (
 	"testing"
 
 	"cohort/actors"
+	"cohort/actors/planner"
 	"cohort/model/sample"
 )
 
-// TestParamsWireRoundTrip: every sampling parameter survives the protobuf
-// form remote ranks receive.
-func TestParamsWireRoundTrip(t *testing.T) {
+// TestAdmissionWireRoundTrip: every sampling parameter survives the
+// protobuf form of an admission that remote ranks receive.
+func TestAdmissionWireRoundTrip(t *testing.T) {
 	for _, p := range []sample.Params{
 		{},
-		{Temperature: 0.7, TopK: 40, TopP: 0.9, MinP: 0.05, Seed: 1 << 40, PresencePenalty: 0.5,
+		{Temperature: 0.7, TopK: 40, TopP: 0.9, MinP: 0.05, Seed: 1<<64 - 1, PresencePenalty: 0.5,
 			FrequencyPenalty: -0.25, RepetitionPenalty: 1.1,
 			LogitBias: []sample.TokenBias{{ID: 3, Bias: -100}, {ID: 70000, Bias: 2.5}}, MinTokens: 4, StopIDs: []int32{1, 9}},
+		{Temperature: 1.0 / 3, TopP: 0.1 + 0.2, FrequencyPenalty: 1e-300},
 	} {
-		if got := paramsFromPB(paramsToPB(p)); !reflect.DeepEqual(got, p) {
-			t.Errorf("round trip of %+v gave %+v", p, got)
+		a := actors.AdmitSeq{ID: 12, Slot: 3, PromptLen: 40, Sampling: actors.Sampling{Params: p, TopN: 5, Logprobs: true}}
+		pb, err := admissionToPB(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := admissionFromPB(pb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, a) {
+			t.Errorf("round trip of %+v gave %+v", a, got)
 		}
 	}
 }
 
-// TestStepWireRoundTrip: a step's output rows (sampled and prompt-scored)
-// and its samples survive the protobuf form.
+// TestStepWireRoundTrip: a step's diffs (finished ids, admissions, new
+// tokens and pages), its output rows (drawn, masked and prompt-scored) and
+// its samples survive the protobuf form.
 func TestStepWireRoundTrip(t *testing.T) {
-	step := &actors.RunStep{Generation: 3, Step: 9, Tokens: []int32{4, 5, 6}, Positions: []int32{0, 1, 2},
-		Seqs: []actors.StepSeq{{ID: 7, Slot: 1, Start: 0, Len: 3, Cached: 0, Pages: []int32{2}}},
+	mask := sample.NewMask(130)
+	mask.Set(5)
+	mask.Set(129)
+	step := &actors.RunStep{Generation: 3, Step: 9, Finished: []planner.RequestID{2, 5}, Tokens: []int32{4, 5, 6, 11},
+		Admitted: []actors.AdmitSeq{{ID: 7, Slot: 1, PromptLen: 3, Sampling: actors.Sampling{TopN: 2, Logprobs: true,
+			Params: sample.Params{Temperature: 0.5, Seed: 1}}}},
+		Seqs: []actors.StepSeq{{ID: 7, Len: 3, NewPages: []int32{2}}, {ID: 8, Len: 1}},
 		Outputs: []actors.OutputRow{
-			{ID: 7, Row: 0, TopN: 2, Score: true, Target: 5, Pos: 1},
-			{ID: 7, Row: 1, TopN: 2, Score: true, Target: 6, Pos: 2},
-			{ID: 7, Row: 2, TopN: 2, Index: 0, Params: sample.Params{Temperature: 0.5, Seed: 1}, Logprobs: true},
+			{ID: 7, Row: 0, Score: true, Target: 5, Pos: 1},
+			{ID: 7, Row: 1, Score: true, Target: 6, Pos: 2},
+			{ID: 7, Row: 2},
+			{ID: 8, Row: 3, Mask: mask},
 		}}
-	got := stepFromPB(stepToPB(step))
-	if !reflect.DeepEqual(got.Outputs, step.Outputs) || !reflect.DeepEqual(got.Seqs, step.Seqs) {
-		t.Errorf("outputs\n got %+v\nwant %+v", got.Outputs, step.Outputs)
+	pb, err := stepToPB(step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := stepFromPB(pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, step) {
+		t.Errorf("step\n got %+v\nwant %+v", got, step)
 	}
 	done := &actors.StepCompleted{Generation: 3, Step: 9, Samples: []actors.Sampled{
 		{ID: 7, Scored: true, Pos: 1, Result: sample.Result{Token: sample.TokenLogprob{ID: 5, Logprob: -1.5}}},

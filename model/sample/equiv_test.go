@@ -129,7 +129,7 @@ func BenchmarkPick(b *testing.B) {
 		})
 		b.Run(tc.name+"/draw-only", func(b *testing.B) { // no logprobs asked: no normalization
 			for i := 0; i < b.N; i++ {
-				Draw(logits, tc.p, i, nil, nil, nil)
+				Draw(logits, tc.p, i, nil, nil)
 			}
 		})
 		b.Run(tc.name+"/sorted-definition", func(b *testing.B) {

@@ -56,33 +56,47 @@ func (p Params) Penalized() bool {
 	return p.PresencePenalty != 0 || p.FrequencyPenalty != 0 || (p.RepetitionPenalty != 0 && p.RepetitionPenalty != 1)
 }
 
-// Validate reports the first out-of-range parameter by its OpenAI name.
+// ParamError is an out-of-range sampling parameter, named as the OpenAI
+// API names it (Param), so an HTTP edge can report it as it is.
+type ParamError struct {
+	Param string
+	Msg   string // what is wrong, starting with the parameter's name
+}
+
+func (e *ParamError) Error() string { return "sample: " + e.Msg }
+
+func paramError(param, format string, args ...any) error {
+	return &ParamError{Param: param, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Validate reports the first out-of-range parameter as a *ParamError. It is
+// the one place a sampling parameter's range is written.
 func (p Params) Validate() error {
 	switch {
 	case p.Temperature < 0 || math.IsNaN(p.Temperature) || p.Temperature > 100:
-		return fmt.Errorf("sample: temperature %g must be in [0, 100]", p.Temperature)
+		return paramError("temperature", "temperature %g must be in [0, 100]", p.Temperature)
 	case p.TopP < 0 || p.TopP > 1 || math.IsNaN(p.TopP):
-		return fmt.Errorf("sample: top_p %g must be in [0, 1]", p.TopP)
+		return paramError("top_p", "top_p %g must be in [0, 1]", p.TopP)
 	case p.MinP < 0 || p.MinP > 1 || math.IsNaN(p.MinP):
-		return fmt.Errorf("sample: min_p %g must be in [0, 1]", p.MinP)
+		return paramError("min_p", "min_p %g must be in [0, 1]", p.MinP)
 	case !(p.PresencePenalty >= -2 && p.PresencePenalty <= 2):
-		return fmt.Errorf("sample: presence_penalty %g must be in [-2, 2]", p.PresencePenalty)
+		return paramError("presence_penalty", "presence_penalty %g must be in [-2, 2]", p.PresencePenalty)
 	case !(p.FrequencyPenalty >= -2 && p.FrequencyPenalty <= 2):
-		return fmt.Errorf("sample: frequency_penalty %g must be in [-2, 2]", p.FrequencyPenalty)
+		return paramError("frequency_penalty", "frequency_penalty %g must be in [-2, 2]", p.FrequencyPenalty)
 	case p.RepetitionPenalty != 0 && !(p.RepetitionPenalty > 0 && p.RepetitionPenalty <= 10):
-		return fmt.Errorf("sample: repetition_penalty %g must be in (0, 10]", p.RepetitionPenalty)
+		return paramError("repetition_penalty", "repetition_penalty %g must be in (0, 10]", p.RepetitionPenalty)
 	}
 	if p.MinTokens < 0 {
-		return fmt.Errorf("sample: min_tokens %d must not be negative", p.MinTokens)
+		return paramError("min_tokens", "min_tokens %d must not be negative", p.MinTokens)
 	}
 	for i, b := range p.LogitBias {
 		switch {
 		case b.ID < 0:
-			return fmt.Errorf("sample: logit_bias token %d is negative", b.ID)
+			return paramError("logit_bias", "logit_bias token %d is negative", b.ID)
 		case i > 0 && b.ID <= p.LogitBias[i-1].ID:
-			return fmt.Errorf("sample: logit_bias tokens must be ascending and distinct (%d after %d)", b.ID, p.LogitBias[i-1].ID)
+			return paramError("logit_bias", "logit_bias tokens must be ascending and distinct (%d after %d)", b.ID, p.LogitBias[i-1].ID)
 		case !(b.Bias >= -100 && b.Bias <= 100):
-			return fmt.Errorf("sample: logit_bias %g for token %d must be in [-100, 100]", b.Bias, b.ID)
+			return paramError("logit_bias", "logit_bias %g for token %d must be in [-100, 100]", b.Bias, b.ID)
 		}
 	}
 	return nil
@@ -105,14 +119,14 @@ type Result struct {
 // topN is how many alternatives to report (0 for none). Logprobs are those
 // of the model's distribution, before penalties and temperature.
 func Pick(logits []float32, p Params, step int, topN int) Result {
-	return PickWithHistory(logits, p, step, topN, nil, nil, nil)
+	return PickWithHistory(logits, p, step, topN, nil, nil)
 }
 
-// PickWithHistory is Pick with the penalties applied over the prompt and the
-// tokens generated so far, among the tokens allowed (nil: all).
-func PickWithHistory(logits []float32, p Params, step, topN int, prompt, generated []int32, allowed *Mask) Result {
+// PickWithHistory is Pick with the penalties applied over the request's
+// tokens so far (h, nil for none), among the tokens allowed (nil: all).
+func PickWithHistory(logits []float32, p Params, step, topN int, h *History, allowed *Mask) Result {
 	lse := logSumExp(logits)
-	id := Draw(logits, p, step, prompt, generated, allowed)
+	id := Draw(logits, p, step, h, allowed)
 	res := Result{Token: TokenLogprob{ID: id, Logprob: float64(logits[id]) - lse}}
 	if topN > 0 {
 		res.Top = topLogits(logits, topN, lse)
@@ -137,11 +151,11 @@ func (p Params) bansStops(step int) bool { return step < p.MinTokens && len(p.St
 //
 // allowed, when not nil, is constrained decoding's mask: every other token
 // is banned before the draw (the reported logprobs stay the model's).
-func Draw(logits []float32, p Params, step int, prompt, generated []int32, allowed *Mask) int32 {
+func Draw(logits []float32, p Params, step int, h *History, allowed *Mask) int32 {
 	work := logits
 	banStops := p.bansStops(step)
 	if p.Adjusted() || banStops || allowed != nil {
-		work = Penalize(logits, p, prompt, generated)
+		work = Penalize(logits, p, h)
 		for _, b := range p.LogitBias {
 			if int(b.ID) < len(work) {
 				work[b.ID] += float32(b.Bias)
@@ -371,34 +385,29 @@ func draw(logits []float32, p Params, step int) int {
 }
 
 // Penalize returns a copy of logits with the repetition, presence and
-// frequency penalties applied.
-func Penalize(logits []float32, p Params, prompt, generated []int32) []float32 {
+// frequency penalties applied over the request's history h (nil: none).
+func Penalize(logits []float32, p Params, h *History) []float32 {
 	out := append([]float32(nil), logits...)
+	if h == nil {
+		return out
+	}
 	inRange := func(id int32) bool { return id >= 0 && int(id) < len(out) }
 	if p.RepetitionPenalty != 0 && p.RepetitionPenalty != 1 {
-		seen := map[int32]bool{}
-		for _, ids := range [][]int32{prompt, generated} {
-			for _, id := range ids {
-				if !inRange(id) || seen[id] {
-					continue
-				}
-				seen[id] = true
-				if out[id] > 0 {
-					out[id] /= float32(p.RepetitionPenalty)
-				} else {
-					out[id] *= float32(p.RepetitionPenalty)
-				}
+		for id := range h.seen {
+			if !inRange(id) {
+				continue
+			}
+			if out[id] > 0 {
+				out[id] /= float32(p.RepetitionPenalty)
+			} else {
+				out[id] *= float32(p.RepetitionPenalty)
 			}
 		}
 	}
-	counts := map[int32]int{}
-	for _, id := range generated {
+	for id, n := range h.generated {
 		if inRange(id) {
-			counts[id]++
+			out[id] -= float32(p.FrequencyPenalty*float64(n) + p.PresencePenalty)
 		}
-	}
-	for id, n := range counts {
-		out[id] -= float32(p.FrequencyPenalty*float64(n) + p.PresencePenalty)
 	}
 	return out
 }

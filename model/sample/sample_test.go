@@ -68,7 +68,7 @@ func TestFilters(t *testing.T) {
 
 func TestPenalties(t *testing.T) {
 	logits := []float32{2, -2, 1, 0}
-	got := Penalize(logits, Params{RepetitionPenalty: 2, PresencePenalty: 0.5, FrequencyPenalty: 0.25}, []int32{1}, []int32{0, 0, 2})
+	got := Penalize(logits, Params{RepetitionPenalty: 2, PresencePenalty: 0.5, FrequencyPenalty: 0.25}, NewHistory([]int32{1}, []int32{0, 0, 2}))
 	want := []float32{2/2 - 0.5 - 0.5, -2 * 2, 1/2.0 - 0.5 - 0.25, 0}
 	for i := range want {
 		if math.Abs(float64(got[i]-want[i])) > 1e-6 {
@@ -79,7 +79,7 @@ func TestPenalties(t *testing.T) {
 		t.Fatal("Penalize modified its input")
 	}
 	// A strong presence penalty moves greedy off the repeated token.
-	if id := PickWithHistory(peaky(), Params{PresencePenalty: 2}, 0, 0, nil, []int32{1}, nil).Token.ID; id != 3 {
+	if id := PickWithHistory(peaky(), Params{PresencePenalty: 2}, 0, 0, NewHistory(nil, []int32{1}), nil).Token.ID; id != 3 {
 		t.Fatalf("greedy with penalty picked %d, want 3", id)
 	}
 }
@@ -132,7 +132,7 @@ func TestLogitBias(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for step := range 5 {
-				res := PickWithHistory(logits, tc.p, step, 2, nil, []int32{0}, nil)
+				res := PickWithHistory(logits, tc.p, step, 2, NewHistory(nil, []int32{0}), nil)
 				if res.Token.ID != tc.want {
 					t.Fatalf("step %d: picked %d, want %d", step, res.Token.ID, tc.want)
 				}
@@ -186,8 +186,8 @@ func TestDrawIsPicksToken(t *testing.T) {
 		{LogitBias: []TokenBias{{ID: 12, Bias: 4}}, MinTokens: 2, StopIDs: []int32{argmax32(logits)}},
 	} {
 		for step := range 20 {
-			want := PickWithHistory(logits, p, step, 0, hist, hist, nil).Token.ID
-			if got := Draw(logits, p, step, hist, hist, nil); got != want {
+			want := PickWithHistory(logits, p, step, 0, NewHistory(hist, hist), nil).Token.ID
+			if got := Draw(logits, p, step, NewHistory(hist, hist), nil); got != want {
 				t.Fatalf("%+v step %d: Draw %d, Pick %d", p, step, got, want)
 			}
 		}
@@ -225,7 +225,7 @@ func TestPlainArgmax(t *testing.T) {
 			t.Errorf("%s: PlainArgmax = %v, want %v", tc.name, got, tc.want)
 		}
 		if tc.want {
-			if d, a := Draw(slices.Clone(logits), tc.p, tc.step, []int32{1, 2}, []int32{3}, nil), Argmax(logits); int(d) != a {
+			if d, a := Draw(slices.Clone(logits), tc.p, tc.step, NewHistory([]int32{1, 2}, []int32{3}), nil), Argmax(logits); int(d) != a {
 				t.Errorf("%s: Draw = %d, Argmax = %d", tc.name, d, a)
 			}
 		}

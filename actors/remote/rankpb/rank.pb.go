@@ -748,155 +748,38 @@ func (x *ShardReady) GetError() string {
 	return ""
 }
 
-// SampleParams is sample.Params.
-type SampleParams struct {
-	state             protoimpl.MessageState `protogen:"open.v1"`
-	Temperature       float64                `protobuf:"fixed64,1,opt,name=temperature,proto3" json:"temperature,omitempty"`
-	TopK              int32                  `protobuf:"varint,2,opt,name=top_k,json=topK,proto3" json:"top_k,omitempty"`
-	TopP              float64                `protobuf:"fixed64,3,opt,name=top_p,json=topP,proto3" json:"top_p,omitempty"`
-	MinP              float64                `protobuf:"fixed64,4,opt,name=min_p,json=minP,proto3" json:"min_p,omitempty"`
-	Seed              uint64                 `protobuf:"varint,5,opt,name=seed,proto3" json:"seed,omitempty"`
-	PresencePenalty   float64                `protobuf:"fixed64,6,opt,name=presence_penalty,json=presencePenalty,proto3" json:"presence_penalty,omitempty"`
-	FrequencyPenalty  float64                `protobuf:"fixed64,7,opt,name=frequency_penalty,json=frequencyPenalty,proto3" json:"frequency_penalty,omitempty"`
-	RepetitionPenalty float64                `protobuf:"fixed64,8,opt,name=repetition_penalty,json=repetitionPenalty,proto3" json:"repetition_penalty,omitempty"`
-	LogitBias         []*TokenBias           `protobuf:"bytes,9,rep,name=logit_bias,json=logitBias,proto3" json:"logit_bias,omitempty"`
-	MinTokens         int32                  `protobuf:"varint,10,opt,name=min_tokens,json=minTokens,proto3" json:"min_tokens,omitempty"`
-	StopIds           []int32                `protobuf:"varint,11,rep,packed,name=stop_ids,json=stopIds,proto3" json:"stop_ids,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
-}
-
-func (x *SampleParams) Reset() {
-	*x = SampleParams{}
-	mi := &file_rank_proto_msgTypes[10]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *SampleParams) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*SampleParams) ProtoMessage() {}
-
-func (x *SampleParams) ProtoReflect() protoreflect.Message {
-	mi := &file_rank_proto_msgTypes[10]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use SampleParams.ProtoReflect.Descriptor instead.
-func (*SampleParams) Descriptor() ([]byte, []int) {
-	return file_rank_proto_rawDescGZIP(), []int{10}
-}
-
-func (x *SampleParams) GetTemperature() float64 {
-	if x != nil {
-		return x.Temperature
-	}
-	return 0
-}
-
-func (x *SampleParams) GetTopK() int32 {
-	if x != nil {
-		return x.TopK
-	}
-	return 0
-}
-
-func (x *SampleParams) GetTopP() float64 {
-	if x != nil {
-		return x.TopP
-	}
-	return 0
-}
-
-func (x *SampleParams) GetMinP() float64 {
-	if x != nil {
-		return x.MinP
-	}
-	return 0
-}
-
-func (x *SampleParams) GetSeed() uint64 {
-	if x != nil {
-		return x.Seed
-	}
-	return 0
-}
-
-func (x *SampleParams) GetPresencePenalty() float64 {
-	if x != nil {
-		return x.PresencePenalty
-	}
-	return 0
-}
-
-func (x *SampleParams) GetFrequencyPenalty() float64 {
-	if x != nil {
-		return x.FrequencyPenalty
-	}
-	return 0
-}
-
-func (x *SampleParams) GetRepetitionPenalty() float64 {
-	if x != nil {
-		return x.RepetitionPenalty
-	}
-	return 0
-}
-
-func (x *SampleParams) GetLogitBias() []*TokenBias {
-	if x != nil {
-		return x.LogitBias
-	}
-	return nil
-}
-
-func (x *SampleParams) GetMinTokens() int32 {
-	if x != nil {
-		return x.MinTokens
-	}
-	return 0
-}
-
-func (x *SampleParams) GetStopIds() []int32 {
-	if x != nil {
-		return x.StopIds
-	}
-	return nil
-}
-
-// TokenBias is sample.TokenBias, one logit_bias entry.
-type TokenBias struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Bias          float64                `protobuf:"fixed64,2,opt,name=bias,proto3" json:"bias,omitempty"`
+// AdmitSeq is a request admitted by a step's plan, sent in full once per
+// admission (actors.AdmitSeq).
+type AdmitSeq struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Slot      int32                  `protobuf:"varint,2,opt,name=slot,proto3" json:"slot,omitempty"`
+	PromptLen int32                  `protobuf:"varint,3,opt,name=prompt_len,json=promptLen,proto3" json:"prompt_len,omitempty"`
+	// sample.Params as JSON (its field names): a sampling parameter added
+	// there crosses processes without a change here. The build string of
+	// both sides must match, so both read the same fields.
+	Params        []byte `protobuf:"bytes,4,opt,name=params,proto3" json:"params,omitempty"`
+	TopN          int32  `protobuf:"varint,5,opt,name=top_n,json=topN,proto3" json:"top_n,omitempty"`
+	Logprobs      bool   `protobuf:"varint,6,opt,name=logprobs,proto3" json:"logprobs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *TokenBias) Reset() {
-	*x = TokenBias{}
-	mi := &file_rank_proto_msgTypes[11]
+func (x *AdmitSeq) Reset() {
+	*x = AdmitSeq{}
+	mi := &file_rank_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *TokenBias) String() string {
+func (x *AdmitSeq) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*TokenBias) ProtoMessage() {}
+func (*AdmitSeq) ProtoMessage() {}
 
-func (x *TokenBias) ProtoReflect() protoreflect.Message {
-	mi := &file_rank_proto_msgTypes[11]
+func (x *AdmitSeq) ProtoReflect() protoreflect.Message {
+	mi := &file_rank_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -907,41 +790,66 @@ func (x *TokenBias) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use TokenBias.ProtoReflect.Descriptor instead.
-func (*TokenBias) Descriptor() ([]byte, []int) {
-	return file_rank_proto_rawDescGZIP(), []int{11}
+// Deprecated: Use AdmitSeq.ProtoReflect.Descriptor instead.
+func (*AdmitSeq) Descriptor() ([]byte, []int) {
+	return file_rank_proto_rawDescGZIP(), []int{10}
 }
 
-func (x *TokenBias) GetId() int32 {
+func (x *AdmitSeq) GetId() uint64 {
 	if x != nil {
 		return x.Id
 	}
 	return 0
 }
 
-func (x *TokenBias) GetBias() float64 {
+func (x *AdmitSeq) GetSlot() int32 {
 	if x != nil {
-		return x.Bias
+		return x.Slot
 	}
 	return 0
 }
 
-// StepSeq is one sequence of a step.
+func (x *AdmitSeq) GetPromptLen() int32 {
+	if x != nil {
+		return x.PromptLen
+	}
+	return 0
+}
+
+func (x *AdmitSeq) GetParams() []byte {
+	if x != nil {
+		return x.Params
+	}
+	return nil
+}
+
+func (x *AdmitSeq) GetTopN() int32 {
+	if x != nil {
+		return x.TopN
+	}
+	return 0
+}
+
+func (x *AdmitSeq) GetLogprobs() bool {
+	if x != nil {
+		return x.Logprobs
+	}
+	return false
+}
+
+// StepSeq is one sequence of a step: len tokens following its earlier ones.
 type StepSeq struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Slot          int32                  `protobuf:"varint,2,opt,name=slot,proto3" json:"slot,omitempty"`
-	Start         int32                  `protobuf:"varint,3,opt,name=start,proto3" json:"start,omitempty"`
-	Len           int32                  `protobuf:"varint,4,opt,name=len,proto3" json:"len,omitempty"`
-	Cached        int32                  `protobuf:"varint,5,opt,name=cached,proto3" json:"cached,omitempty"`
-	Pages         []int32                `protobuf:"varint,6,rep,packed,name=pages,proto3" json:"pages,omitempty"`
+	Len           int32                  `protobuf:"varint,2,opt,name=len,proto3" json:"len,omitempty"`
+	NewPages      []int32                `protobuf:"varint,3,rep,packed,name=new_pages,json=newPages,proto3" json:"new_pages,omitempty"` // pages added to its page table for this step
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StepSeq) Reset() {
 	*x = StepSeq{}
-	mi := &file_rank_proto_msgTypes[12]
+	mi := &file_rank_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +861,7 @@ func (x *StepSeq) String() string {
 func (*StepSeq) ProtoMessage() {}
 
 func (x *StepSeq) ProtoReflect() protoreflect.Message {
-	mi := &file_rank_proto_msgTypes[12]
+	mi := &file_rank_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,26 +874,12 @@ func (x *StepSeq) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepSeq.ProtoReflect.Descriptor instead.
 func (*StepSeq) Descriptor() ([]byte, []int) {
-	return file_rank_proto_rawDescGZIP(), []int{12}
+	return file_rank_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StepSeq) GetId() uint64 {
 	if x != nil {
 		return x.Id
-	}
-	return 0
-}
-
-func (x *StepSeq) GetSlot() int32 {
-	if x != nil {
-		return x.Slot
-	}
-	return 0
-}
-
-func (x *StepSeq) GetStart() int32 {
-	if x != nil {
-		return x.Start
 	}
 	return 0
 }
@@ -997,45 +891,32 @@ func (x *StepSeq) GetLen() int32 {
 	return 0
 }
 
-func (x *StepSeq) GetCached() int32 {
+func (x *StepSeq) GetNewPages() []int32 {
 	if x != nil {
-		return x.Cached
-	}
-	return 0
-}
-
-func (x *StepSeq) GetPages() []int32 {
-	if x != nil {
-		return x.Pages
+		return x.NewPages
 	}
 	return nil
 }
 
-// OutputRow asks for a token to be sampled from one row.
+// OutputRow asks for a token to be drawn from one row.
 type OutputRow struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	Id        uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Row       int32                  `protobuf:"varint,2,opt,name=row,proto3" json:"row,omitempty"`
-	Params    *SampleParams          `protobuf:"bytes,3,opt,name=params,proto3" json:"params,omitempty"`
-	Index     int32                  `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"`
-	TopN      int32                  `protobuf:"varint,5,opt,name=top_n,json=topN,proto3" json:"top_n,omitempty"`
-	Prompt    []int32                `protobuf:"varint,6,rep,packed,name=prompt,proto3" json:"prompt,omitempty"`
-	Generated []int32                `protobuf:"varint,7,rep,packed,name=generated,proto3" json:"generated,omitempty"`
-	Score     bool                   `protobuf:"varint,8,opt,name=score,proto3" json:"score,omitempty"` // the logprob of target (a prompt token) instead of a draw
-	Target    int32                  `protobuf:"varint,9,opt,name=target,proto3" json:"target,omitempty"`
-	Pos       int32                  `protobuf:"varint,10,opt,name=pos,proto3" json:"pos,omitempty"`           // the target's position in the prompt
-	Logprobs  bool                   `protobuf:"varint,11,opt,name=logprobs,proto3" json:"logprobs,omitempty"` // report the drawn token's logprob
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Id     uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Row    int32                  `protobuf:"varint,2,opt,name=row,proto3" json:"row,omitempty"`
+	Score  bool                   `protobuf:"varint,3,opt,name=score,proto3" json:"score,omitempty"` // the logprob of target (a prompt token) instead of a draw
+	Target int32                  `protobuf:"varint,4,opt,name=target,proto3" json:"target,omitempty"`
+	Pos    int32                  `protobuf:"varint,5,opt,name=pos,proto3" json:"pos,omitempty"` // the target's position in the prompt
 	// The tokens a constrained request's grammar allows (bit i%64 of word
 	// i/64 is token i), over mask_vocab ids; empty: any token.
-	Mask          []uint64 `protobuf:"fixed64,12,rep,packed,name=mask,proto3" json:"mask,omitempty"`
-	MaskVocab     int32    `protobuf:"varint,13,opt,name=mask_vocab,json=maskVocab,proto3" json:"mask_vocab,omitempty"`
+	Mask          []uint64 `protobuf:"fixed64,6,rep,packed,name=mask,proto3" json:"mask,omitempty"`
+	MaskVocab     int32    `protobuf:"varint,7,opt,name=mask_vocab,json=maskVocab,proto3" json:"mask_vocab,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OutputRow) Reset() {
 	*x = OutputRow{}
-	mi := &file_rank_proto_msgTypes[13]
+	mi := &file_rank_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1047,7 +928,7 @@ func (x *OutputRow) String() string {
 func (*OutputRow) ProtoMessage() {}
 
 func (x *OutputRow) ProtoReflect() protoreflect.Message {
-	mi := &file_rank_proto_msgTypes[13]
+	mi := &file_rank_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1060,7 +941,7 @@ func (x *OutputRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputRow.ProtoReflect.Descriptor instead.
 func (*OutputRow) Descriptor() ([]byte, []int) {
-	return file_rank_proto_rawDescGZIP(), []int{13}
+	return file_rank_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *OutputRow) GetId() uint64 {
@@ -1075,41 +956,6 @@ func (x *OutputRow) GetRow() int32 {
 		return x.Row
 	}
 	return 0
-}
-
-func (x *OutputRow) GetParams() *SampleParams {
-	if x != nil {
-		return x.Params
-	}
-	return nil
-}
-
-func (x *OutputRow) GetIndex() int32 {
-	if x != nil {
-		return x.Index
-	}
-	return 0
-}
-
-func (x *OutputRow) GetTopN() int32 {
-	if x != nil {
-		return x.TopN
-	}
-	return 0
-}
-
-func (x *OutputRow) GetPrompt() []int32 {
-	if x != nil {
-		return x.Prompt
-	}
-	return nil
-}
-
-func (x *OutputRow) GetGenerated() []int32 {
-	if x != nil {
-		return x.Generated
-	}
-	return nil
 }
 
 func (x *OutputRow) GetScore() bool {
@@ -1133,13 +979,6 @@ func (x *OutputRow) GetPos() int32 {
 	return 0
 }
 
-func (x *OutputRow) GetLogprobs() bool {
-	if x != nil {
-		return x.Logprobs
-	}
-	return false
-}
-
 func (x *OutputRow) GetMask() []uint64 {
 	if x != nil {
 		return x.Mask
@@ -1154,24 +993,27 @@ func (x *OutputRow) GetMaskVocab() int32 {
 	return 0
 }
 
-// RunStep is one forward step of a plan.
+// RunStep is one forward step of a plan, as diffs (actors.RunStep): the
+// requests admitted in full, then only new tokens, new pages and the ids
+// of requests that ended.
 type RunStep struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Generation    uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
-	Step          uint64                 `protobuf:"varint,2,opt,name=step,proto3" json:"step,omitempty"`
-	Tokens        []int32                `protobuf:"varint,3,rep,packed,name=tokens,proto3" json:"tokens,omitempty"`
-	Positions     []int32                `protobuf:"varint,4,rep,packed,name=positions,proto3" json:"positions,omitempty"`
-	Seqs          []*StepSeq             `protobuf:"bytes,5,rep,name=seqs,proto3" json:"seqs,omitempty"`
-	ResetSlots    []int32                `protobuf:"varint,6,rep,packed,name=reset_slots,json=resetSlots,proto3" json:"reset_slots,omitempty"` // slots to zero before the step
-	Outputs       []*OutputRow           `protobuf:"bytes,7,rep,name=outputs,proto3" json:"outputs,omitempty"`
-	Trace         *Trace                 `protobuf:"bytes,8,opt,name=trace,proto3" json:"trace,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Generation uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	// fixed64: a step's size must not grow with how many steps ran before.
+	Step          uint64       `protobuf:"fixed64,2,opt,name=step,proto3" json:"step,omitempty"`
+	Finished      []uint64     `protobuf:"varint,3,rep,packed,name=finished,proto3" json:"finished,omitempty"`
+	Admitted      []*AdmitSeq  `protobuf:"bytes,4,rep,name=admitted,proto3" json:"admitted,omitempty"`
+	Tokens        []int32      `protobuf:"varint,5,rep,packed,name=tokens,proto3" json:"tokens,omitempty"`
+	Seqs          []*StepSeq   `protobuf:"bytes,6,rep,name=seqs,proto3" json:"seqs,omitempty"`
+	Outputs       []*OutputRow `protobuf:"bytes,7,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	Trace         *Trace       `protobuf:"bytes,8,opt,name=trace,proto3" json:"trace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunStep) Reset() {
 	*x = RunStep{}
-	mi := &file_rank_proto_msgTypes[14]
+	mi := &file_rank_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1025,7 @@ func (x *RunStep) String() string {
 func (*RunStep) ProtoMessage() {}
 
 func (x *RunStep) ProtoReflect() protoreflect.Message {
-	mi := &file_rank_proto_msgTypes[14]
+	mi := &file_rank_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1038,7 @@ func (x *RunStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunStep.ProtoReflect.Descriptor instead.
 func (*RunStep) Descriptor() ([]byte, []int) {
-	return file_rank_proto_rawDescGZIP(), []int{14}
+	return file_rank_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RunStep) GetGeneration() uint64 {
@@ -1213,6 +1055,20 @@ func (x *RunStep) GetStep() uint64 {
 	return 0
 }
 
+func (x *RunStep) GetFinished() []uint64 {
+	if x != nil {
+		return x.Finished
+	}
+	return nil
+}
+
+func (x *RunStep) GetAdmitted() []*AdmitSeq {
+	if x != nil {
+		return x.Admitted
+	}
+	return nil
+}
+
 func (x *RunStep) GetTokens() []int32 {
 	if x != nil {
 		return x.Tokens
@@ -1220,23 +1076,9 @@ func (x *RunStep) GetTokens() []int32 {
 	return nil
 }
 
-func (x *RunStep) GetPositions() []int32 {
-	if x != nil {
-		return x.Positions
-	}
-	return nil
-}
-
 func (x *RunStep) GetSeqs() []*StepSeq {
 	if x != nil {
 		return x.Seqs
-	}
-	return nil
-}
-
-func (x *RunStep) GetResetSlots() []int32 {
-	if x != nil {
-		return x.ResetSlots
 	}
 	return nil
 }
@@ -1266,7 +1108,7 @@ type TokenLogprob struct {
 
 func (x *TokenLogprob) Reset() {
 	*x = TokenLogprob{}
-	mi := &file_rank_proto_msgTypes[15]
+	mi := &file_rank_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1120,7 @@ func (x *TokenLogprob) String() string {
 func (*TokenLogprob) ProtoMessage() {}
 
 func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
-	mi := &file_rank_proto_msgTypes[15]
+	mi := &file_rank_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1133,7 @@ func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenLogprob.ProtoReflect.Descriptor instead.
 func (*TokenLogprob) Descriptor() ([]byte, []int) {
-	return file_rank_proto_rawDescGZIP(), []int{15}
+	return file_rank_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TokenLogprob) GetId() int32 {
@@ -1322,7 +1164,7 @@ type Sampled struct {
 
 func (x *Sampled) Reset() {
 	*x = Sampled{}
-	mi := &file_rank_proto_msgTypes[16]
+	mi := &file_rank_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1176,7 @@ func (x *Sampled) String() string {
 func (*Sampled) ProtoMessage() {}
 
 func (x *Sampled) ProtoReflect() protoreflect.Message {
-	mi := &file_rank_proto_msgTypes[16]
+	mi := &file_rank_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1189,7 @@ func (x *Sampled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sampled.ProtoReflect.Descriptor instead.
 func (*Sampled) Descriptor() ([]byte, []int) {
-	return file_rank_proto_rawDescGZIP(), []int{16}
+	return file_rank_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Sampled) GetId() uint64 {
@@ -1400,7 +1242,7 @@ type StepCompleted struct {
 
 func (x *StepCompleted) Reset() {
 	*x = StepCompleted{}
-	mi := &file_rank_proto_msgTypes[17]
+	mi := &file_rank_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1254,7 @@ func (x *StepCompleted) String() string {
 func (*StepCompleted) ProtoMessage() {}
 
 func (x *StepCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_rank_proto_msgTypes[17]
+	mi := &file_rank_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1425,7 +1267,7 @@ func (x *StepCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepCompleted.ProtoReflect.Descriptor instead.
 func (*StepCompleted) Descriptor() ([]byte, []int) {
-	return file_rank_proto_rawDescGZIP(), []int{17}
+	return file_rank_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StepCompleted) GetGeneration() uint64 {
@@ -1481,7 +1323,7 @@ type AbortComm struct {
 
 func (x *AbortComm) Reset() {
 	*x = AbortComm{}
-	mi := &file_rank_proto_msgTypes[18]
+	mi := &file_rank_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1493,7 +1335,7 @@ func (x *AbortComm) String() string {
 func (*AbortComm) ProtoMessage() {}
 
 func (x *AbortComm) ProtoReflect() protoreflect.Message {
-	mi := &file_rank_proto_msgTypes[18]
+	mi := &file_rank_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1506,7 +1348,7 @@ func (x *AbortComm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortComm.ProtoReflect.Descriptor instead.
 func (*AbortComm) Descriptor() ([]byte, []int) {
-	return file_rank_proto_rawDescGZIP(), []int{18}
+	return file_rank_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AbortComm) GetGeneration() uint64 {
@@ -1597,58 +1439,37 @@ const file_rank_proto_rawDesc = "" +
 	"generation\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x124\n" +
 	"\bcapacity\x18\x03 \x01(\v2\x18.cohort.rank.v1.CapacityR\bcapacity\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xfe\x02\n" +
-	"\fSampleParams\x12 \n" +
-	"\vtemperature\x18\x01 \x01(\x01R\vtemperature\x12\x13\n" +
-	"\x05top_k\x18\x02 \x01(\x05R\x04topK\x12\x13\n" +
-	"\x05top_p\x18\x03 \x01(\x01R\x04topP\x12\x13\n" +
-	"\x05min_p\x18\x04 \x01(\x01R\x04minP\x12\x12\n" +
-	"\x04seed\x18\x05 \x01(\x04R\x04seed\x12)\n" +
-	"\x10presence_penalty\x18\x06 \x01(\x01R\x0fpresencePenalty\x12+\n" +
-	"\x11frequency_penalty\x18\a \x01(\x01R\x10frequencyPenalty\x12-\n" +
-	"\x12repetition_penalty\x18\b \x01(\x01R\x11repetitionPenalty\x128\n" +
-	"\n" +
-	"logit_bias\x18\t \x03(\v2\x19.cohort.rank.v1.TokenBiasR\tlogitBias\x12\x1d\n" +
-	"\n" +
-	"min_tokens\x18\n" +
-	" \x01(\x05R\tminTokens\x12\x19\n" +
-	"\bstop_ids\x18\v \x03(\x05R\astopIds\"/\n" +
-	"\tTokenBias\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
-	"\x04bias\x18\x02 \x01(\x01R\x04bias\"\x83\x01\n" +
-	"\aStepSeq\x12\x0e\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\x96\x01\n" +
+	"\bAdmitSeq\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
-	"\x04slot\x18\x02 \x01(\x05R\x04slot\x12\x14\n" +
-	"\x05start\x18\x03 \x01(\x05R\x05start\x12\x10\n" +
-	"\x03len\x18\x04 \x01(\x05R\x03len\x12\x16\n" +
-	"\x06cached\x18\x05 \x01(\x05R\x06cached\x12\x14\n" +
-	"\x05pages\x18\x06 \x03(\x05R\x05pages\"\xd3\x02\n" +
+	"\x04slot\x18\x02 \x01(\x05R\x04slot\x12\x1d\n" +
+	"\n" +
+	"prompt_len\x18\x03 \x01(\x05R\tpromptLen\x12\x16\n" +
+	"\x06params\x18\x04 \x01(\fR\x06params\x12\x13\n" +
+	"\x05top_n\x18\x05 \x01(\x05R\x04topN\x12\x1a\n" +
+	"\blogprobs\x18\x06 \x01(\bR\blogprobs\"H\n" +
+	"\aStepSeq\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
+	"\x03len\x18\x02 \x01(\x05R\x03len\x12\x1b\n" +
+	"\tnew_pages\x18\x03 \x03(\x05R\bnewPages\"\xa0\x01\n" +
 	"\tOutputRow\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
-	"\x03row\x18\x02 \x01(\x05R\x03row\x124\n" +
-	"\x06params\x18\x03 \x01(\v2\x1c.cohort.rank.v1.SampleParamsR\x06params\x12\x14\n" +
-	"\x05index\x18\x04 \x01(\x05R\x05index\x12\x13\n" +
-	"\x05top_n\x18\x05 \x01(\x05R\x04topN\x12\x16\n" +
-	"\x06prompt\x18\x06 \x03(\x05R\x06prompt\x12\x1c\n" +
-	"\tgenerated\x18\a \x03(\x05R\tgenerated\x12\x14\n" +
-	"\x05score\x18\b \x01(\bR\x05score\x12\x16\n" +
-	"\x06target\x18\t \x01(\x05R\x06target\x12\x10\n" +
-	"\x03pos\x18\n" +
-	" \x01(\x05R\x03pos\x12\x1a\n" +
-	"\blogprobs\x18\v \x01(\bR\blogprobs\x12\x12\n" +
-	"\x04mask\x18\f \x03(\x06R\x04mask\x12\x1d\n" +
+	"\x03row\x18\x02 \x01(\x05R\x03row\x12\x14\n" +
+	"\x05score\x18\x03 \x01(\bR\x05score\x12\x16\n" +
+	"\x06target\x18\x04 \x01(\x05R\x06target\x12\x10\n" +
+	"\x03pos\x18\x05 \x01(\x05R\x03pos\x12\x12\n" +
+	"\x04mask\x18\x06 \x03(\x06R\x04mask\x12\x1d\n" +
 	"\n" +
-	"mask_vocab\x18\r \x01(\x05R\tmaskVocab\"\xa3\x02\n" +
+	"mask_vocab\x18\a \x01(\x05R\tmaskVocab\"\xb6\x02\n" +
 	"\aRunStep\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
 	"generation\x12\x12\n" +
-	"\x04step\x18\x02 \x01(\x04R\x04step\x12\x16\n" +
-	"\x06tokens\x18\x03 \x03(\x05R\x06tokens\x12\x1c\n" +
-	"\tpositions\x18\x04 \x03(\x05R\tpositions\x12+\n" +
-	"\x04seqs\x18\x05 \x03(\v2\x17.cohort.rank.v1.StepSeqR\x04seqs\x12\x1f\n" +
-	"\vreset_slots\x18\x06 \x03(\x05R\n" +
-	"resetSlots\x123\n" +
+	"\x04step\x18\x02 \x01(\x06R\x04step\x12\x1a\n" +
+	"\bfinished\x18\x03 \x03(\x04R\bfinished\x124\n" +
+	"\badmitted\x18\x04 \x03(\v2\x18.cohort.rank.v1.AdmitSeqR\badmitted\x12\x16\n" +
+	"\x06tokens\x18\x05 \x03(\x05R\x06tokens\x12+\n" +
+	"\x04seqs\x18\x06 \x03(\v2\x17.cohort.rank.v1.StepSeqR\x04seqs\x123\n" +
 	"\aoutputs\x18\a \x03(\v2\x19.cohort.rank.v1.OutputRowR\aoutputs\x12+\n" +
 	"\x05trace\x18\b \x01(\v2\x15.cohort.rank.v1.TraceR\x05trace\"8\n" +
 	"\fTokenLogprob\x12\x0e\n" +
@@ -1687,7 +1508,7 @@ func file_rank_proto_rawDescGZIP() []byte {
 	return file_rank_proto_rawDescData
 }
 
-var file_rank_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_rank_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_rank_proto_goTypes = []any{
 	(*Trace)(nil),         // 0: cohort.rank.v1.Trace
 	(*Identity)(nil),      // 1: cohort.rank.v1.Identity
@@ -1699,15 +1520,14 @@ var file_rank_proto_goTypes = []any{
 	(*Capacity)(nil),      // 7: cohort.rank.v1.Capacity
 	(*LoadShard)(nil),     // 8: cohort.rank.v1.LoadShard
 	(*ShardReady)(nil),    // 9: cohort.rank.v1.ShardReady
-	(*SampleParams)(nil),  // 10: cohort.rank.v1.SampleParams
-	(*TokenBias)(nil),     // 11: cohort.rank.v1.TokenBias
-	(*StepSeq)(nil),       // 12: cohort.rank.v1.StepSeq
-	(*OutputRow)(nil),     // 13: cohort.rank.v1.OutputRow
-	(*RunStep)(nil),       // 14: cohort.rank.v1.RunStep
-	(*TokenLogprob)(nil),  // 15: cohort.rank.v1.TokenLogprob
-	(*Sampled)(nil),       // 16: cohort.rank.v1.Sampled
-	(*StepCompleted)(nil), // 17: cohort.rank.v1.StepCompleted
-	(*AbortComm)(nil),     // 18: cohort.rank.v1.AbortComm
+	(*AdmitSeq)(nil),      // 10: cohort.rank.v1.AdmitSeq
+	(*StepSeq)(nil),       // 11: cohort.rank.v1.StepSeq
+	(*OutputRow)(nil),     // 12: cohort.rank.v1.OutputRow
+	(*RunStep)(nil),       // 13: cohort.rank.v1.RunStep
+	(*TokenLogprob)(nil),  // 14: cohort.rank.v1.TokenLogprob
+	(*Sampled)(nil),       // 15: cohort.rank.v1.Sampled
+	(*StepCompleted)(nil), // 16: cohort.rank.v1.StepCompleted
+	(*AbortComm)(nil),     // 17: cohort.rank.v1.AbortComm
 }
 var file_rank_proto_depIdxs = []int32{
 	1,  // 0: cohort.rank.v1.Ping.identity:type_name -> cohort.rank.v1.Identity
@@ -1715,19 +1535,18 @@ var file_rank_proto_depIdxs = []int32{
 	6,  // 2: cohort.rank.v1.LoadShard.capacity:type_name -> cohort.rank.v1.CapacityInput
 	0,  // 3: cohort.rank.v1.LoadShard.trace:type_name -> cohort.rank.v1.Trace
 	7,  // 4: cohort.rank.v1.ShardReady.capacity:type_name -> cohort.rank.v1.Capacity
-	11, // 5: cohort.rank.v1.SampleParams.logit_bias:type_name -> cohort.rank.v1.TokenBias
-	10, // 6: cohort.rank.v1.OutputRow.params:type_name -> cohort.rank.v1.SampleParams
-	12, // 7: cohort.rank.v1.RunStep.seqs:type_name -> cohort.rank.v1.StepSeq
-	13, // 8: cohort.rank.v1.RunStep.outputs:type_name -> cohort.rank.v1.OutputRow
-	0,  // 9: cohort.rank.v1.RunStep.trace:type_name -> cohort.rank.v1.Trace
-	15, // 10: cohort.rank.v1.Sampled.token:type_name -> cohort.rank.v1.TokenLogprob
-	15, // 11: cohort.rank.v1.Sampled.top:type_name -> cohort.rank.v1.TokenLogprob
-	16, // 12: cohort.rank.v1.StepCompleted.samples:type_name -> cohort.rank.v1.Sampled
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	10, // 5: cohort.rank.v1.RunStep.admitted:type_name -> cohort.rank.v1.AdmitSeq
+	11, // 6: cohort.rank.v1.RunStep.seqs:type_name -> cohort.rank.v1.StepSeq
+	12, // 7: cohort.rank.v1.RunStep.outputs:type_name -> cohort.rank.v1.OutputRow
+	0,  // 8: cohort.rank.v1.RunStep.trace:type_name -> cohort.rank.v1.Trace
+	14, // 9: cohort.rank.v1.Sampled.token:type_name -> cohort.rank.v1.TokenLogprob
+	14, // 10: cohort.rank.v1.Sampled.top:type_name -> cohort.rank.v1.TokenLogprob
+	15, // 11: cohort.rank.v1.StepCompleted.samples:type_name -> cohort.rank.v1.Sampled
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_rank_proto_init() }
@@ -1741,7 +1560,7 @@ func file_rank_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rank_proto_rawDesc), len(file_rank_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -71,9 +71,10 @@ func CPUBackends(threads int) func(model.Shard, nccl.Communicator) (kernels.Back
 }
 
 // Alone generates up to maxTokens tokens after prompt with a Session and
-// the engine's sampling rule, stopping at EOS: the reference for the tokens
-// a request gets when it runs alone.
-func Alone(t testing.TB, m Model, prompt []int32, p sample.Params, maxTokens int) []int32 {
+// the engine's sampling rule, stopping at EOS unless ignoreEOS: the
+// reference for the tokens a request gets when it runs alone. Its penalty
+// history is rebuilt from the whole sequence for every token.
+func Alone(t testing.TB, m Model, prompt []int32, p sample.Params, maxTokens int, ignoreEOS bool) []int32 {
 	t.Helper()
 	s := model.NewSession(m.Backend, m.Model, len(prompt)+maxTokens)
 	logits, err := s.Step(prompt, false)
@@ -82,9 +83,9 @@ func Alone(t testing.TB, m Model, prompt []int32, p sample.Params, maxTokens int
 	}
 	var out []int32
 	for i := range maxTokens {
-		id := sample.Pick(logits, p, i, 0).Token.ID
+		id := sample.PickWithHistory(logits, p, i, 0, sample.NewHistory(prompt, out), nil).Token.ID
 		out = append(out, id)
-		if slices.Contains(m.Checkpoint.Config.EOS, id) || i+1 == maxTokens {
+		if (!ignoreEOS && slices.Contains(m.Checkpoint.Config.EOS, id)) || i+1 == maxTokens {
 			break
 		}
 		if logits, err = s.Step([]int32{id}, false); err != nil {
