@@ -15,6 +15,7 @@ func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x5eed)
 var (
 	randSlice = kernelstest.RandSlice
 	relDiff   = kernelstest.RelDiff
+	batchOf   = kernelstest.BatchOf
 )
 
 func relDiff64(got []float32, want []float64) float64 {
@@ -35,22 +36,3 @@ func checkClose(t *testing.T, what string, got, want []float32, tol float64) {
 func data(x kernels.Tensor) []float32 { return x.(*Tensor).Data() }
 
 func sigmoid64(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
-
-// batchOf builds a batch of sequences with the given lengths and cached
-// counts laid out in order; pages are assigned by the caller.
-func batchOf(lens, cached, slots []int, pages [][]int32) *kernels.Batch {
-	b := &kernels.Batch{}
-	start := 0
-	for i, n := range lens {
-		s := kernels.Seq{Slot: slots[i], Start: start, Len: n, Cached: cached[i]}
-		if pages != nil {
-			s.Pages = pages[i]
-		}
-		b.Seqs = append(b.Seqs, s)
-		for j := range n {
-			b.Positions = append(b.Positions, int32(cached[i]+j))
-		}
-		start += n
-	}
-	return b
-}

@@ -328,15 +328,25 @@ func (b *Backend) Linears(x kernels.Tensor, ws ...kernels.Tensor) []kernels.Tens
 	const op = "Linears"
 	xt := b.tensor(op, x)
 	T, K := xt.dims()
-	out := make([]kernels.Tensor, len(ws))
 	if len(ws) > 4 || len(xt.shape) != 2 || !b.mmaFits(T, K) || !allBF16(b, op, K, ws) {
+		out := make([]kernels.Tensor, len(ws))
 		for i, w := range ws {
 			out[i] = b.Linear(x, w)
 		}
 		return out
 	}
-	var args [12]any
-	tiles := 0
+	args, out, tiles := b.mmaSegments(op, T, ws)
+	p := b.mmaLaunch("gemv_mma", T, tiles, K)
+	part, cnt := b.mmaWorkspace(op, p, 1)
+	b.launch(op, p.name, p.grid, p.block, 0, append(args[:], xt.ptr, T, K, part, cnt)...)
+	return out
+}
+
+// mmaSegments returns the (y, w, N) arguments of up to four weights read in
+// one GEMV launch (zeros for the unused ones), their new outputs [T, N],
+// and the 16-row tiles of them all.
+func (b *Backend) mmaSegments(op string, T int, ws []kernels.Tensor) (args [12]any, out []kernels.Tensor, tiles int) {
+	out = make([]kernels.Tensor, len(ws))
 	for i := range 4 {
 		args[3*i], args[3*i+1], args[3*i+2] = devptr(0), devptr(0), 0
 		if i < len(ws) {
@@ -348,10 +358,7 @@ func (b *Backend) Linears(x kernels.Tensor, ws ...kernels.Tensor) []kernels.Tens
 			tiles += (N + 15) / 16
 		}
 	}
-	p := b.mmaLaunch("gemv_mma", T, tiles, K)
-	part, cnt := b.mmaWorkspace(op, p, 1)
-	b.launch(op, p.name, p.grid, p.block, 0, append(args[:], xt.ptr, T, K, part, cnt)...)
-	return out
+	return args, out, tiles
 }
 
 // allBF16 reports whether every w is a bf16 matrix [N, K] with N > 0.

@@ -32,20 +32,7 @@ func (b *Backend) ConvLinears(x, conv kernels.Tensor, states kernels.StatePool, 
 	}
 	check(op, kernels.CheckBatch(bt, T, true))
 	_, _, slot := b.seqMeta(op, p, layer, bt)
-	out := make([]kernels.Tensor, len(ws))
-	var args [12]any
-	tiles := 0
-	for i := range 4 {
-		args[3*i], args[3*i+1], args[3*i+2] = devptr(0), devptr(0), 0
-		if i < len(ws) {
-			w := b.weight(op, ws[i])
-			N := w.shape[0]
-			y := b.newTensor(op, T, N)
-			out[i] = y
-			args[3*i], args[3*i+1], args[3*i+2] = y.ptr, w.ptr, N
-			tiles += (N + 15) / 16
-		}
-	}
+	args, out, tiles := b.mmaSegments(op, T, ws)
 	pl := b.mmaLaunch("gemv_mma_conv", T, tiles, K)
 	part, cnt := b.mmaWorkspace(op, pl, 1)
 	b.launch(op, pl.name, pl.grid, pl.block, 0,

@@ -59,6 +59,7 @@ func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0xc0da)
 var (
 	randSlice = kernelstest.RandSlice
 	relDiff   = kernelstest.RelDiff
+	batchOf   = kernelstest.BatchOf
 )
 
 // checkClose fails unless got is within tol of want (relDiff) and logs the
@@ -84,23 +85,4 @@ func newPair(t *testing.T) pair { return pair{c: cpu.New(cpu.Options{}), g: gpu(
 // up uploads the same data to both backends.
 func (p pair) up(data []float32, shape ...int) (kernels.Tensor, kernels.Tensor) {
 	return p.c.Upload(data, shape...), p.g.Upload(data, shape...)
-}
-
-// batchOf builds a batch of sequences with the given lengths and cached
-// counts laid out in order.
-func batchOf(lens, cached, slots []int, pages [][]int32) *kernels.Batch {
-	b := &kernels.Batch{}
-	start := 0
-	for i, n := range lens {
-		s := kernels.Seq{Slot: slots[i], Start: start, Len: n, Cached: cached[i]}
-		if pages != nil {
-			s.Pages = pages[i]
-		}
-		b.Seqs = append(b.Seqs, s)
-		for j := range n {
-			b.Positions = append(b.Positions, int32(cached[i]+j))
-		}
-		start += n
-	}
-	return b
 }

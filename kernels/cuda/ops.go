@@ -97,12 +97,16 @@ func check(op string, err error) {
 // RMSNorm is the zero-centered form x / rms(x) · (1 + w), per group of len(w)
 // columns.
 func (b *Backend) RMSNorm(x, w kernels.Tensor, eps float32) kernels.Tensor {
-	const op = "RMSNorm"
+	return b.groupNorm("RMSNorm", "rmsnorm_f32", x, w, eps)
+}
+
+// groupNorm runs a norm kernel with one block per group of len(w) columns.
+func (b *Backend) groupNorm(op, kernel string, x, w kernels.Tensor, eps float32) kernels.Tensor {
 	xt, wt := b.tensor(op, x), b.tensor(op, w)
 	check(op, kernels.CheckGroups(xt.shape, wt.shape))
 	y := b.newTensor(op, xt.shape...)
 	g := wt.n
-	b.launch(op, "rmsnorm_f32", [3]int{xt.n / g, 1, 1}, [3]int{blockFor(g), 1, 1}, 0, y.ptr, xt.ptr, wt.ptr, g, eps)
+	b.launch(op, kernel, [3]int{xt.n / g, 1, 1}, [3]int{blockFor(g), 1, 1}, 0, y.ptr, xt.ptr, wt.ptr, g, eps)
 	return y
 }
 
@@ -141,22 +145,21 @@ func (b *Backend) GatedRMSNorm(x, z, w kernels.Tensor, eps float32) kernels.Tens
 
 // Add returns a + b.
 func (b *Backend) Add(x, y kernels.Tensor) kernels.Tensor {
-	const op = "Add"
-	xt, yt := b.tensor(op, x), b.tensor(op, y)
-	check(op, kernels.CheckSame(xt.shape, yt.shape))
-	s := b.newTensor(op, xt.shape...)
-	b.launch(op, "add_f32", [3]int{b.grid1(int64(s.n), 256), 1, 1}, [3]int{256, 1, 1}, 0, s.ptr, xt.ptr, yt.ptr, int64(s.n))
-	return s
+	return b.elementwise("Add", "add_f32", x, y)
 }
 
 // SwiGLU returns silu(gate) ⊙ up.
 func (b *Backend) SwiGLU(gate, up kernels.Tensor) kernels.Tensor {
-	const op = "SwiGLU"
-	gt, ut := b.tensor(op, gate), b.tensor(op, up)
-	check(op, kernels.CheckSame(gt.shape, ut.shape))
-	y := b.newTensor(op, gt.shape...)
-	b.launch(op, "swiglu_f32", [3]int{b.grid1(int64(y.n), 256), 1, 1}, [3]int{256, 1, 1}, 0, y.ptr, gt.ptr, ut.ptr, int64(y.n))
-	return y
+	return b.elementwise("SwiGLU", "swiglu_f32", gate, up)
+}
+
+// elementwise runs a kernel of two same-shaped inputs and one output.
+func (b *Backend) elementwise(op, kernel string, x, y kernels.Tensor) kernels.Tensor {
+	xt, yt := b.tensor(op, x), b.tensor(op, y)
+	check(op, kernels.CheckSame(xt.shape, yt.shape))
+	out := b.newTensor(op, xt.shape...)
+	b.launch(op, kernel, [3]int{b.grid1(int64(out.n), 256), 1, 1}, [3]int{256, 1, 1}, 0, out.ptr, xt.ptr, yt.ptr, int64(out.n))
+	return out
 }
 
 // SplitQueryGate splits q_proj's per-head interleaved output

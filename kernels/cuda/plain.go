@@ -11,19 +11,13 @@ import (
 
 // The ops of architectures without Qwen3.5's zero-centered norms and
 // attention output gate (dense Qwen3). Their kernel is in
-// kernels/25_plain_norm.cu.
+// kernels/20_norm.cu.
 func init() { kernelNames = append(kernelNames, "plain_rmsnorm_f32") }
 
 // PlainRMSNorm is x / rms(x) · w, per group of len(w) columns, with the
 // weight applied as it is.
 func (b *Backend) PlainRMSNorm(x, w kernels.Tensor, eps float32) kernels.Tensor {
-	const op = "PlainRMSNorm"
-	xt, wt := b.tensor(op, x), b.tensor(op, w)
-	check(op, kernels.CheckGroups(xt.shape, wt.shape))
-	y := b.newTensor(op, xt.shape...)
-	g := wt.n
-	b.launch(op, "plain_rmsnorm_f32", [3]int{xt.n / g, 1, 1}, [3]int{blockFor(g), 1, 1}, 0, y.ptr, xt.ptr, wt.ptr, g, eps)
-	return y
+	return b.groupNorm("PlainRMSNorm", "plain_rmsnorm_f32", x, w, eps)
 }
 
 // UngatedAttention is Attention with a gate of +Inf, filled on the device:

@@ -6,6 +6,8 @@ package kernelstest
 import (
 	"math"
 	"math/rand/v2"
+
+	"cohort/kernels"
 )
 
 // RandSlice returns n values uniform in [-scale, scale).
@@ -33,4 +35,24 @@ func RelDiff(got, want []float32) float64 {
 		m = max(m, math.Abs(w))
 	}
 	return d / max(1e-3, m)
+}
+
+// BatchOf builds a batch of sequences with the given lengths, cached counts
+// and slots laid out in order, with their positions; pages (nil: none) are
+// the caller's.
+func BatchOf(lens, cached, slots []int, pages [][]int32) *kernels.Batch {
+	b := &kernels.Batch{}
+	start := 0
+	for i, n := range lens {
+		s := kernels.Seq{Slot: slots[i], Start: start, Len: n, Cached: cached[i]}
+		if pages != nil {
+			s.Pages = pages[i]
+		}
+		b.Seqs = append(b.Seqs, s)
+		for j := range n {
+			b.Positions = append(b.Positions, int32(cached[i]+j))
+		}
+		start += n
+	}
+	return b
 }

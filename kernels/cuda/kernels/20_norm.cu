@@ -1,15 +1,29 @@
 // RMSNorm kernels: one block per group of g columns (a row, or a head).
 
-// rmsnorm_f32 is the zero-centered form x / rms(x) * (1 + w).
-extern "C" __global__ void rmsnorm_f32(float *y, const float *x, const float *w, int g, float eps) {
-	PDL_LAUNCH();
+// rmsnorm_group normalizes the block's group: x / rms(x) * (1 + w) in the
+// zero-centered form (ZC), else x / rms(x) * w.
+template <bool ZC>
+__device__ __forceinline__ void rmsnorm_group(float *y, const float *x, const float *w, int g, float eps) {
 	PDL_WAIT();
 	const float *xs = x + (long long)blockIdx.x * g;
 	float *ys = y + (long long)blockIdx.x * g;
 	double ss = 0;
 	for (int j = threadIdx.x; j < g; j += blockDim.x) ss += (double)xs[j] * (double)xs[j];
 	float inv = inv_rms(block_sum_d(ss), g, eps);
-	for (int j = threadIdx.x; j < g; j += blockDim.x) ys[j] = xs[j] * inv * (1.0f + w[j]);
+	for (int j = threadIdx.x; j < g; j += blockDim.x) ys[j] = xs[j] * inv * (ZC ? 1.0f + w[j] : w[j]);
+}
+
+// rmsnorm_f32 is the zero-centered form x / rms(x) * (1 + w).
+extern "C" __global__ void rmsnorm_f32(float *y, const float *x, const float *w, int g, float eps) {
+	PDL_LAUNCH();
+	rmsnorm_group<true>(y, x, w, g, eps);
+}
+
+// plain_rmsnorm_f32 is x / rms(x) * w, the weight applied as it is (Llama,
+// dense Qwen3).
+extern "C" __global__ void plain_rmsnorm_f32(float *y, const float *x, const float *w, int g, float eps) {
+	PDL_LAUNCH();
+	rmsnorm_group<false>(y, x, w, g, eps);
 }
 
 #define ARN_KEEP 4

@@ -144,6 +144,62 @@ extern "C" __global__ void gdn_recurrent_f32(float *out, const float *qh, const 
 
 #define GDN_ROWS_MAX 16
 
+// gdn_cols_load reads, and gdn_cols_store writes back, the state rows
+// w, w + nw, ... of column c of S [dk][dv] that a lane holds in st.
+__device__ __forceinline__ void gdn_cols_load(float st[GDN_ROWS_MAX], const float *S, int dk, int dv, int c, bool col, int w, int nw) {
+#pragma unroll
+	for (int i = 0; i < GDN_ROWS_MAX; i++) {
+		int d = w + i * nw;
+		st[i] = (col && d < dk) ? S[(long long)d * dv + c] : 0.0f;
+	}
+}
+
+__device__ __forceinline__ void gdn_cols_store(const float st[GDN_ROWS_MAX], float *S, int dk, int dv, int c, bool col, int w, int nw) {
+#pragma unroll
+	for (int i = 0; i < GDN_ROWS_MAX; i++) {
+		int d = w + i * nw;
+		if (col && d < dk) S[(long long)d * dv + c] = st[i];
+	}
+}
+
+// gdn_cols_token advances a lane's state column by one token (sq and sk in
+// shared memory): decay, u = Sᵀk summed over the warps, the delta rule with
+// the column's value vj, and o = Sᵀq, which warp 0 stores to *out when out
+// is set. Every thread of the block calls it.
+__device__ __forceinline__ void gdn_cols_token(float st[GDN_ROWS_MAX], const float *sq, const float *sk, float *redU, float *redO,
+		int dk, int w, int nw, int lane, float decay, float bt, float vj, float *out) {
+	float u = 0.0f;
+#pragma unroll
+	for (int i = 0; i < GDN_ROWS_MAX; i++) {
+		int d = w + i * nw;
+		if (d < dk) {
+			st[i] = st[i] * decay;
+			u += sk[d] * st[i];
+		}
+	}
+	redU[w * 32 + lane] = u;
+	__syncthreads();
+	u = 0.0f;
+	for (int k = 0; k < nw; k++) u += redU[k * 32 + lane];
+	float delta = bt * (vj - u);
+	float o = 0.0f;
+#pragma unroll
+	for (int i = 0; i < GDN_ROWS_MAX; i++) {
+		int d = w + i * nw;
+		if (d < dk) {
+			st[i] = st[i] + sk[d] * delta;
+			o += sq[d] * st[i];
+		}
+	}
+	redO[w * 32 + lane] = o;
+	__syncthreads();
+	if (w == 0 && out) {
+		o = 0.0f;
+		for (int k = 0; k < nw; k++) o += redO[k * 32 + lane];
+		*out = o;
+	}
+}
+
 // gdn_recurrent_cols_f32 is gdn_recurrent_f32 with each head's dv columns
 // split over blocks: block (sequence s, v head h, column chunk z) owns the
 // 32 state columns z*32 .. z*32+31, and its blockDim.y warps split the dk
@@ -172,11 +228,7 @@ extern "C" __global__ void __launch_bounds__(1024) gdn_recurrent_cols_f32(float 
 	int qk = nk * dk, vOff = 2 * qk;
 	float *S = rec + (((long long)layer * slots + seqSlot[s]) * nv + h) * (long long)dk * dv;
 	float st[GDN_ROWS_MAX];
-#pragma unroll
-	for (int i = 0; i < GDN_ROWS_MAX; i++) {
-		int d = w + i * nw;
-		st[i] = (col && d < dk) ? S[(long long)d * dv + c] : 0.0f;
-	}
+	gdn_cols_load(st, S, dk, dv, c, col, w, nw);
 	for (int t = 0; t < len; t++) {
 		long long r = start + t;
 		__syncthreads(); // the previous token is done with sq, sk and redU
@@ -187,43 +239,10 @@ extern "C" __global__ void __launch_bounds__(1024) gdn_recurrent_cols_f32(float 
 		__syncthreads();
 		float decay = (float)exp((double)g[r * nv + h]);
 		float bt = beta[r * nv + h];
-		float u = 0.0f;
-#pragma unroll
-		for (int i = 0; i < GDN_ROWS_MAX; i++) {
-			int d = w + i * nw;
-			if (d < dk) {
-				st[i] = st[i] * decay;
-				u += sk[d] * st[i];
-			}
-		}
-		redU[w * 32 + lane] = u;
-		__syncthreads();
-		u = 0.0f;
-		for (int k = 0; k < nw; k++) u += redU[k * 32 + lane];
 		float vj = col ? mixed[r * convDim + vOff + (long long)h * dv + c] : 0.0f;
-		float delta = bt * (vj - u);
-		float o = 0.0f;
-#pragma unroll
-		for (int i = 0; i < GDN_ROWS_MAX; i++) {
-			int d = w + i * nw;
-			if (d < dk) {
-				st[i] = st[i] + sk[d] * delta;
-				o += sq[d] * st[i];
-			}
-		}
-		redO[w * 32 + lane] = o;
-		__syncthreads();
-		if (w == 0 && col) {
-			o = 0.0f;
-			for (int k = 0; k < nw; k++) o += redO[k * 32 + lane];
-			out[r * nv * dv + (long long)h * dv + c] = o;
-		}
+		gdn_cols_token(st, sq, sk, redU, redO, dk, w, nw, lane, decay, bt, vj, col ? out + r * nv * dv + (long long)h * dv + c : nullptr);
 	}
-#pragma unroll
-	for (int i = 0; i < GDN_ROWS_MAX; i++) {
-		int d = w + i * nw;
-		if (col && d < dk) S[(long long)d * dv + c] = st[i];
-	}
+	gdn_cols_store(st, S, dk, dv, c, col, w, nw);
 }
 
 // block_sum2_d returns the sums of a and b over a block of (32, nw) threads
@@ -272,11 +291,7 @@ extern "C" __global__ void __launch_bounds__(512) gdn_decode_cols_f32(float *out
 	int qk = nk * dk, vOff = 2 * qk;
 	float *S = rec + (((long long)layer * slots + seqSlot[s]) * nv + h) * (long long)dk * dv;
 	float st[GDN_ROWS_MAX];
-#pragma unroll
-	for (int i = 0; i < GDN_ROWS_MAX; i++) {
-		int d = w + i * nw;
-		st[i] = (col && d < dk) ? S[(long long)d * dv + c] : 0.0f;
-	}
+	gdn_cols_load(st, S, dk, dv, c, col, w, nw);
 	float gdecay = -(float)exp((double)aLog[h]), bias = dtBias[h];
 	for (int t = 0; t < len; t++) {
 		long long r = start + t;
@@ -300,41 +315,8 @@ extern "C" __global__ void __launch_bounds__(512) gdn_decode_cols_f32(float *out
 		__syncthreads();
 		float bt = sigmoid_ref(braw[r * nv + h]);
 		float decay = (float)exp((double)(gdecay * softplus_ref(araw[r * nv + h] + bias)));
-		float u = 0.0f;
-#pragma unroll
-		for (int i = 0; i < GDN_ROWS_MAX; i++) {
-			int d = w + i * nw;
-			if (d < dk) {
-				st[i] = st[i] * decay;
-				u += sk[d] * st[i];
-			}
-		}
-		redU[w * 32 + lane] = u;
-		__syncthreads();
-		u = 0.0f;
-		for (int k = 0; k < nw; k++) u += redU[k * 32 + lane];
 		float vj = col ? row[vOff + (long long)h * dv + c] : 0.0f;
-		float delta = bt * (vj - u);
-		float o = 0.0f;
-#pragma unroll
-		for (int i = 0; i < GDN_ROWS_MAX; i++) {
-			int d = w + i * nw;
-			if (d < dk) {
-				st[i] = st[i] + sk[d] * delta;
-				o += sq[d] * st[i];
-			}
-		}
-		redO[w * 32 + lane] = o;
-		__syncthreads();
-		if (w == 0 && col) {
-			o = 0.0f;
-			for (int k = 0; k < nw; k++) o += redO[k * 32 + lane];
-			out[r * nv * dv + (long long)h * dv + c] = o;
-		}
+		gdn_cols_token(st, sq, sk, redU, redO, dk, w, nw, lane, decay, bt, vj, col ? out + r * nv * dv + (long long)h * dv + c : nullptr);
 	}
-#pragma unroll
-	for (int i = 0; i < GDN_ROWS_MAX; i++) {
-		int d = w + i * nw;
-		if (col && d < dk) S[(long long)d * dv + c] = st[i];
-	}
+	gdn_cols_store(st, S, dk, dv, c, col, w, nw);
 }
