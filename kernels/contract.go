@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -202,4 +203,16 @@ func CheckDeltaRule(mixed, beta, a, aLog, dtBias []int, cfg, pool GDNConfig) err
 			mixed, beta, a, aLog, dtBias, cfg, pool)
 	}
 	return nil
+}
+
+// RoPEInvFreq returns RoPE's inverse frequencies inv_freq[j] =
+// 1 / theta^(2j/rotaryDim), computed in float32 as torch does (1.0 /
+// (theta ** (arange(0, R, 2).float() / R))), for both backends.
+func RoPEInvFreq(rotaryDim int, theta float64) []float32 {
+	inv := make([]float32, rotaryDim/2)
+	for j := range inv {
+		e := float32(2*j) / float32(rotaryDim)
+		inv[j] = 1 / float32(math.Pow(theta, float64(e)))
+	}
+	return inv
 }

@@ -44,17 +44,6 @@ func (c *KVCache) slot(layer int, pages []int32, pos int) int {
 	return ((layer*c.pages+page)*c.pageSize + pos%c.pageSize) * c.kvHeads * c.headDim
 }
 
-// ropeInvFreq returns inv_freq[j] = 1 / theta^(2j/rotaryDim), computed in
-// float32 like torch: 1.0 / (theta ** (arange(0, R, 2).float() / R)).
-func ropeInvFreq(rotaryDim int, theta float64) []float32 {
-	inv := make([]float32, rotaryDim/2)
-	for j := range inv {
-		e := float32(2*j) / float32(rotaryDim)
-		inv[j] = 1 / float32(math.Pow(theta, float64(e)))
-	}
-	return inv
-}
-
 // RoPE rotates the first rotaryDim dims of every head of x [T, heads·headDim]
 // in place, NeoX rotate-half style: for i < half = rotaryDim/2,
 // out[i] = x[i]·c − x[i+half]·s and out[i+half] = x[i+half]·c + x[i]·s, with
@@ -64,7 +53,7 @@ func (b *Backend) RoPE(x kernels.Tensor, positions []int32, headDim, rotaryDim i
 	check("RoPE", kernels.CheckRoPE(xt.shape, len(positions), headDim, rotaryDim))
 	T, cols := xt.dims()
 	half := rotaryDim / 2
-	inv := ropeInvFreq(rotaryDim, theta)
+	inv := kernels.RoPEInvFreq(rotaryDim, theta)
 	parallelFor(b.threads, T, grainFor(b.threads, T, 8), func(lo, hi int) {
 		cos, sin := make([]float32, half), make([]float32, half)
 		for r := lo; r < hi; r++ {

@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 	"slices"
 
 	"cohort/kernels"
@@ -176,24 +175,13 @@ func (b *Backend) SplitQueryGate(qg kernels.Tensor, heads, headDim int) (q, gate
 	return qt, gt
 }
 
-// ropeInvFreq returns inv_freq[j] = 1 / theta^(2j/rotaryDim), computed in
-// float32 like torch (and the CPU oracle).
-func ropeInvFreq(rotaryDim int, theta float64) []float32 {
-	inv := make([]float32, rotaryDim/2)
-	for j := range inv {
-		e := float32(2*j) / float32(rotaryDim)
-		inv[j] = 1 / float32(math.Pow(theta, float64(e)))
-	}
-	return inv
-}
-
 // ropeFreqs returns RoPE's inverse frequencies on the device, uploaded once
 // per (rotaryDim, theta).
 func (b *Backend) ropeFreqs(op string, rotaryDim int, theta float64) devptr {
 	key := ropeKey{rotaryDim, theta}
 	inv, ok := b.invFreq[key]
 	if !ok {
-		inv = b.uploadConstFloats(op, ropeInvFreq(rotaryDim, theta))
+		inv = b.uploadConstFloats(op, kernels.RoPEInvFreq(rotaryDim, theta))
 		b.invFreq[key] = inv
 	}
 	return inv

@@ -15,16 +15,26 @@ extern "C" __global__ void swiglu_f32(float *y, const float *gate, const float *
 		y[i] = silu_ref(gate[i]) * up[i];
 }
 
-// embedding_f32: one block per id; rows outside [0, rows) give zeros.
-extern "C" __global__ void embedding_f32(float *y, const float *table, const int *ids, int H, int rows, int vocabStart) {
-	PDL_LAUNCH();
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(unsigned short v) { return __uint_as_float((unsigned)v << 16); } // bf16 bits
+
+// embedding_rows gathers the block's row of table (float32 or bf16 bits)
+// as float32; ids outside [vocabStart, vocabStart + rows) give zeros.
+template <typename E>
+__device__ __forceinline__ void embedding_rows(float *y, const E *table, const int *ids, int H, int rows, int vocabStart) {
 	PDL_WAIT();
 	int i = blockIdx.x;
 	int r = ids[i] - vocabStart;
 	bool ok = r >= 0 && r < rows;
 	float *dst = y + (long long)i * H;
-	const float *src = table + (long long)(ok ? r : 0) * H;
-	for (int c = threadIdx.x; c < H; c += blockDim.x) dst[c] = ok ? src[c] : 0.0f;
+	const E *src = table + (long long)(ok ? r : 0) * H;
+	for (int c = threadIdx.x; c < H; c += blockDim.x) dst[c] = ok ? to_f32(src[c]) : 0.0f;
+}
+
+// embedding_f32: one block per id; rows outside [0, rows) give zeros.
+extern "C" __global__ void embedding_f32(float *y, const float *table, const int *ids, int H, int rows, int vocabStart) {
+	PDL_LAUNCH();
+	embedding_rows(y, table, ids, H, rows, vocabStart);
 }
 
 // select_rows_f32: one block per output row.

@@ -24,13 +24,7 @@ extern "C" __global__ void f32_to_bf16(unsigned short *y, const float *x, long l
 // embedding_bf16: one block per id; rows outside [0, rows) give zeros.
 extern "C" __global__ void embedding_bf16(float *y, const unsigned short *table, const int *ids, int H, int rows, int vocabStart) {
 	PDL_LAUNCH();
-	PDL_WAIT();
-	int i = blockIdx.x;
-	int r = ids[i] - vocabStart;
-	bool ok = r >= 0 && r < rows;
-	float *dst = y + (long long)i * H;
-	const unsigned short *src = table + (long long)(ok ? r : 0) * H;
-	for (int c = threadIdx.x; c < H; c += blockDim.x) dst[c] = ok ? __uint_as_float((unsigned)src[c] << 16) : 0.0f;
+	embedding_rows(y, table, ids, H, rows, vocabStart);
 }
 
 #define GEMV_MAX_ROWS 8
