@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"cohort/internal/testmodels/archtest"
 	"cohort/kernels"
 	"cohort/kernels/cpu"
 	"cohort/model"
@@ -275,15 +276,8 @@ func decodeRun(t *testing.T, be *Backend, m model.Model, vocab int, prompts [][]
 func TestGraphReplayMatchesEager(t *testing.T) {
 	be := bf16Backend(t)
 	fx := fixtures(t)[0]
-	ck, err := model.Open(fx.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
-	m, err := ck.Load(be, model.Single)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck := archtest.OpenDir(t, fx.Dir)
+	m := loadOn(t, ck, be)
 	prompts := [][]int32{fx.Prompts[63], fx.Prompts[1], fx.Prompts[130]}
 	const steps = 24
 	be.graph.enabled = false
@@ -324,15 +318,8 @@ func TestModelBF16MatchesHF(t *testing.T) {
 	for _, fx := range fixtures(t) {
 		t.Run(fx.Name, func(t *testing.T) {
 			be := bf16Backend(t)
-			ck, err := model.Open(fx.Dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ck.Close()
-			m, err := ck.Load(be, model.Single)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ck := archtest.OpenDir(t, fx.Dir)
+			m := loadOn(t, ck, be)
 			vocab := ck.Config.VocabSize
 			var deltas []float64
 			for _, n := range fx.Lengths() {

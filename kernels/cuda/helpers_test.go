@@ -11,6 +11,7 @@ import (
 
 	"cohort/kernels"
 	"cohort/kernels/cpu"
+	"cohort/model"
 )
 
 var (
@@ -85,4 +86,14 @@ func newPair(t *testing.T) pair { return pair{c: cpu.New(cpu.Options{}), g: gpu(
 // up uploads the same data to both backends.
 func (p pair) up(data []float32, shape ...int) (kernels.Tensor, kernels.Tensor) {
 	return p.c.Upload(data, shape...), p.g.Upload(data, shape...)
+}
+
+// loadOn loads ck whole (one rank) on be.
+func loadOn(t *testing.T, ck *model.Checkpoint, be kernels.Backend) model.Model {
+	t.Helper()
+	m, err := ck.Load(be, model.Single)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"cohort/internal/testmodels/archtest"
 	"cohort/internal/testmodels/hffixture"
 	"cohort/kernels"
 	"cohort/kernels/cpu"
@@ -74,20 +75,9 @@ func TestModelMatchesCPUAndHF(t *testing.T) {
 	for _, fx := range fixtures(t) {
 		t.Run(fx.Name, func(t *testing.T) {
 			be := gpu(t)
-			ck, err := model.Open(fx.Dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ck.Close()
+			ck := archtest.OpenDir(t, fx.Dir)
 			cb := cpu.New(cpu.Options{})
-			mc, err := ck.Load(cb, model.Single)
-			if err != nil {
-				t.Fatal(err)
-			}
-			mg, err := ck.Load(be, model.Single)
-			if err != nil {
-				t.Fatal(err)
-			}
+			mc, mg := loadOn(t, ck, cb), loadOn(t, ck, be)
 			vocab := ck.Config.VocabSize
 			for _, n := range fx.Lengths() {
 				t.Run(fmt.Sprint(n), func(t *testing.T) {
@@ -229,10 +219,7 @@ func TestModelTensorParallel(t *testing.T) {
 				}
 			}
 			cb := cpu.New(cpu.Options{})
-			mc, err := ck.Load(cb, model.Single)
-			if err != nil {
-				t.Fatal(err)
-			}
+			mc := loadOn(t, ck, cb)
 			cached := 0
 			run := func(ids []int32, all bool) [][]float32 {
 				n := len(ids)

@@ -71,14 +71,7 @@ func TestQwen3MatchesCPUAndHF(t *testing.T) {
 	be := gpu(t)
 	ck, fx := qwen3Tiny(t)
 	cb := cpu.New(cpu.Options{})
-	mc, err := ck.Load(cb, model.Single)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mg, err := ck.Load(be, model.Single)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mc, mg := loadOn(t, ck, cb), loadOn(t, ck, be)
 	vocab := ck.Config.VocabSize
 	prompts := qwen3Prompts(fx, vocab)
 	lens := make([]int, 0, len(prompts))

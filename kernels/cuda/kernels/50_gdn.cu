@@ -144,6 +144,29 @@ extern "C" __global__ void gdn_recurrent_f32(float *out, const float *qh, const 
 
 #define GDN_ROWS_MAX 16
 
+// gdn_cols_at is a thread's place in the column-split GDN kernels: block
+// (sequence s, v head h, column chunk blockIdx.z), lane = state column c,
+// warp w of nw holds the state rows w, w + nw, ...; S is the block's head
+// state [dk][dv] in rec.
+struct gdn_cols_at {
+	int s, h, lane, w, nw, tid, nt, c, kHead, qk, vOff;
+	bool col;
+	float *S;
+};
+
+__device__ __forceinline__ gdn_cols_at gdn_cols_place(float *rec, const int *seqSlot, int nk, int nv, int dk, int dv, int slots, int layer) {
+	gdn_cols_at p;
+	p.s = blockIdx.x, p.h = blockIdx.y;
+	p.lane = threadIdx.x, p.w = threadIdx.y, p.nw = blockDim.y;
+	p.tid = p.w * 32 + p.lane, p.nt = 32 * p.nw;
+	p.c = blockIdx.z * 32 + p.lane;
+	p.col = p.c < dv;
+	p.kHead = p.h / (nv / nk);
+	p.qk = nk * dk, p.vOff = 2 * p.qk;
+	p.S = rec + (((long long)layer * slots + seqSlot[p.s]) * nv + p.h) * (long long)dk * dv;
+	return p;
+}
+
 // gdn_cols_load reads, and gdn_cols_store writes back, the state rows
 // w, w + nw, ... of column c of S [dk][dv] that a lane holds in st.
 __device__ __forceinline__ void gdn_cols_load(float st[GDN_ROWS_MAX], const float *S, int dk, int dv, int c, bool col, int w, int nw) {
@@ -216,17 +239,14 @@ extern "C" __global__ void __launch_bounds__(1024) gdn_recurrent_cols_f32(float 
 	PDL_LAUNCH();
 	PDL_WAIT();
 	extern __shared__ float sm[];
-	int nw = blockDim.y;
+	gdn_cols_at p = gdn_cols_place(rec, seqSlot, nk, nv, dk, dv, slots, layer);
+	int s = p.s, h = p.h, lane = p.lane, w = p.w, nw = p.nw, tid = p.tid, nt = p.nt, c = p.c;
+	int kHead = p.kHead, qk = p.qk, vOff = p.vOff;
+	bool col = p.col;
+	float *S = p.S;
 	float *sq = sm, *sk = sm + dk, *redU = sm + 2 * dk, *redO = redU + 32 * nw;
-	int s = blockIdx.x, h = blockIdx.y;
-	int lane = threadIdx.x, w = threadIdx.y, tid = w * 32 + lane, nt = 32 * nw;
-	int c = blockIdx.z * 32 + lane;
-	bool col = c < dv;
 	int start = seqStart[s], len = seqLen[s];
 	if (len <= 0) return;
-	int kHead = h / (nv / nk);
-	int qk = nk * dk, vOff = 2 * qk;
-	float *S = rec + (((long long)layer * slots + seqSlot[s]) * nv + h) * (long long)dk * dv;
 	float st[GDN_ROWS_MAX];
 	gdn_cols_load(st, S, dk, dv, c, col, w, nw);
 	for (int t = 0; t < len; t++) {
@@ -278,18 +298,15 @@ extern "C" __global__ void __launch_bounds__(512) gdn_decode_cols_f32(float *out
 	PDL_LAUNCH();
 	PDL_WAIT();
 	extern __shared__ float sm[];
-	int nw = blockDim.y;
+	gdn_cols_at p = gdn_cols_place(rec, seqSlot, nk, nv, dk, dv, slots, layer);
+	int s = p.s, h = p.h, lane = p.lane, w = p.w, nw = p.nw, tid = p.tid, nt = p.nt, c = p.c;
+	int kHead = p.kHead, qk = p.qk, vOff = p.vOff;
+	bool col = p.col;
+	float *S = p.S;
 	float *sq = sm, *sk = sm + dk, *redU = sm + 2 * dk, *redO = redU + 32 * nw;
 	double *part = (double *)(redO + 32 * nw);
-	int s = blockIdx.x, h = blockIdx.y;
-	int lane = threadIdx.x, w = threadIdx.y, tid = w * 32 + lane, nt = 32 * nw;
-	int c = blockIdx.z * 32 + lane;
-	bool col = c < dv;
 	int start = seqStart[s], len = seqLen[s];
 	if (len <= 0) return;
-	int kHead = h / (nv / nk);
-	int qk = nk * dk, vOff = 2 * qk;
-	float *S = rec + (((long long)layer * slots + seqSlot[s]) * nv + h) * (long long)dk * dv;
 	float st[GDN_ROWS_MAX];
 	gdn_cols_load(st, S, dk, dv, c, col, w, nw);
 	float gdecay = -(float)exp((double)aLog[h]), bias = dtBias[h];
