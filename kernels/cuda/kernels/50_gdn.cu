@@ -145,16 +145,19 @@ extern "C" __global__ void gdn_recurrent_f32(float *out, const float *qh, const 
 #define GDN_ROWS_MAX 16
 
 // gdn_cols_at is a thread's place in the column-split GDN kernels: block
-// (sequence s, v head h, column chunk blockIdx.z), lane = state column c,
-// warp w of nw holds the state rows w, w + nw, ...; S is the block's head
-// state [dk][dv] in rec.
+// (sequence s of len tokens from row start, v head h, column chunk
+// blockIdx.z), lane = state column c, warp w of nw holds the state rows w,
+// w + nw, ...; S is the block's head state [dk][dv] in rec, sq and sk the
+// token's normalized q and k and redU, redO the warps' partial sums in
+// shared memory sm.
 struct gdn_cols_at {
-	int s, h, lane, w, nw, tid, nt, c, kHead, qk, vOff;
+	int s, h, lane, w, nw, tid, nt, c, kHead, qk, vOff, start, len;
 	bool col;
-	float *S;
+	float *S, *sq, *sk, *redU, *redO;
 };
 
-__device__ __forceinline__ gdn_cols_at gdn_cols_place(float *rec, const int *seqSlot, int nk, int nv, int dk, int dv, int slots, int layer) {
+__device__ __forceinline__ gdn_cols_at gdn_cols_place(float *sm, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
+		int nk, int nv, int dk, int dv, int slots, int layer) {
 	gdn_cols_at p;
 	p.s = blockIdx.x, p.h = blockIdx.y;
 	p.lane = threadIdx.x, p.w = threadIdx.y, p.nw = blockDim.y;
@@ -163,7 +166,9 @@ __device__ __forceinline__ gdn_cols_at gdn_cols_place(float *rec, const int *seq
 	p.col = p.c < dv;
 	p.kHead = p.h / (nv / nk);
 	p.qk = nk * dk, p.vOff = 2 * p.qk;
+	p.start = seqStart[p.s], p.len = seqLen[p.s];
 	p.S = rec + (((long long)layer * slots + seqSlot[p.s]) * nv + p.h) * (long long)dk * dv;
+	p.sq = sm, p.sk = sm + dk, p.redU = sm + 2 * dk, p.redO = p.redU + 32 * p.nw;
 	return p;
 }
 
@@ -239,30 +244,24 @@ extern "C" __global__ void __launch_bounds__(1024) gdn_recurrent_cols_f32(float 
 	PDL_LAUNCH();
 	PDL_WAIT();
 	extern __shared__ float sm[];
-	gdn_cols_at p = gdn_cols_place(rec, seqSlot, nk, nv, dk, dv, slots, layer);
-	int s = p.s, h = p.h, lane = p.lane, w = p.w, nw = p.nw, tid = p.tid, nt = p.nt, c = p.c;
-	int kHead = p.kHead, qk = p.qk, vOff = p.vOff;
-	bool col = p.col;
-	float *S = p.S;
-	float *sq = sm, *sk = sm + dk, *redU = sm + 2 * dk, *redO = redU + 32 * nw;
-	int start = seqStart[s], len = seqLen[s];
-	if (len <= 0) return;
+	gdn_cols_at p = gdn_cols_place(sm, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, slots, layer);
+	if (p.len <= 0) return;
 	float st[GDN_ROWS_MAX];
-	gdn_cols_load(st, S, dk, dv, c, col, w, nw);
-	for (int t = 0; t < len; t++) {
-		long long r = start + t;
+	gdn_cols_load(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
+	for (int t = 0; t < p.len; t++) {
+		long long r = p.start + t;
 		__syncthreads(); // the previous token is done with sq, sk and redU
-		for (int i = tid; i < dk; i += nt) {
-			sq[i] = qh[r * qk + (long long)kHead * dk + i];
-			sk[i] = kh[r * qk + (long long)kHead * dk + i];
+		for (int i = p.tid; i < dk; i += p.nt) {
+			p.sq[i] = qh[r * p.qk + (long long)p.kHead * dk + i];
+			p.sk[i] = kh[r * p.qk + (long long)p.kHead * dk + i];
 		}
 		__syncthreads();
-		float decay = (float)exp((double)g[r * nv + h]);
-		float bt = beta[r * nv + h];
-		float vj = col ? mixed[r * convDim + vOff + (long long)h * dv + c] : 0.0f;
-		gdn_cols_token(st, sq, sk, redU, redO, dk, w, nw, lane, decay, bt, vj, col ? out + r * nv * dv + (long long)h * dv + c : nullptr);
+		float decay = (float)exp((double)g[r * nv + p.h]);
+		float bt = beta[r * nv + p.h];
+		float vj = p.col ? mixed[r * convDim + p.vOff + (long long)p.h * dv + p.c] : 0.0f;
+		gdn_cols_token(st, p.sq, p.sk, p.redU, p.redO, dk, p.w, p.nw, p.lane, decay, bt, vj, p.col ? out + r * nv * dv + (long long)p.h * dv + p.c : nullptr);
 	}
-	gdn_cols_store(st, S, dk, dv, c, col, w, nw);
+	gdn_cols_store(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
 }
 
 // block_sum2_d returns the sums of a and b over a block of (32, nw) threads
@@ -298,42 +297,36 @@ extern "C" __global__ void __launch_bounds__(512) gdn_decode_cols_f32(float *out
 	PDL_LAUNCH();
 	PDL_WAIT();
 	extern __shared__ float sm[];
-	gdn_cols_at p = gdn_cols_place(rec, seqSlot, nk, nv, dk, dv, slots, layer);
-	int s = p.s, h = p.h, lane = p.lane, w = p.w, nw = p.nw, tid = p.tid, nt = p.nt, c = p.c;
-	int kHead = p.kHead, qk = p.qk, vOff = p.vOff;
-	bool col = p.col;
-	float *S = p.S;
-	float *sq = sm, *sk = sm + dk, *redU = sm + 2 * dk, *redO = redU + 32 * nw;
-	double *part = (double *)(redO + 32 * nw);
-	int start = seqStart[s], len = seqLen[s];
-	if (len <= 0) return;
+	gdn_cols_at p = gdn_cols_place(sm, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, slots, layer);
+	if (p.len <= 0) return;
 	float st[GDN_ROWS_MAX];
-	gdn_cols_load(st, S, dk, dv, c, col, w, nw);
-	float gdecay = -(float)exp((double)aLog[h]), bias = dtBias[h];
-	for (int t = 0; t < len; t++) {
-		long long r = start + t;
+	double *part = (double *)(p.redO + 32 * p.nw);
+	gdn_cols_load(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
+	float gdecay = -(float)exp((double)aLog[p.h]), bias = dtBias[p.h];
+	for (int t = 0; t < p.len; t++) {
+		long long r = p.start + t;
 		__syncthreads(); // the previous token is done with sq, sk and redU
 		const float *row = mixed + r * convDim;
 		double ssq = 0, ssk = 0;
-		for (int i = tid; i < dk; i += nt) {
-			float q = row[(long long)kHead * dk + i], k = row[qk + (long long)kHead * dk + i];
-			sq[i] = q;
-			sk[i] = k;
+		for (int i = p.tid; i < dk; i += p.nt) {
+			float q = row[(long long)p.kHead * dk + i], k = row[p.qk + (long long)p.kHead * dk + i];
+			p.sq[i] = q;
+			p.sk[i] = k;
 			ssq += (double)q * (double)q;
 			ssk += (double)k * (double)k;
 		}
-		block_sum2_d(ssq, ssk, part, lane, w, nw);
+		block_sum2_d(ssq, ssk, part, p.lane, p.w, p.nw);
 		float invq = 1.0f / (float)sqrt((double)((float)ssq + 1e-6f));
 		float invk = 1.0f / (float)sqrt((double)((float)ssk + 1e-6f));
-		for (int i = tid; i < dk; i += nt) {
-			sq[i] = sq[i] * invq * scale;
-			sk[i] = sk[i] * invk;
+		for (int i = p.tid; i < dk; i += p.nt) {
+			p.sq[i] = p.sq[i] * invq * scale;
+			p.sk[i] = p.sk[i] * invk;
 		}
 		__syncthreads();
-		float bt = sigmoid_ref(braw[r * nv + h]);
-		float decay = (float)exp((double)(gdecay * softplus_ref(araw[r * nv + h] + bias)));
-		float vj = col ? row[vOff + (long long)h * dv + c] : 0.0f;
-		gdn_cols_token(st, sq, sk, redU, redO, dk, w, nw, lane, decay, bt, vj, col ? out + r * nv * dv + (long long)h * dv + c : nullptr);
+		float bt = sigmoid_ref(braw[r * nv + p.h]);
+		float decay = (float)exp((double)(gdecay * softplus_ref(araw[r * nv + p.h] + bias)));
+		float vj = p.col ? row[p.vOff + (long long)p.h * dv + p.c] : 0.0f;
+		gdn_cols_token(st, p.sq, p.sk, p.redU, p.redO, dk, p.w, p.nw, p.lane, decay, bt, vj, p.col ? out + r * nv * dv + (long long)p.h * dv + p.c : nullptr);
 	}
-	gdn_cols_store(st, S, dk, dv, c, col, w, nw);
+	gdn_cols_store(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
 }
