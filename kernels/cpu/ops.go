@@ -30,7 +30,7 @@ func (b *Backend) RMSNorm(x, w kernels.Tensor, eps float32) kernels.Tensor {
 	xt, wt := asTensor("RMSNorm", x), asTensor("RMSNorm", w)
 	check("RMSNorm", kernels.CheckGroups(xt.shape, wt.shape))
 	y := &Tensor{shape: slices.Clone(xt.shape), data: make([]float32, len(xt.data))}
-	b.rmsNorm(y.data, xt.data, wt.data, eps)
+	b.rmsNorm(y.data, xt.data, wt.data, eps, true)
 	return y
 }
 
@@ -44,12 +44,13 @@ func (b *Backend) AddRMSNorm(residual, delta, w kernels.Tensor, eps float32) (su
 		s.data[i] = rt.data[i] + dt.data[i]
 	}
 	n := &Tensor{shape: slices.Clone(rt.shape), data: make([]float32, len(rt.data))}
-	b.rmsNorm(n.data, s.data, wt.data, eps)
+	b.rmsNorm(n.data, s.data, wt.data, eps, true)
 	return s, n
 }
 
-// rmsNorm writes the zero-centered RMSNorm of every len(w) group of x to y.
-func (b *Backend) rmsNorm(y, x, w []float32, eps float32) {
+// rmsNorm writes the RMSNorm of every len(w) group of x to y: x / rms(x) ·
+// (1 + w) when zeroCentered, else x / rms(x) · w.
+func (b *Backend) rmsNorm(y, x, w []float32, eps float32, zeroCentered bool) {
 	g := len(w)
 	groups := len(x) / g
 	parallelFor(b.threads, groups, grainFor(b.threads, groups, 64), func(lo, hi int) {
@@ -57,7 +58,11 @@ func (b *Backend) rmsNorm(y, x, w []float32, eps float32) {
 			xs, ys := x[i*g:(i+1)*g], y[i*g:(i+1)*g]
 			inv := invRMS(xs, eps)
 			for j, v := range xs {
-				ys[j] = v * inv * (1 + w[j])
+				if zeroCentered {
+					ys[j] = v * inv * (1 + w[j])
+				} else {
+					ys[j] = v * inv * w[j]
+				}
 			}
 		}
 	})

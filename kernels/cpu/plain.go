@@ -13,17 +13,7 @@ func (b *Backend) PlainRMSNorm(x, w kernels.Tensor, eps float32) kernels.Tensor 
 	xt, wt := asTensor("PlainRMSNorm", x), asTensor("PlainRMSNorm", w)
 	check("PlainRMSNorm", kernels.CheckGroups(xt.shape, wt.shape))
 	y := &Tensor{shape: slices.Clone(xt.shape), data: make([]float32, len(xt.data))}
-	g := len(wt.data)
-	groups := len(xt.data) / g
-	parallelFor(b.threads, groups, grainFor(b.threads, groups, 64), func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			xs, ys := xt.data[i*g:(i+1)*g], y.data[i*g:(i+1)*g]
-			inv := invRMS(xs, eps)
-			for j, v := range xs {
-				ys[j] = v * inv * wt.data[j]
-			}
-		}
-	})
+	b.rmsNorm(y.data, xt.data, wt.data, eps, false)
 	return y
 }
 
