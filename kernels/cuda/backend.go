@@ -279,7 +279,7 @@ func (b *Backend) Info() string {
 	s := fmt.Sprintf("cuda: device %d %q sm_%d%d, %d SMs, driver %d, kernels %s, %s weights, gemm %s",
 		b.device, b.name, b.ccMaj, b.ccMin, b.sms, driverVersion(), b.image, b.weights, b.gemm)
 	if b.gemm == "cublaslt" {
-		s += fmt.Sprintf(" (cuBLASLt %d from %s)", cublasLtVersion(), libLt.Path)
+		s += fmt.Sprintf(" (cuBLASLt %d from %s)", cublasLtVersion(), ltLib.lib.Path)
 	} else if b.gemmNote != "" {
 		s += " (" + b.gemmNote + ")"
 	}

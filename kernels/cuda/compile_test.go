@@ -30,10 +30,10 @@ func TestCompileKernels(t *testing.T) {
 			if err != nil {
 				// An older NVRTC may not know the arch-specific target.
 				if strings.Contains(err.Error(), "INVALID_OPTION") && tg.cubin {
-					t.Logf("NVRTC %d.%d (%s): %s not supported: %v", maj, min, libnvrtc.Path, tg.arch, err)
+					t.Logf("NVRTC %d.%d (%s): %s not supported: %v", maj, min, nvrtcLib.lib.Path, tg.arch, err)
 					continue
 				}
-				t.Fatalf("NVRTC %d.%d (%s), %s: %v", maj, min, libnvrtc.Path, tg.arch, err)
+				t.Fatalf("NVRTC %d.%d (%s), %s: %v", maj, min, nvrtcLib.lib.Path, tg.arch, err)
 			}
 			if log != "" {
 				t.Errorf("%s: compiler log is not empty:\n%s", tg.arch, log)

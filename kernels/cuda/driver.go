@@ -393,38 +393,32 @@ var (
 		"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}}
 )
 
-var (
-	nvrtcOnce sync.Once
-	libnvrtc  *dynload.Library
-	nvrtcErr  error
+// lazyLib is a library opened on first use; lib and err are set once.
+type lazyLib struct {
+	once sync.Once
+	lib  *dynload.Library
+	err  error
+}
 
-	ltOnce sync.Once
-	libLt  *dynload.Library
-	ltErr  error
-)
-
-func loadNVRTC() error {
-	nvrtcOnce.Do(func() {
-		libnvrtc, nvrtcErr = dynload.Open(nvrtcSpec, func(h unsafe.Pointer) string {
-			return C.GoString(C.cw_load_nvrtc(h))
-		})
-		if nvrtcErr != nil {
-			nvrtcErr = fmt.Errorf("cuda: %w", nvrtcErr)
+// open loads spec's library once, resolving its symbols with resolve
+// (which names a missing one, or returns "").
+func (l *lazyLib) open(spec dynload.Spec, resolve func(h unsafe.Pointer) string) error {
+	l.once.Do(func() {
+		if l.lib, l.err = dynload.Open(spec, resolve); l.err != nil {
+			l.err = fmt.Errorf("cuda: %w", l.err)
 		}
 	})
-	return nvrtcErr
+	return l.err
+}
+
+var nvrtcLib, ltLib lazyLib
+
+func loadNVRTC() error {
+	return nvrtcLib.open(nvrtcSpec, func(h unsafe.Pointer) string { return C.GoString(C.cw_load_nvrtc(h)) })
 }
 
 func loadCublasLt() error {
-	ltOnce.Do(func() {
-		libLt, ltErr = dynload.Open(cublasLtSpec, func(h unsafe.Pointer) string {
-			return C.GoString(C.cw_load_cublaslt(h))
-		})
-		if ltErr != nil {
-			ltErr = fmt.Errorf("cuda: %w", ltErr)
-		}
-	})
-	return ltErr
+	return ltLib.open(cublasLtSpec, func(h unsafe.Pointer) string { return C.GoString(C.cw_load_cublaslt(h)) })
 }
 
 // ---- driver wrappers ----

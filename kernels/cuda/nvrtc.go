@@ -125,7 +125,7 @@ func loadKernels(maj, min int, load func(image []byte) error) (string, error) {
 		}
 		return desc, nil
 	}
-	return "", fmt.Errorf("cuda: kernels for sm_%d%d with NVRTC %d.%d (%s): %w", maj, min, vmaj, vmin, libnvrtc.Path, errors.Join(errs...))
+	return "", fmt.Errorf("cuda: kernels for sm_%d%d with NVRTC %d.%d (%s): %w", maj, min, vmaj, vmin, nvrtcLib.lib.Path, errors.Join(errs...))
 }
 
 // cacheKey is the sha256 of everything the image depends on.
