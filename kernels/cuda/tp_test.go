@@ -367,16 +367,20 @@ func TestOneShotAbort(t *testing.T) {
 	if ranks[0].be.collectives.p2p == nil {
 		t.Skipf("one-shot all-reduce unavailable: %s", ranks[0].be.CollectivesInfo())
 	}
-	done := make(chan error, 1)
+	done, launched := make(chan error, 1), make(chan struct{})
 	go ranks[0].do(func(be *Backend) {
 		x := be.tensor("test", be.Upload(make([]float32, 256), 256))
 		be.collectives.p2p.allReduce(be, x)
+		close(launched)
 		done <- streamSynchronize()
 	})
+	// The kernel is queued and cannot finish without its peer: nothing may
+	// have come back yet (no waiting on time to say so).
+	<-launched
 	select {
 	case err := <-done:
 		t.Fatalf("the all-reduce returned without its peer: %v", err)
-	case <-time.After(500 * time.Millisecond):
+	default:
 	}
 	start := time.Now()
 	g.Abort(errors.New("rank 1 was killed"))
