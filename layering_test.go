@@ -104,6 +104,7 @@ var rules = []rule{
 	{from: "actors/remote/rankpb", forbidden: anyOurs("actors/remote/rankpb"), why: "the wire messages of remote ranks are generated protobuf: they import nothing of ours", direct: false},
 	{from: "actors", forbidden: ours("actors/remote"), why: "actors never imports actors/remote: remote implements actors.Placer and cmd/cohort wires the two", direct: false, except: "actors/remote"},
 	{from: "actors/planner", forbidden: notStd, why: "the planner is pure: standard library only (no protoactor, kernels or I/O packages of ours)", direct: false},
+	{from: "actors/prefix", forbidden: notStd, why: "the prefix index is pure like the planner: standard library only", direct: false},
 	{from: "nccl/dynload", forbidden: notStd, why: "the shared library loader is a leaf: standard library only", direct: false},
 	{from: "model/qwen35", forbidden: archImport, why: "an architecture imports only model and kernels (no other architecture)", direct: true},
 	{from: "model/qwen3", forbidden: archImport, why: "an architecture imports only model and kernels (no other architecture)", direct: true},

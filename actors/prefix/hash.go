@@ -1,0 +1,42 @@
+// Package prefix is the prefix cache's index, pure like the planner: KV
+// pages content-addressed by the hash of their token block and of every
+// block before it, shared read-only between requests with reference
+// counts, and kept after their last user until their pages are needed
+// (least recently used first); and Gated DeltaNet state snapshots at block
+// boundaries, in a byte budget of their own, evicted the same way. A
+// request can resume after the longest prefix that has both its pages and
+// a snapshot at its end (a GDN layer's state cannot be rebuilt from pages).
+//
+// The index is not yet wired into the planner and the ranks (issue 17).
+package prefix
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+)
+
+// Hash names a full block of tokens together with everything before it.
+type Hash [16]byte
+
+// BlockHashes returns the chained hash of every full block of pageSize
+// tokens: block i's hash covers block i-1's hash and block i's tokens, so
+// equal hashes mean equal prefixes (up to a 128-bit collision). A partial
+// last block has none.
+func BlockHashes(tokens []int32, pageSize int) []Hash {
+	if pageSize <= 0 {
+		return nil
+	}
+	out := make([]Hash, 0, len(tokens)/pageSize)
+	var prev Hash
+	buf := make([]byte, len(prev)+4*pageSize)
+	for start := 0; start+pageSize <= len(tokens); start += pageSize {
+		copy(buf, prev[:])
+		for i, t := range tokens[start : start+pageSize] {
+			binary.LittleEndian.PutUint32(buf[len(prev)+4*i:], uint32(t))
+		}
+		sum := sha256.Sum256(buf)
+		copy(prev[:], sum[:len(prev)])
+		out = append(out, prev)
+	}
+	return out
+}
