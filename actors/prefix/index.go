@@ -51,11 +51,7 @@ func (x *Index) Acquire(pages []int32) error {
 	}
 	for _, p := range pages {
 		b := x.byPage[p]
-		if b.refs == 0 {
-			x.idle.Remove(b.idle)
-			b.idle = nil
-		}
-		b.refs++
+		hold(&b.refs, &b.idle, &x.idle)
 	}
 	return nil
 }
@@ -79,17 +75,35 @@ func (x *Index) Insert(h Hash, page int32) (bool, error) {
 // the most recently used of the idle pages.
 func (x *Index) Release(page int32) error {
 	b, ok := x.byPage[page]
-	switch {
-	case !ok:
+	if !ok {
 		return fmt.Errorf("prefix: release page %d: not cached", page)
-	case b.refs == 0:
+	}
+	if !drop(&b.refs, &b.idle, &x.idle, b) {
 		return fmt.Errorf("prefix: release page %d: no holder left (double release)", page)
 	}
-	b.refs--
-	if b.refs == 0 {
-		b.idle = x.idle.PushBack(b)
-	}
 	return nil
+}
+
+// hold adds one count; the first takes the item (at *e) out of l.
+func hold(n *int, e **list.Element, l *list.List) {
+	if *n == 0 {
+		l.Remove(*e)
+		*e = nil
+	}
+	*n++
+}
+
+// drop takes one count off; the last puts v at the back of l (at *e). It
+// reports false, changing nothing, when the count is already zero.
+func drop(n *int, e **list.Element, l *list.List, v any) bool {
+	if *n == 0 {
+		return false
+	}
+	*n--
+	if *n == 0 {
+		*e = l.PushBack(v)
+	}
+	return true
 }
 
 // Evict removes the least recently released idle page from the cache and

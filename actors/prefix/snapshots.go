@@ -78,26 +78,18 @@ func (s *Snapshots) Pin(id SnapshotID) error {
 	if !ok {
 		return fmt.Errorf("prefix: pin snapshot %d: unknown", id)
 	}
-	if sn.pins == 0 {
-		s.lru.Remove(sn.lru)
-		sn.lru = nil
-	}
-	sn.pins++
+	hold(&sn.pins, &sn.lru, &s.lru)
 	return nil
 }
 
 // Unpin drops one pin of a snapshot.
 func (s *Snapshots) Unpin(id SnapshotID) error {
 	sn, ok := s.byID[id]
-	switch {
-	case !ok:
+	if !ok {
 		return fmt.Errorf("prefix: unpin snapshot %d: unknown", id)
-	case sn.pins == 0:
-		return fmt.Errorf("prefix: unpin snapshot %d: not pinned", id)
 	}
-	sn.pins--
-	if sn.pins == 0 {
-		sn.lru = s.lru.PushBack(sn)
+	if !drop(&sn.pins, &sn.lru, &s.lru, sn) {
+		return fmt.Errorf("prefix: unpin snapshot %d: not pinned", id)
 	}
 	return nil
 }
