@@ -77,6 +77,22 @@ type StatePool interface {
 	Reset(slot int)
 }
 
+// SnapshotPool is implemented by state pools that keep copies of a slot's
+// whole state (every GDN layer's conv and recurrent state) in places of
+// their own, for the prefix cache (issue 17): Save at a block boundary of a
+// prompt, Restore into the slot of a request that resumes there. Copies are
+// ordered with the backend's ops.
+type SnapshotPool interface {
+	StatePool
+	// AllocSnapshots replaces the pool's snapshot places with n new ones
+	// (their contents undefined until saved) and returns the bytes of one.
+	AllocSnapshots(n int) int64
+	// Save copies slot's state into place.
+	Save(slot, place int)
+	// Restore copies place into slot's state.
+	Restore(place, slot int)
+}
+
 // Backend is the op surface of one rank. Calls on one Backend happen from one
 // goroutine (the rank's device executor). Ops allocate their outputs.
 type Backend interface {

@@ -16,8 +16,9 @@ const deltaChunk = 64
 type StatePool struct {
 	layers, slots int
 	cfg           kernels.GDNConfig
-	conv          []float32 // [layer][slot][K-1][convDim]
-	rec           []float32 // [layer][slot][valueHeads][keyDim][valueDim]
+	conv          []float32   // [layer][slot][K-1][convDim]
+	rec           []float32   // [layer][slot][valueHeads][keyDim][valueDim]
+	snaps         [][]float32 // snapshot places (snapshots.go)
 }
 
 var _ kernels.StatePool = (*StatePool)(nil)
@@ -77,6 +78,19 @@ func (p *StatePool) Snapshot(slot int) []float32 {
 		out = append(out, p.recState(l, slot)...)
 	}
 	return out
+}
+
+// SetSlot overwrites a slot's state with the layout Snapshot returns.
+func (p *StatePool) SetSlot(slot int, state []float32) {
+	if want := p.layers * (p.convSize() + p.recSize()); len(state) != want {
+		panic(fmt.Sprintf("cpu: StatePool.SetSlot: %d values, want %d", len(state), want))
+	}
+	off := 0
+	for l := range p.layers {
+		p.check(l, slot)
+		off += copy(p.convState(l, slot), state[off:])
+		off += copy(p.recState(l, slot), state[off:])
+	}
 }
 
 func asStatePool(op string, s kernels.StatePool) *StatePool {

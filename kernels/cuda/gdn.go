@@ -18,6 +18,8 @@ type StatePool struct {
 	layers, slots int
 	cfg           kernels.GDNConfig
 	conv, rec     devptr // [layer][slot][K-1][convDim], [layer][slot][vHeads][dk][dv]
+	snaps         devptr // snapshot places, places of them (snapshots.go)
+	places        int
 }
 
 var _ kernels.StatePool = (*StatePool)(nil)

@@ -6,6 +6,7 @@ package kernelstest
 import (
 	"math"
 	"math/rand/v2"
+	"testing"
 
 	"cohort/kernels"
 )
@@ -55,4 +56,41 @@ func BatchOf(lens, cached, slots []int, pages [][]int32) *kernels.Batch {
 		start += n
 	}
 	return b
+}
+
+// SlotIO reads and writes a slot's whole state (the backends' StatePool
+// Snapshot and SetSlot, which tests use).
+type SlotIO interface {
+	Snapshot(slot int) []float32
+	SetSlot(slot int, state []float32)
+}
+
+// CheckSnapshots is the SnapshotPool contract, for each backend's tests: a
+// restored place gives back the state saved there, whatever the slot did in
+// between; places are independent; and a save or restore touches only its
+// slot. The pool needs at least 3 slots.
+func CheckSnapshots(t *testing.T, p kernels.SnapshotPool, io SlotIO) {
+	t.Helper()
+	if bytes := p.AllocSnapshots(2); bytes != int64(len(io.Snapshot(0)))*4 {
+		t.Fatalf("AllocSnapshots: %d bytes a place, a slot's state is %d", bytes, len(io.Snapshot(0))*4)
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	a, b, other := RandSlice(r, len(io.Snapshot(0)), 1), RandSlice(r, len(io.Snapshot(0)), 1), RandSlice(r, len(io.Snapshot(0)), 1)
+	io.SetSlot(0, a)
+	io.SetSlot(2, other)
+	p.Save(0, 0)
+	io.SetSlot(0, b)
+	p.Save(0, 1)
+	p.Reset(0)
+	p.Restore(0, 1) // place 0 (a) into slot 1
+	p.Restore(1, 0) // place 1 (b) into slot 0
+	for _, c := range []struct {
+		slot int
+		want []float32
+		what string
+	}{{1, a, "slot 1 restored from place 0"}, {0, b, "slot 0 restored from place 1"}, {2, other, "slot 2, untouched"}} {
+		if got := io.Snapshot(c.slot); RelDiff(got, c.want) != 0 {
+			t.Errorf("%s: differs (relative %.3g)", c.what, RelDiff(got, c.want))
+		}
+	}
 }
