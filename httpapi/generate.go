@@ -163,7 +163,7 @@ func (g *generation) submit() *apiError {
 			case r.Params.Temperature > 0:
 				r.Params.Seed = rand.Uint64() // unseeded sampling differs per request and choice
 			}
-			st, err := g.s.eng.submit(r)
+			st, err := g.submitOne(r)
 			if err != nil {
 				for _, c := range g.choices {
 					c.st.Cancel()
@@ -189,6 +189,16 @@ func (g *generation) submit() *apiError {
 		}
 	}
 	return nil
+}
+
+// submitOne checks one choice's request (the one validation of its
+// ranges, the engine's checker) and submits it.
+func (g *generation) submitOne(r actors.Request) (eventStream, error) {
+	c, err := g.s.eng.check(r)
+	if err != nil {
+		return nil, err
+	}
+	return g.s.eng.submit(c)
 }
 
 // observe records ev for metrics and tracing.
