@@ -56,8 +56,9 @@ type Request struct {
 // detokenization (streaming-safe UTF-8), stop strings across token
 // boundaries (the one end decided on text: it reports a match to the
 // scheduler with FinishRequest), prompt logprobs and usage. It keeps no
-// count and no tokens of its own: each TokenGenerated brings them from the
-// request's completion, the scheduler's record (completion.go).
+// token list and no count of its own: each TokenGenerated brings the token,
+// the count and any end from the request's completion, the scheduler's
+// record (completion.go).
 type requestActor struct {
 	req    *Request
 	sched  *actor.PID

@@ -384,14 +384,15 @@ func (s *scheduler) record(f *inflightStep, send func(*actor.PID, requestMessage
 			l.promptScored = max(l.promptScored, o.Pos)
 			send(l.pid, &PromptScored{Pos: o.Pos, Result: f.results[i]})
 		default:
-			send(l.pid, s.generated(o.ID, l, f.results[i]))
+			send(l.pid, s.addToken(o.ID, l, f.results[i]))
 		}
 	}
 }
 
-// generated records a request's new token in its completion and, when the
-// request ends with it, frees it.
-func (s *scheduler) generated(id planner.RequestID, l *liveRequest, res sample.Result) *TokenGenerated {
+// addToken records a request's new token in its completion and, when the
+// request ends with it, frees it in the planner; it returns the token's
+// message for the request actor.
+func (s *scheduler) addToken(id planner.RequestID, l *liveRequest, res sample.Result) *TokenGenerated {
 	end := l.out.add(res.Token.ID)
 	ev := &TokenGenerated{Result: res, N: l.out.generated(), Finish: end.reason, StopToken: end.stopToken, Err: end.err}
 	if ev.N == 1 {
