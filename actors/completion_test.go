@@ -1,6 +1,13 @@
 package actors
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"cohort/actors/planner"
+	"cohort/model/sample"
+)
 
 // TestFinishRule: the one rule that ends a request on its tokens.
 func TestFinishRule(t *testing.T) {
@@ -48,5 +55,36 @@ func TestCompletionCounts(t *testing.T) {
 	}
 	if got := c.tokens; len(got) != 6 || got[0] != 1 || got[5] != 12 {
 		t.Errorf("tokens %v, want the prompt then 10 11 12", got)
+	}
+}
+
+// TestResultsMustMatchOutputs: rank 0's reply has one result per output
+// row (the engine knows whose each one is only from their order), so a
+// reply with another count fails the step instead of misattributing
+// tokens.
+func TestResultsMustMatchOutputs(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		results int
+		fails   bool
+	}{
+		{"one per row", 2, false},
+		{"one missing", 1, true},
+		{"one extra", 3, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &scheduler{live: map[planner.RequestID]*liveRequest{}}
+			s.inflight = &inflightStep{plan: planner.Plan{Step: 4}, replied: make([]bool, 2),
+				outputs: []OutputRow{{ID: 1}, {ID: 2}}}
+			g := &rankGroup{gen: 1, ranks: make([]*actor.PID, 2)}
+			f := s.completed(nil, &StepCompleted{Generation: 1, Step: 4, Rank: 0,
+				Results: make([]sample.Result, tc.results)}, g)
+			if (f != nil) != tc.fails {
+				t.Fatalf("failure %v, want one: %v", f, tc.fails)
+			}
+			if f != nil && f.Rank != 0 {
+				t.Errorf("failure names rank %d, want 0", f.Rank)
+			}
+		})
 	}
 }
