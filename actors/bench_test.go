@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"cohort/actors/planner"
 	"cohort/internal/testmodels/servetest"
 	"cohort/kernels/cpu"
@@ -157,20 +159,20 @@ func runDirect(b *testing.B, tm testModel, reqs []Request) result {
 			if err := p.Add(planner.Request{ID: r.ID, PromptLen: len(r.Prompt), MaxNewTokens: r.MaxTokens}); err != nil {
 				b.Fatal(err)
 			}
-			s.live[r.ID] = &liveRequest{req: &r, tokens: append([]int32(nil), r.Prompt...)}
+			s.live[r.ID] = &liveRequest{req: &r, out: newCompletion(&r, nil)}
 		}
 		for {
 			step := s.nextStep(nil, 0)
 			if step == nil {
 				break
 			}
-			samples, err := executeStep(be, m, st, seqs, step, true, nil)
+			results, err := executeStep(be, m, st, seqs, step, true, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
 			f := s.inflight
-			f.samples, s.inflight = samples, nil
-			res.tokens += len(s.record(f))
+			f.results, s.inflight = results, nil
+			s.record(f, func(*actor.PID, requestMessage) { res.tokens++ })
 			res.steps++
 		}
 		res.elapsed += time.Since(start)

@@ -78,10 +78,10 @@ func TestDeviceArgmax(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ids := func(s []Sampled) []int32 {
+			ids := func(s []sample.Result) []int32 {
 				var out []int32
 				for _, x := range s {
-					out = append(out, x.Result.Token.ID)
+					out = append(out, x.Token.ID)
 				}
 				return out
 			}

@@ -142,13 +142,14 @@ type Info struct {
 // Engine is the Go API over the actor system: submit requests, read their
 // event streams, cancel them; health, statistics and fault injection.
 type Engine struct {
-	sys    *actor.ActorSystem
-	root   *actor.PID // the engine root
-	tok    *tokenizer.Tokenizer
-	eos    []int32 // the model's end-of-sequence ids
-	info   Info
-	health *supervision.Health
-	nextID atomic.Uint64
+	sys     *actor.ActorSystem
+	root    *actor.PID // the engine root
+	tok     *tokenizer.Tokenizer
+	eos     []int32 // the model's end-of-sequence ids
+	info    Info
+	checker *Checker // validates requests for this engine (Check)
+	health  *supervision.Health
+	nextID  atomic.Uint64
 
 	pending    atomic.Int64 // submitted requests whose stream has not ended
 	maxPending int64
@@ -252,6 +253,7 @@ func Start(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("actors: engine info: %w", err)
 	}
 	e.info = res.(Info)
+	e.checker = NewChecker(e.info, e.eos, e.Grammars)
 	e.maxPending = int64(cfg.MaxPending)
 	if e.maxPending <= 0 {
 		e.maxPending = 16 * int64(e.info.Slots)
@@ -338,10 +340,24 @@ func (e *Engine) MaxPending() int { return int(e.maxPending) }
 // Pending returns the number of submitted requests that have not ended.
 func (e *Engine) Pending() int { return int(e.pending.Load()) }
 
-// Submit validates a request, spawns its request actor and returns its stream.
-func (e *Engine) Submit(req Request) (*Stream, error) {
-	if err := e.validate(&req); err != nil {
+// Check validates a request into the form the engine runs (see Checker);
+// an invalid one gets a *RequestError naming the OpenAI parameter.
+func (e *Engine) Check(r Request) (Checked, error) { return e.checker.Check(r) }
+
+// Submit checks a request and submits it (Check, then SubmitChecked).
+func (e *Engine) Submit(r Request) (*Stream, error) {
+	c, err := e.Check(r)
+	if err != nil {
 		return nil, err
+	}
+	return e.SubmitChecked(c)
+}
+
+// SubmitChecked spawns a checked request's actor and returns its stream;
+// it checks nothing again.
+func (e *Engine) SubmitChecked(c Checked) (*Stream, error) {
+	if c.req == nil {
+		return nil, fmt.Errorf("%w: the request was not checked (Engine.Check)", ErrInvalidRequest)
 	}
 	if ok, reason := e.health.Ready(); !ok {
 		return nil, fmt.Errorf("%w: %s", ErrNotReady, reason)
@@ -350,52 +366,13 @@ func (e *Engine) Submit(req Request) (*Stream, error) {
 		e.pending.Add(-1)
 		return nil, fmt.Errorf("%w: %d requests pending (limit %d)", ErrOverloaded, e.maxPending, e.maxPending)
 	}
+	req := *c.req // a Checked may be submitted more than once: each gets its own id
 	req.ID = planner.RequestID(e.nextID.Add(1))
-	if req.Params.MinTokens > 0 {
-		req.Params.StopIDs = e.stopIDs(&req)
-	}
 	s := newStream()
 	s.onDone = func() { e.pending.Add(-1) }
 	pid := e.sys.Root.Spawn(actor.PropsFromProducer(newRequestActor(&req, e.root, s, e.tok)))
 	s.cancel = func() { e.sys.Root.Send(pid, &CancelRequest{}) }
 	return s, nil
-}
-
-func (e *Engine) validate(r *Request) error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidRequest, fmt.Sprintf(format, args...))
-	}
-	switch {
-	case len(r.Prompt) == 0:
-		return bad("the prompt is empty")
-	case r.MaxTokens < 1:
-		return bad("max_tokens %d must be at least 1", r.MaxTokens)
-	case r.TopLogprobs < 0 || r.TopLogprobs > MaxTopLogprobs:
-		return bad("top_logprobs %d must be in [0, %d]", r.TopLogprobs, MaxTopLogprobs)
-	}
-	for i, id := range r.Prompt {
-		if id < 0 || int(id) >= e.info.VocabSize {
-			return bad("prompt token %d at position %d is outside the vocabulary [0, %d)", id, i, e.info.VocabSize)
-		}
-	}
-	if err := r.Params.Validate(); err != nil {
-		return bad("%v", err)
-	}
-	if r.Params.MinTokens > r.MaxTokens {
-		return bad("min_tokens %d must not exceed max_tokens %d", r.Params.MinTokens, r.MaxTokens)
-	}
-	if n := len(r.Params.LogitBias); n > 0 && int(r.Params.LogitBias[n-1].ID) >= e.info.VocabSize {
-		return bad("logit_bias token %d is outside the vocabulary [0, %d)", r.Params.LogitBias[n-1].ID, e.info.VocabSize)
-	}
-	if g := r.Grammar; g != nil {
-		if cache, _ := e.Grammars(); cache == nil || g.Vocab() != cache.Vocab() {
-			return bad("the grammar was not compiled for this engine's vocabulary")
-		}
-		if n := g.MinLen(); n > r.MaxTokens {
-			return bad("max_tokens %d is too small for the structured output, which needs at least %d tokens", r.MaxTokens, n)
-		}
-	}
-	return nil
 }
 
 // Stats returns the planner's statistics.
@@ -475,15 +452,4 @@ func inProcessComms(size int) ([]nccl.Communicator, error) {
 		comms[r] = g.Comm(r)
 	}
 	return comms, nil
-}
-
-// stopIDs lists the token ids that end a request (the model's EOS ids
-// unless ignore_eos, and its stop_token_ids): min_tokens bans them from the
-// first draws.
-func (e *Engine) stopIDs(r *Request) []int32 {
-	var ids []int32
-	if !r.IgnoreEOS {
-		ids = append(ids, e.eos...)
-	}
-	return append(ids, r.StopTokenIDs...)
 }

@@ -198,7 +198,7 @@ func TestResetZeroesReusedSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := m.NewState(be, 1, 8, 16)
-	step := func(tokens []int32, reset bool) []Sampled {
+	step := func(tokens []int32, reset bool) []sample.Result {
 		// Each step starts the request at position 0 on slot 0: admitted
 		// (which zeroes the slot), or recorded without an admission.
 		sm := Sampling{TopN: 5}

@@ -33,23 +33,16 @@ type ShardReady struct {
 	Err        error
 }
 
-// StepCompleted is a rank's reply to RunStep. Rank 0 carries the samples.
+// StepCompleted is a rank's reply to RunStep. Rank 0 carries the
+// results: one for each of the step's output rows, in their order (a drawn
+// token, or the score of a prompt token for a row with Score); the engine
+// knows from its step whose each one is.
 type StepCompleted struct {
 	Generation uint64
 	Step       uint64
 	Rank       int
-	Samples    []Sampled
+	Results    []sample.Result
 	Err        error
-}
-
-// Sampled is one sampled token with its logprobs.
-type Sampled struct {
-	ID     planner.RequestID
-	Result sample.Result
-	// Scored marks the logprob of the prompt token at Pos (an OutputRow
-	// with Score), not a generated token.
-	Scored bool
-	Pos    int
 }
 
 // RankLost reports that a rank in another process is gone (its worker died
@@ -99,7 +92,8 @@ type AdmitRequest struct {
 // AbortRequest tells the scheduler a request is gone (cancelled by its client).
 type AbortRequest struct{ ID planner.RequestID }
 
-// FinishRequest tells the scheduler a request ended on a stop string.
+// FinishRequest tells the scheduler a request ended on a stop string (a
+// condition on text, which only the request actor renders).
 type FinishRequest struct{ ID planner.RequestID }
 
 // queryStats asks the scheduler for its planner statistics.
@@ -129,10 +123,13 @@ func (*queryInfo) engineMessage()            {}
 
 // --- request family ---
 
-// TokenGenerated delivers one sampled token to its request actor. Finish is
-// set when the scheduler ended the request (length, EOS or a stop token id).
+// TokenGenerated delivers one generated token to its request actor, with
+// what the request's completion (the scheduler's record of its tokens)
+// knows: how many tokens it has now and, when it ends with this one, why
+// (Finish: length, EOS, a stop token id, a complete grammar or an error).
 type TokenGenerated struct {
-	Sampled
+	Result    sample.Result
+	N         int // tokens generated so far, this one included
 	Finish    string
 	StopToken bool  // the token is EOS or a stop token id: its text is not emitted
 	Err       error // with Finish "error": why the request ended

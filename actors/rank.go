@@ -129,7 +129,7 @@ func (r *Rank) Receive(ctx actor.Context) {
 		r.run(ctx, msg)
 	case *stepExecuted:
 		r.send(ctx, msg.step.ReplyTo, &StepCompleted{Generation: msg.step.Generation, Step: msg.step.Step,
-			Rank: r.index, Samples: msg.samples, Err: msg.err})
+			Rank: r.index, Results: msg.results, Err: msg.err})
 	case *injectPanic:
 		panic(fmt.Sprintf("injected panic in rank %d", r.index))
 	default:
@@ -200,7 +200,7 @@ func (r *Rank) run(ctx actor.Context, msg *RunStep) {
 	r.exec.submit(func() {
 		_, span := startRankSpan(tracer, msg, rank)
 		defer span.End()
-		var samples []Sampled
+		var results []sample.Result
 		err := protect("step", func() error {
 			if err := poison.Err(); err != nil {
 				return fmt.Errorf("actors: executor poisoned: %w", err)
@@ -209,7 +209,7 @@ func (r *Rank) run(ctx actor.Context, msg *RunStep) {
 				return err
 			}
 			var err error
-			samples, err = executeStep(be, m, st, seqs, msg, sampleHere, timing)
+			results, err = executeStep(be, m, st, seqs, msg, sampleHere, timing)
 			return err
 		})
 		if sr, ok := be.(kernels.ScratchResetter); ok {
@@ -219,14 +219,14 @@ func (r *Rank) run(ctx actor.Context, msg *RunStep) {
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
 		}
-		root.Send(self, &stepExecuted{step: msg, samples: samples, err: err})
+		root.Send(self, &stepExecuted{step: msg, results: results, err: err})
 	})
 }
 
 // executeStep runs one step on a rank: apply the step's diffs to the
 // rank's requests (zeroing newly assigned slots), run the forward pass over
 // the flat batch and, on the sampling rank, pick tokens.
-func executeStep(be kernels.Backend, m model.Model, st model.State, seqs *seqCache, msg *RunStep, sampleHere bool, timing *stepTiming) ([]Sampled, error) {
+func executeStep(be kernels.Backend, m model.Model, st model.State, seqs *seqCache, msg *RunStep, sampleHere bool, timing *stepTiming) ([]sample.Result, error) {
 	t0 := time.Now()
 	b, draws, err := seqs.apply(st, msg)
 	if err != nil {
@@ -243,9 +243,9 @@ func executeStep(be kernels.Backend, m model.Model, st model.State, seqs *seqCac
 	t1 := time.Now()
 	if ds, ok := be.(kernels.DeviceSampler); ok && plainArgmax(draws) {
 		ids := ds.Argmax(logits)
-		out := make([]Sampled, len(rows))
-		for i, o := range draws {
-			out[i] = Sampled{ID: o.ID, Result: sample.Result{Token: sample.TokenLogprob{ID: ids[i]}}}
+		out := make([]sample.Result, len(rows))
+		for i := range draws {
+			out[i] = sample.Result{Token: sample.TokenLogprob{ID: ids[i]}}
 		}
 		t2 := time.Now()
 		timing.add(decodeStep(msg), t1.Sub(t0), t2.Sub(t1), 0, t2.Sub(t0))
@@ -258,7 +258,7 @@ func executeStep(be kernels.Backend, m model.Model, st model.State, seqs *seqCac
 		timing.add(decodeStep(msg), t1.Sub(t0), t2.Sub(t1), t3.Sub(t2), t3.Sub(t0))
 	}()
 	vocab := len(host) / len(rows)
-	out := make([]Sampled, len(rows))
+	out := make([]sample.Result, len(rows))
 	// Rows are independent (a draw depends only on its seed and index), so
 	// large vocabularies are sampled in parallel.
 	if len(rows) == 1 || vocab < 1<<14 {
@@ -277,16 +277,15 @@ func executeStep(be kernels.Backend, m model.Model, st model.State, seqs *seqCac
 
 // pick draws the row's token from its logits (or scores the prompt token
 // it asks for).
-func (o *drawRow) pick(logits []float32) Sampled {
+func (o *drawRow) pick(logits []float32) sample.Result {
 	sm := o.sampling
 	if o.Score {
-		return Sampled{ID: o.ID, Result: sample.Score(logits, o.Target, sm.TopN), Scored: true, Pos: o.Pos}
+		return sample.Score(logits, o.Target, sm.TopN)
 	}
 	if !sm.Logprobs && sm.TopN == 0 {
-		id := sample.Draw(logits, sm.Params, o.index, o.history, o.Mask)
-		return Sampled{ID: o.ID, Result: sample.Result{Token: sample.TokenLogprob{ID: id}}}
+		return sample.Result{Token: sample.TokenLogprob{ID: sample.Draw(logits, sm.Params, o.index, o.history, o.Mask)}}
 	}
-	return Sampled{ID: o.ID, Result: sample.PickWithHistory(logits, sm.Params, o.index, sm.TopN, o.history, o.Mask)}
+	return sample.PickWithHistory(logits, sm.Params, o.index, sm.TopN, o.history, o.Mask)
 }
 
 // decodeStep reports whether every sequence of the step brings one token.

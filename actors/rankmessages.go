@@ -96,7 +96,7 @@ type OutputRow struct {
 // stepExecuted is the device executor's result, sent back to its rank actor.
 type stepExecuted struct {
 	step    *RunStep
-	samples []Sampled
+	results []sample.Result // one for each of the step's output rows (sampling rank)
 	err     error
 }
 

@@ -52,8 +52,13 @@ type Request struct {
 	Trace trace.SpanContext
 }
 
-// requestActor owns one request's output: detokenization (streaming-safe
-// UTF-8), stop strings across token boundaries and usage.
+// requestActor renders one request's output for its stream:
+// detokenization (streaming-safe UTF-8), stop strings across token
+// boundaries (the one end decided on text: it reports a match to the
+// scheduler with FinishRequest), prompt logprobs and usage. It keeps no
+// token list and no count of its own: each TokenGenerated brings the token,
+// the count and any end from the request's completion, the scheduler's
+// record (completion.go).
 type requestActor struct {
 	req    *Request
 	sched  *actor.PID
@@ -91,7 +96,7 @@ func (a *requestActor) Receive(ctx actor.Context) {
 }
 
 func (a *requestActor) token(ctx actor.Context, msg *TokenGenerated) {
-	a.usage.CompletionTokens++
+	a.usage.CompletionTokens = msg.N
 	ev := Event{Token: msg.Result.Token.ID, Logprob: msg.Result.Token.Logprob, Top: msg.Result.Top, HasToken: true,
 		ScheduledAt: msg.ScheduledAt, PromptLogprobs: a.prompt}
 	a.prompt = nil

@@ -14,7 +14,7 @@ import (
 
 	"cohort/actors/planner"
 	"cohort/model"
-	"cohort/model/grammar"
+	"cohort/model/sample"
 	"cohort/supervision"
 )
 
@@ -54,16 +54,11 @@ type scheduler struct {
 type liveRequest struct {
 	req       *Request
 	pid       *actor.PID
-	tokens    []int32 // prompt + generated
-	generated int
-	scheduled time.Time // when a step first included the request
+	out       *completion // its tokens and its end: the one record of them
+	scheduled time.Time   // when a step first included the request
 	// promptScored is the last prompt position whose logprob was delivered
 	// (PromptLogprobs), so a replay's re-prefill does not score it again.
 	promptScored int
-	// matcher follows the request's output through its grammar (nil: not
-	// constrained); it advances with each recorded token, so a replay
-	// resumes where the output is.
-	matcher *grammar.Matcher
 	// sentPages is how many of its pages the ranks were sent since its
 	// admission: a step sends only the pages after them.
 	sentPages int
@@ -77,8 +72,9 @@ type inflightStep struct {
 	span     trace.Span
 	plan     planner.Plan
 	replies  int
-	replied  []bool // by rank
-	samples  []Sampled
+	replied  []bool          // by rank
+	outputs  []OutputRow     // the step's output rows ...
+	results  []sample.Result // ... and rank 0's result for each, in their order
 	err      error
 	errRank  int
 	deadline *time.Timer
@@ -97,11 +93,7 @@ func (s *scheduler) admit(ctx actor.Context, msg *AdmitRequest, serving bool) {
 		ctx.Send(msg.PID, &RequestRejected{Err: err})
 		return
 	}
-	l := &liveRequest{req: r, pid: msg.PID, tokens: slices.Clone(r.Prompt)}
-	if r.Grammar != nil {
-		l.matcher = r.Grammar.NewMatcher()
-	}
-	s.live[r.ID] = l
+	s.live[r.ID] = &liveRequest{req: r, pid: msg.PID, out: newCompletion(r, s.cfg.EOS)}
 	s.watchProgress(time.Now(), serving) // a request arriving at an idle engine starts the watchdog's clock
 }
 
@@ -196,7 +188,7 @@ func (s *scheduler) nextStep(replyTo *actor.PID, gen uint64) *RunStep {
 			l.sentPages = 0
 		}
 		start := len(step.Tokens)
-		step.Tokens = append(step.Tokens, l.tokens[sp.Cached:sp.Cached+sp.Len]...)
+		step.Tokens = append(step.Tokens, l.out.tokens[sp.Cached:sp.Cached+sp.Len]...)
 		step.Seqs = append(step.Seqs, StepSeq{ID: sp.ID, Len: sp.Len, NewPages: sp.Pages[l.sentPages:]})
 		l.sentPages = len(sp.Pages)
 		if l.req.PromptLogprobs {
@@ -206,7 +198,7 @@ func (s *scheduler) nextStep(replyTo *actor.PID, gen uint64) *RunStep {
 			step.Outputs = append(step.Outputs, OutputRow{ID: sp.ID, Row: start + sp.Len - 1})
 		}
 	}
-	s.inflight = &inflightStep{plan: plan}
+	s.inflight = &inflightStep{plan: plan, outputs: step.Outputs}
 	return step
 }
 
@@ -225,10 +217,10 @@ func (s *scheduler) maskOutputs(ctx actor.Context, step *RunStep) {
 	for i := range step.Outputs {
 		o := &step.Outputs[i]
 		l := s.live[o.ID]
-		if o.Score || l == nil || l.matcher == nil {
+		if o.Score || l == nil || l.out.matcher == nil {
 			continue
 		}
-		m, err := l.matcher.Mask(l.req.MaxTokens - l.generated)
+		m, err := l.out.matcher.Mask(l.out.left())
 		if err == nil && m.Count() == 0 {
 			err = errors.New("actors: the grammar allows no token here")
 		}
@@ -263,11 +255,15 @@ func (s *scheduler) completed(ctx actor.Context, msg *StepCompleted, g *rankGrou
 		f.replied[msg.Rank] = true
 	}
 	f.replies++
-	if msg.Err != nil && f.err == nil {
-		f.err, f.errRank = msg.Err, msg.Rank
+	err := msg.Err
+	if msg.Rank == 0 && err == nil {
+		f.results = msg.Results
+		if len(f.results) != len(f.outputs) {
+			err = fmt.Errorf("actors: rank 0 returned %d results for the %d output rows of step %d", len(f.results), len(f.outputs), msg.Step)
+		}
 	}
-	if msg.Rank == 0 {
-		f.samples = msg.Samples
+	if err != nil && f.err == nil {
+		f.err, f.errRank = err, msg.Rank
 	}
 	if f.err != nil {
 		// Fail at the first error: peers may be blocked in a collective
@@ -288,9 +284,7 @@ func (s *scheduler) completed(ctx actor.Context, msg *StepCompleted, g *rankGrou
 			l.failedSteps = 0
 		}
 	}
-	for _, d := range s.record(f) {
-		ctx.Send(d.pid, d.ev)
-	}
+	s.record(f, func(pid *actor.PID, msg requestMessage) { ctx.Send(pid, msg) })
 	return nil
 }
 
@@ -341,13 +335,6 @@ func (s *scheduler) noteFailure(now time.Time) {
 	s.lastFailure = now
 }
 
-// delivery is a token (or a prompt token's logprob) on its way to a
-// request actor.
-type delivery struct {
-	pid *actor.PID
-	ev  requestMessage
-}
-
 // promptLogprobBytes bounds the logits one step computes for the prompt
 // rows of a request with prompt logprobs (every row of its chunks is an
 // output); the request's prefill chunks are capped to stay within it.
@@ -377,65 +364,45 @@ func (s *scheduler) promptRows(l *liveRequest, sp planner.SeqPlan, start int) []
 	return out
 }
 
-// record applies a completed step's samples: it appends the tokens, decides
-// which requests finished (max tokens, EOS, stop token ids) and returns the
-// events for the request actors.
-func (s *scheduler) record(f *inflightStep) []delivery {
+// record applies a completed step's results in output-row order: the
+// planner advances, each generated token goes to its request's completion,
+// which decides whether the request ends with it (then the planner frees it
+// at once), and every result goes to its request actor through send.
+func (s *scheduler) record(f *inflightStep, send func(*actor.PID, requestMessage)) {
 	var sampled []planner.RequestID
-	for _, smp := range f.samples {
-		if _, ok := s.live[smp.ID]; ok && !smp.Scored {
-			sampled = append(sampled, smp.ID)
+	for _, o := range f.outputs {
+		if _, ok := s.live[o.ID]; ok && !o.Score {
+			sampled = append(sampled, o.ID)
 		}
 	}
-	byPlanner := s.plan.Update(f.plan, sampled)
-	out := make([]delivery, 0, len(f.samples))
-	for _, smp := range f.samples {
-		l, ok := s.live[smp.ID]
-		if !ok {
-			continue // aborted while the step ran
-		}
-		if smp.Scored {
-			l.promptScored = max(l.promptScored, smp.Pos)
-			out = append(out, delivery{l.pid, &PromptScored{Pos: smp.Pos, Result: smp.Result}})
-			continue
-		}
-		tok := smp.Result.Token.ID
-		l.tokens = append(l.tokens, tok)
-		l.generated++
-		ev := &TokenGenerated{Sampled: smp}
-		if l.generated == 1 {
-			ev.ScheduledAt = l.scheduled
-		}
-		complete, err := l.advanceGrammar(tok)
+	s.plan.Update(f.plan, sampled)
+	for i, o := range f.outputs {
+		l, ok := s.live[o.ID]
 		switch {
-		case err != nil:
-			ev.Finish, ev.Err = "error", fmt.Errorf("%w: structured output: %v", ErrEngineFailure, err)
-		case !l.req.IgnoreEOS && slices.Contains(s.cfg.EOS, tok), slices.Contains(l.req.StopTokenIDs, tok):
-			ev.Finish, ev.StopToken = "stop", true
-		case complete: // an EOS token ends a grammar only with IgnoreEOS set
-			ev.Finish, ev.StopToken = "stop", slices.Contains(s.cfg.EOS, tok)
-		case l.generated >= l.req.MaxTokens || slices.Contains(byPlanner, smp.ID):
-			ev.Finish = "length"
+		case !ok: // aborted or ended while the step ran
+		case o.Score:
+			l.promptScored = max(l.promptScored, o.Pos)
+			send(l.pid, &PromptScored{Pos: o.Pos, Result: f.results[i]})
+		default:
+			send(l.pid, s.addToken(o.ID, l, f.results[i]))
 		}
-		if ev.Finish != "" {
-			s.plan.Finish(smp.ID)
-			delete(s.live, smp.ID)
-		}
-		out = append(out, delivery{l.pid, ev})
 	}
-	return out
 }
 
-// advanceGrammar feeds a recorded token to the request's grammar and
-// reports whether the output is complete (nothing may follow).
-func (l *liveRequest) advanceGrammar(tok int32) (complete bool, err error) {
-	if l.matcher == nil {
-		return false, nil
+// addToken records a request's new token in its completion and, when the
+// request ends with it, frees it in the planner; it returns the token's
+// message for the request actor.
+func (s *scheduler) addToken(id planner.RequestID, l *liveRequest, res sample.Result) *TokenGenerated {
+	end := l.out.add(res.Token.ID)
+	ev := &TokenGenerated{Result: res, N: l.out.generated(), Finish: end.reason, StopToken: end.stopToken, Err: end.err}
+	if ev.N == 1 {
+		ev.ScheduledAt = l.scheduled
 	}
-	if err := l.matcher.Accept(tok); err != nil {
-		return false, err
+	if end.reason != "" {
+		s.plan.Finish(id)
+		delete(s.live, id)
 	}
-	return l.matcher.Done(), nil
+	return ev
 }
 
 func (s *scheduler) planStats() planner.Stats {

@@ -45,7 +45,12 @@ type stepStream struct {
 	isCanceled bool
 }
 
-func (e *stepEngine) submit(r actors.Request) (eventStream, error) {
+func (e *stepEngine) check(r actors.Request) (actors.Checked, error) {
+	return actors.NewChecker(e.info, nil, nil).Check(r)
+}
+
+func (e *stepEngine) submit(c actors.Checked) (eventStream, error) {
+	r := c.Request()
 	s := &stepStream{eng: e, maxTokens: r.MaxTokens, events: make(chan actors.Event, r.MaxTokens+1)}
 	e.mu.Lock()
 	e.queue = append(e.queue, s)

@@ -94,7 +94,10 @@ func internal(format string, args ...any) *apiError {
 // "error" event) onto the status a client should see.
 func engineError(err error) *apiError {
 	var rej *planner.Rejection
+	var bad *actors.RequestError
 	switch {
+	case errors.As(err, &bad):
+		return badRequest(bad.Param, "%s", bad.Msg)
 	case errors.Is(err, actors.ErrOverloaded):
 		return &apiError{status: http.StatusTooManyRequests, typ: "overloaded_error", code: "server_overloaded",
 			msg: "the server is overloaded, retry later: " + err.Error(), retryAfter: retryAfterOverloaded}

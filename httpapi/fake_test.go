@@ -63,7 +63,13 @@ func newFakeEngine() *fakeEngine {
 	return &fakeEngine{info: actors.Info{TP: 1, MaxModelLen: 1024, Slots: 8, KVPages: 100, PageSize: 16, VocabSize: 512}}
 }
 
-func (f *fakeEngine) submit(r actors.Request) (eventStream, error) {
+// check is the engine's: the fake validates as a real engine of its shape.
+func (f *fakeEngine) check(r actors.Request) (actors.Checked, error) {
+	return actors.NewChecker(f.info, nil, nil).Check(r)
+}
+
+func (f *fakeEngine) submit(c actors.Checked) (eventStream, error) {
+	r := c.Request()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.submitErr != nil {

@@ -147,11 +147,39 @@ func (s *Server) generate(c *call, parse func([]byte) (*job, *apiError)) reply {
 	return g.collect()
 }
 
-// submit starts one engine request per choice; on failure it cancels those
-// already started.
+// submit checks every choice's engine request (the one validation of
+// their ranges, the engine's checker), then starts them; on failure it
+// cancels those already started.
 func (g *generation) submit() *apiError {
+	checked, prompts, err := g.check()
+	if err != nil {
+		return g.refused(err)
+	}
+	g.choices = make([]*choice, 0, len(checked))
+	for idx, r := range checked {
+		st, err := g.s.eng.submit(r)
+		if err != nil {
+			for _, c := range g.choices {
+				c.st.Cancel()
+			}
+			g.choices = nil
+			return g.refused(err)
+		}
+		c := &choice{index: idx, prompt: prompts[idx], st: st, obs: g.span.Choice(idx)}
+		if g.j.chat {
+			c.out = newChatOutput(g.j)
+		}
+		g.choices = append(g.choices, c)
+	}
+	return nil
+}
+
+// check builds and checks the engine request of every choice (prompts ×
+// n), returning them with each one's prompt index.
+func (g *generation) check() ([]actors.Checked, []int, error) {
 	j := g.j
-	g.choices = make([]*choice, 0, j.choices())
+	checked := make([]actors.Checked, 0, j.choices())
+	prompts := make([]int, 0, j.choices())
 	for p, prompt := range j.prompts {
 		for i := 0; i < j.n; i++ {
 			r := j.base
@@ -163,32 +191,27 @@ func (g *generation) submit() *apiError {
 			case r.Params.Temperature > 0:
 				r.Params.Seed = rand.Uint64() // unseeded sampling differs per request and choice
 			}
-			st, err := g.s.eng.submit(r)
+			c, err := g.s.eng.check(r)
 			if err != nil {
-				for _, c := range g.choices {
-					c.st.Cancel()
-				}
-				g.choices = nil
-				aerr := engineError(err)
-				switch {
-				case errors.Is(err, actors.ErrOverloaded):
-					g.s.metrics.Rejected("overloaded")
-				case errors.Is(err, actors.ErrNotReady):
-					g.s.metrics.Rejected("not_ready")
-				default:
-					g.s.metrics.Rejected("invalid")
-				}
-				return aerr
+				return nil, nil, err
 			}
-			idx := len(g.choices)
-			c := &choice{index: idx, prompt: p, st: st, obs: g.span.Choice(idx)}
-			if j.chat {
-				c.out = newChatOutput(j)
-			}
-			g.choices = append(g.choices, c)
+			checked, prompts = append(checked, c), append(prompts, p)
 		}
 	}
-	return nil
+	return checked, prompts, nil
+}
+
+// refused counts a refused submission in the metrics and returns its error.
+func (g *generation) refused(err error) *apiError {
+	switch {
+	case errors.Is(err, actors.ErrOverloaded):
+		g.s.metrics.Rejected("overloaded")
+	case errors.Is(err, actors.ErrNotReady):
+		g.s.metrics.Rejected("not_ready")
+	default:
+		g.s.metrics.Rejected("invalid")
+	}
+	return engineError(err)
 }
 
 // observe records ev for metrics and tracing.

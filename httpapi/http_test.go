@@ -493,6 +493,7 @@ func TestTranslation(t *testing.T) {
 			r := reqs[0]
 			want := sample.Params{Temperature: 0.5, TopP: 0.9, TopK: 40, MinP: 0.1, Seed: 7, PresencePenalty: 0.5,
 				FrequencyPenalty: -0.5, RepetitionPenalty: 1.2, MinTokens: 3,
+				StopIDs:   []int32{3, 4}, // the checked form bans the stop ids until min_tokens (the fake has no EOS)
 				LogitBias: []sample.TokenBias{{ID: 7, Bias: 2.5}, {ID: 12, Bias: 100}, {ID: 300, Bias: -100}}}
 			if !reflect.DeepEqual(r.Params, want) || r.MaxTokens != 5 || !slices.Equal(r.Stop, []string{"x"}) ||
 				!slices.Equal(r.StopTokenIDs, []int32{3, 4}) || !r.IgnoreEOS || r.TopLogprobs != 2 {

@@ -306,9 +306,11 @@ func (s *Server) sampling(c *commonFields, j *job) *apiError {
 	if c.Temperature != nil {
 		p.Temperature = *c.Temperature
 	}
-	// The ranges are sample.Params.Validate's (below); the edge checks only
-	// what the API refuses although the sampler reads it as "off" (top_p
-	// and repetition_penalty 0) and what must fit the Go types.
+	// The ranges are the engine's checker's (actors.Checker, through
+	// sample.Params.Validate), which every choice passes on its way in
+	// (generation.submit); the edge checks only what the API refuses
+	// although the sampler reads it as "off" (top_p and repetition_penalty
+	// 0) and what must fit the Go types.
 	if c.TopP != nil {
 		if v := *c.TopP; !(v > 0 && v <= 1) {
 			return badRequest("top_p", "top_p %g must be in (0, 1]", v)
@@ -351,13 +353,6 @@ func (s *Server) sampling(c *commonFields, j *job) *apiError {
 		return aerr
 	}
 	p.LogitBias = bias
-	if err := p.Validate(); err != nil {
-		var pe *sample.ParamError
-		if errors.As(err, &pe) {
-			return badRequest(pe.Param, "%s", pe.Msg)
-		}
-		return badRequest("", "%v", err)
-	}
 	j.base.Params = p
 
 	j.n = 1
@@ -375,10 +370,9 @@ func (s *Server) sampling(c *commonFields, j *job) *apiError {
 	if len(c.StopTokenIDs) > maxStopTokenIDs {
 		return badRequest("stop_token_ids", "at most %d stop_token_ids are allowed", maxStopTokenIDs)
 	}
-	vocab := s.vocab()
 	for i, id := range c.StopTokenIDs {
-		if id < 0 || id >= int64(vocab) {
-			return badRequest("stop_token_ids", "stop_token_ids[%d] = %d is outside the vocabulary [0, %d)", i, id, vocab)
+		if id != int64(int32(id)) { // the vocabulary's range: the engine's checker
+			return badRequest("stop_token_ids", "stop_token_ids[%d] = %d is outside the vocabulary [0, %d)", i, id, s.vocab())
 		}
 		j.base.StopTokenIDs = append(j.base.StopTokenIDs, int32(id))
 	}
@@ -469,11 +463,8 @@ func (s *Server) limits(j *job, requested *int64, param, promptParam string) *ap
 		if g := j.base.Grammar; j.toolGrammar && g != nil && g.MinLen() > m {
 			j.base.Grammar = nil
 		}
-		if mt := j.base.Params.MinTokens; mt > m {
-			return badRequest("min_tokens", "min_tokens %d exceeds the %d tokens this request may generate", mt, m)
-		}
 	}
-	return nil
+	return nil // min_tokens against max_tokens: the engine's checker
 }
 
 // completionJob validates a completions request.
@@ -605,11 +596,10 @@ func (s *Server) addTokenPrompt(j *job, ids []int64) *apiError {
 	if len(ids) == 0 {
 		return badRequest("prompt", "a token-id prompt is empty")
 	}
-	vocab := s.vocab()
 	out := make([]int32, len(ids))
 	for i, id := range ids {
-		if id < 0 || id >= int64(vocab) {
-			return badRequest("prompt", "prompt token %d at position %d is outside the vocabulary [0, %d)", id, i, vocab)
+		if id != int64(int32(id)) { // the vocabulary's range: the engine's checker
+			return badRequest("prompt", "prompt token %d at position %d is outside the vocabulary [0, %d)", id, i, s.vocab())
 		}
 		out[i] = int32(id)
 	}
@@ -887,10 +877,9 @@ func parseLogitBias(m map[string]float64, vocab int) ([]sample.TokenBias, *apiEr
 			}
 			return nil, badRequest("logit_bias", "logit_bias key %q is not a token id (want decimal digits, such as \"42\")", k)
 		}
-		if id < 0 || id >= int64(vocab) {
-			return nil, badRequest("logit_bias", "logit_bias token %d is outside the vocabulary [0, %d)", id, vocab)
-		}
-		out = append(out, sample.TokenBias{ID: int32(id), Bias: v}) // its range: sample.Params.Validate
+		// The id's range (the vocabulary) and the bias's are the engine's
+		// checker's.
+		out = append(out, sample.TokenBias{ID: int32(id), Bias: v})
 	}
 	slices.SortFunc(out, func(a, b sample.TokenBias) int { return cmp.Compare(a.ID, b.ID) })
 	for i := 1; i < len(out); i++ {

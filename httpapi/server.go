@@ -71,7 +71,10 @@ import (
 
 // Engine is what the edge needs from the engine; *actors.Engine implements it.
 type Engine interface {
-	Submit(actors.Request) (*actors.Stream, error)
+	// Check validates a request once, into the form the engine trusts;
+	// SubmitChecked runs it.
+	Check(actors.Request) (actors.Checked, error)
+	SubmitChecked(actors.Checked) (*actors.Stream, error)
 	Info() actors.Info
 	Stats(ctx context.Context) (planner.Stats, error)
 	Ready() (bool, string)
@@ -171,10 +174,12 @@ type Server struct {
 	idBase uint64
 }
 
-// backend is Engine with Submit returning an interface, so that tests can
-// run the edge on a fake engine (actors.Stream has no public constructor).
+// backend is Engine with SubmitChecked returning an interface, so that
+// tests can run the edge on a fake engine (actors.Stream has no public
+// constructor).
 type backend interface {
-	submit(actors.Request) (eventStream, error)
+	check(actors.Request) (actors.Checked, error)
+	submit(actors.Checked) (eventStream, error)
 	Info() actors.Info
 	Stats(ctx context.Context) (planner.Stats, error)
 	Ready() (bool, string)
@@ -189,8 +194,10 @@ type eventStream interface {
 
 type engineBackend struct{ Engine }
 
-func (b engineBackend) submit(r actors.Request) (eventStream, error) {
-	s, err := b.Submit(r)
+func (b engineBackend) check(r actors.Request) (actors.Checked, error) { return b.Check(r) }
+
+func (b engineBackend) submit(c actors.Checked) (eventStream, error) {
+	s, err := b.SubmitChecked(c)
 	if err != nil {
 		return nil, err
 	}

@@ -20,15 +20,17 @@
 //     returns an empty plan (no Seqs) and keeps pending Freed entries for the
 //     next non-empty one.
 //  3. The caller runs the plan on every rank, then calls Update with the plan
-//     and the ids that got a new token (every Seq with Sample set). Update
-//     returns the ids the planner finished because they reached MaxNewTokens.
+//     and the ids that got a new token (every Seq with Sample set). The
+//     planner decides no request's end: the caller, which owns the tokens,
+//     calls Finish when one ends (at its MaxNewTokens-th token at the latest).
 //     Only the latest plan can be applied, and only once: a duplicate or
 //     stale Update is a no-op. When a step fails (a rank died, the group is
 //     rebuilt), call RequeueAll instead of Update: every running request is
 //     re-prefilled from its known tokens into freshly reset slots.
-//  4. Abort and Finish end a request at any time (client gone, EOS, stop
-//     string); Requeue and RequeueAll send running requests back to the front
-//     of the queue to be re-prefilled (preemption, replay after a rebuild).
+//  4. Abort and Finish end a request at any time (client gone; its length,
+//     EOS, a stop token or string); Requeue and RequeueAll send running
+//     requests back to the front of the queue to be re-prefilled
+//     (preemption, replay after a rebuild).
 //
 // A Seq with Sample set whose id is missing from Update's sampled list has no
 // next token yet; it is not scheduled again until the caller finishes,

@@ -48,9 +48,14 @@ func (c Config) Validate() error {
 
 // Request is what Add needs to know about a request.
 type Request struct {
-	ID           RequestID
-	PromptLen    int // prompt tokens, at least 1
-	MaxNewTokens int // tokens to generate at most, at least 1
+	ID        RequestID
+	PromptLen int // prompt tokens, at least 1
+	// MaxNewTokens is how many tokens the request may generate, at least 1:
+	// Add rejects a request whose prompt and MaxNewTokens do not fit the
+	// context or the KV cache. The caller ends the request (Finish) at its
+	// MaxNewTokens-th token at the latest; the pages the planner promises
+	// a request alone assume it.
+	MaxNewTokens int
 	// MaxChunk caps this request's prefill tokens per step (0: only the
 	// step budget does): a request that needs the logits of every prompt
 	// row keeps them small.
@@ -85,10 +90,12 @@ func (r *Rejection) Is(target error) bool { return target == ErrRejected }
 
 // request is the planner's record of one live request.
 type request struct {
-	id        RequestID
-	prompt    int
-	maxNew    int
-	generated int     // tokens sampled so far
+	id RequestID
+	// known is the sequence's length: its prompt, then one token for each
+	// sample Update was told of. The planner schedules by it and decides
+	// nothing else from it: how many tokens a request generated, and when
+	// it ends, is its caller's (see Finish).
+	known     int
 	computed  int     // tokens whose KV/state is computed
 	running   bool    // holds a slot (and pages)
 	admission uint64  // admission number, set each time it is admitted
@@ -97,11 +104,8 @@ type request struct {
 	pages     []int32 // page table, valid while running
 }
 
-// known is the number of tokens known: prompt plus generated.
-func (r *request) known() int { return r.prompt + r.generated }
-
 // remaining is the number of known tokens not computed yet.
-func (r *request) remaining() int { return r.known() - r.computed }
+func (r *request) remaining() int { return r.known - r.computed }
 
 // chunk is the prefill chunk the request takes from a budget.
 func (r *request) chunk(budget int) int {
@@ -196,7 +200,7 @@ func (p *Planner) Add(r Request) error {
 			itoa(p.cfg.PageSize), " tokens but the cache has only ", itoa(p.cfg.KVPages), " pages (",
 			itoa(p.cfg.KVPages*p.cfg.PageSize), " tokens)")
 	}
-	q := &request{id: r.ID, prompt: r.PromptLen, maxNew: r.MaxNewTokens, maxChunk: r.MaxChunk, slot: -1}
+	q := &request{id: r.ID, known: r.PromptLen, maxChunk: r.MaxChunk, slot: -1}
 	p.reqs[r.ID] = q
 	p.waiting = append(p.waiting, q)
 	return nil
@@ -206,8 +210,9 @@ func (p *Planner) Add(r Request) error {
 // are reported in the next plan's Freed. It reports whether id was live.
 func (p *Planner) Abort(id RequestID) bool { return p.remove(id) }
 
-// Finish ends a request whose end was decided outside the planner (EOS, stop
-// string); it frees like Abort and reports whether id was live.
+// Finish ends a request whose end its caller decided (its length, EOS, a
+// stop token or string, a complete grammar): the planner decides no end. It
+// frees like Abort and reports whether id was live.
 func (p *Planner) Finish(id RequestID) bool { return p.remove(id) }
 
 func (p *Planner) remove(id RequestID) bool {

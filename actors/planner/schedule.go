@@ -39,7 +39,7 @@ type builder struct {
 
 func (b *builder) add(r *request, n int, prefill bool) {
 	b.entries = append(b.entries, entry{r: r, admission: r.admission, cached: r.computed, len: n,
-		sample: r.computed+n == r.known(), prefill: prefill})
+		sample: r.computed+n == r.known, prefill: prefill})
 	b.rows++
 	if prefill {
 		b.budget -= n
@@ -180,14 +180,13 @@ func (p *Planner) maybeGrow(b *builder, r *request, n int) bool {
 
 // Update applies the latest plan after it ran: every sequence advanced by its
 // Len, and each id in sampled whose sequence had Sample set got one new
-// token. Requests that reached MaxNewTokens are finished (their slot and
-// pages appear in the next plan's Freed) and returned in plan order. A plan
-// other than the latest, or one already applied, is ignored; so are
-// sequences whose request was aborted, finished or requeued since.
-func (p *Planner) Update(plan Plan, sampled []RequestID) (finished []RequestID) {
+// token. A plan other than the latest, or one already applied, is ignored;
+// so are sequences whose request was aborted, finished or requeued since.
+// Whether a new token ends its request is the caller's to decide (Finish).
+func (p *Planner) Update(plan Plan, sampled []RequestID) {
 	f := p.inflight
 	if f == nil || plan.Step != f.step {
-		return nil
+		return
 	}
 	p.inflight = nil
 	got := make(map[RequestID]bool, len(sampled)) // lookup only
@@ -200,15 +199,8 @@ func (p *Planner) Update(plan Plan, sampled []RequestID) (finished []RequestID) 
 			continue
 		}
 		r.computed += e.len
-		if !e.sample || !got[r.id] {
-			continue
-		}
-		r.generated++
-		if r.generated >= r.maxNew {
-			p.release(r)
-			delete(p.reqs, r.id)
-			finished = append(finished, r.id)
+		if e.sample && got[r.id] {
+			r.known++
 		}
 	}
-	return finished
 }

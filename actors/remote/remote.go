@@ -30,7 +30,7 @@ import (
 // ProtocolVersion names the rank protocol (rankpb); it is part of
 // the build string, so an engine and a worker that speak different versions
 // refuse each other.
-const ProtocolVersion = 2 // 2: steps carry diffs (admissions once, then new tokens and pages)
+const ProtocolVersion = 3 // 2: steps carry diffs (admissions once, then new tokens and pages); 3: a step's results in output-row order, without ids
 
 // Well-known names on a worker.
 const (

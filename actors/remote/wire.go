@@ -126,24 +126,24 @@ func completedToPB(c *actors.StepCompleted) *rankpb.StepCompleted {
 	if c.Err != nil {
 		out.Error, out.Aborted = c.Err.Error(), errors.Is(c.Err, nccl.ErrAborted)
 	}
-	for _, s := range c.Samples {
-		p := &rankpb.Sampled{Id: uint64(s.ID), Token: logprobToPB(s.Result.Token), Scored: s.Scored, Pos: int32(s.Pos)}
-		for _, t := range s.Result.Top {
+	for _, r := range c.Results {
+		p := &rankpb.Result{Token: logprobToPB(r.Token)}
+		for _, t := range r.Top {
 			p.Top = append(p.Top, logprobToPB(t))
 		}
-		out.Samples = append(out.Samples, p)
+		out.Results = append(out.Results, p)
 	}
 	return out
 }
 
 func completedFromPB(c *rankpb.StepCompleted, where string) *actors.StepCompleted {
 	out := &actors.StepCompleted{Generation: c.Generation, Step: c.Step, Rank: int(c.Rank), Err: remoteErr(where, c.Error, c.Aborted)}
-	for _, s := range c.Samples {
-		r := sample.Result{Token: logprobFromPB(s.Token)}
-		for _, t := range s.Top {
+	for _, p := range c.Results {
+		r := sample.Result{Token: logprobFromPB(p.Token)}
+		for _, t := range p.Top {
 			r.Top = append(r.Top, logprobFromPB(t))
 		}
-		out.Samples = append(out.Samples, actors.Sampled{ID: planner.RequestID(s.Id), Result: r, Scored: s.Scored, Pos: int(s.Pos)})
+		out.Results = append(out.Results, r)
 	}
 	return out
 }

@@ -62,12 +62,11 @@ func TestStepWireRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, step) {
 		t.Errorf("step\n got %+v\nwant %+v", got, step)
 	}
-	done := &actors.StepCompleted{Generation: 3, Step: 9, Samples: []actors.Sampled{
-		{ID: 7, Scored: true, Pos: 1, Result: sample.Result{Token: sample.TokenLogprob{ID: 5, Logprob: -1.5}}},
-		{ID: 7, Result: sample.Result{Token: sample.TokenLogprob{ID: 8, Logprob: -0.25},
-			Top: []sample.TokenLogprob{{ID: 8, Logprob: -0.25}, {ID: 2, Logprob: -2}}}},
+	done := &actors.StepCompleted{Generation: 3, Step: 9, Results: []sample.Result{
+		{Token: sample.TokenLogprob{ID: 5, Logprob: -1.5}},
+		{Token: sample.TokenLogprob{ID: 8, Logprob: -0.25}, Top: []sample.TokenLogprob{{ID: 8, Logprob: -0.25}, {ID: 2, Logprob: -2}}},
 	}}
-	if back := completedFromPB(completedToPB(done), "test"); !reflect.DeepEqual(back.Samples, done.Samples) {
-		t.Errorf("samples\n got %+v\nwant %+v", back.Samples, done.Samples)
+	if back := completedFromPB(completedToPB(done), "test"); !reflect.DeepEqual(back.Results, done.Results) {
+		t.Errorf("results\n got %+v\nwant %+v", back.Results, done.Results)
 	}
 }

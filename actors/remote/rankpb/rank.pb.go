@@ -1150,32 +1150,30 @@ func (x *TokenLogprob) GetLogprob() float64 {
 	return 0
 }
 
-// Sampled is one sampled token of a request.
-type Sampled struct {
+// Result is sample.Result: the token drawn for an output row (or the
+// score of the prompt token a scoring row names), with its alternatives.
+type Result struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Token         *TokenLogprob          `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
-	Top           []*TokenLogprob        `protobuf:"bytes,3,rep,name=top,proto3" json:"top,omitempty"`
-	Scored        bool                   `protobuf:"varint,4,opt,name=scored,proto3" json:"scored,omitempty"` // a prompt token's logprob (OutputRow.score), not a generated token
-	Pos           int32                  `protobuf:"varint,5,opt,name=pos,proto3" json:"pos,omitempty"`
+	Token         *TokenLogprob          `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	Top           []*TokenLogprob        `protobuf:"bytes,2,rep,name=top,proto3" json:"top,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *Sampled) Reset() {
-	*x = Sampled{}
+func (x *Result) Reset() {
+	*x = Result{}
 	mi := &file_rank_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *Sampled) String() string {
+func (x *Result) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*Sampled) ProtoMessage() {}
+func (*Result) ProtoMessage() {}
 
-func (x *Sampled) ProtoReflect() protoreflect.Message {
+func (x *Result) ProtoReflect() protoreflect.Message {
 	mi := &file_rank_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -1187,53 +1185,33 @@ func (x *Sampled) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use Sampled.ProtoReflect.Descriptor instead.
-func (*Sampled) Descriptor() ([]byte, []int) {
+// Deprecated: Use Result.ProtoReflect.Descriptor instead.
+func (*Result) Descriptor() ([]byte, []int) {
 	return file_rank_proto_rawDescGZIP(), []int{15}
 }
 
-func (x *Sampled) GetId() uint64 {
-	if x != nil {
-		return x.Id
-	}
-	return 0
-}
-
-func (x *Sampled) GetToken() *TokenLogprob {
+func (x *Result) GetToken() *TokenLogprob {
 	if x != nil {
 		return x.Token
 	}
 	return nil
 }
 
-func (x *Sampled) GetTop() []*TokenLogprob {
+func (x *Result) GetTop() []*TokenLogprob {
 	if x != nil {
 		return x.Top
 	}
 	return nil
 }
 
-func (x *Sampled) GetScored() bool {
-	if x != nil {
-		return x.Scored
-	}
-	return false
-}
-
-func (x *Sampled) GetPos() int32 {
-	if x != nil {
-		return x.Pos
-	}
-	return 0
-}
-
-// StepCompleted answers RunStep; rank 0 carries the samples.
+// StepCompleted answers RunStep; rank 0 carries the results, one for each
+// of the step's output rows, in their order.
 type StepCompleted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Generation    uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
 	Step          uint64                 `protobuf:"varint,2,opt,name=step,proto3" json:"step,omitempty"`
 	Rank          int32                  `protobuf:"varint,3,opt,name=rank,proto3" json:"rank,omitempty"`
-	Samples       []*Sampled             `protobuf:"bytes,4,rep,name=samples,proto3" json:"samples,omitempty"`
+	Results       []*Result              `protobuf:"bytes,4,rep,name=results,proto3" json:"results,omitempty"`
 	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	Aborted       bool                   `protobuf:"varint,6,opt,name=aborted,proto3" json:"aborted,omitempty"` // the error wraps nccl.ErrAborted
 	unknownFields protoimpl.UnknownFields
@@ -1291,9 +1269,9 @@ func (x *StepCompleted) GetRank() int32 {
 	return 0
 }
 
-func (x *StepCompleted) GetSamples() []*Sampled {
+func (x *StepCompleted) GetResults() []*Result {
 	if x != nil {
-		return x.Samples
+		return x.Results
 	}
 	return nil
 }
@@ -1474,20 +1452,17 @@ const file_rank_proto_rawDesc = "" +
 	"\x05trace\x18\b \x01(\v2\x15.cohort.rank.v1.TraceR\x05trace\"8\n" +
 	"\fTokenLogprob\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x18\n" +
-	"\alogprob\x18\x02 \x01(\x01R\alogprob\"\xa7\x01\n" +
-	"\aSampled\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x04R\x02id\x122\n" +
-	"\x05token\x18\x02 \x01(\v2\x1c.cohort.rank.v1.TokenLogprobR\x05token\x12.\n" +
-	"\x03top\x18\x03 \x03(\v2\x1c.cohort.rank.v1.TokenLogprobR\x03top\x12\x16\n" +
-	"\x06scored\x18\x04 \x01(\bR\x06scored\x12\x10\n" +
-	"\x03pos\x18\x05 \x01(\x05R\x03pos\"\xba\x01\n" +
+	"\alogprob\x18\x02 \x01(\x01R\alogprob\"l\n" +
+	"\x06Result\x122\n" +
+	"\x05token\x18\x01 \x01(\v2\x1c.cohort.rank.v1.TokenLogprobR\x05token\x12.\n" +
+	"\x03top\x18\x02 \x03(\v2\x1c.cohort.rank.v1.TokenLogprobR\x03top\"\xb9\x01\n" +
 	"\rStepCompleted\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
 	"generation\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\x04R\x04step\x12\x12\n" +
-	"\x04rank\x18\x03 \x01(\x05R\x04rank\x121\n" +
-	"\asamples\x18\x04 \x03(\v2\x17.cohort.rank.v1.SampledR\asamples\x12\x14\n" +
+	"\x04rank\x18\x03 \x01(\x05R\x04rank\x120\n" +
+	"\aresults\x18\x04 \x03(\v2\x16.cohort.rank.v1.ResultR\aresults\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x18\n" +
 	"\aaborted\x18\x06 \x01(\bR\aaborted\"C\n" +
 	"\tAbortComm\x12\x1e\n" +
@@ -1525,7 +1500,7 @@ var file_rank_proto_goTypes = []any{
 	(*OutputRow)(nil),     // 12: cohort.rank.v1.OutputRow
 	(*RunStep)(nil),       // 13: cohort.rank.v1.RunStep
 	(*TokenLogprob)(nil),  // 14: cohort.rank.v1.TokenLogprob
-	(*Sampled)(nil),       // 15: cohort.rank.v1.Sampled
+	(*Result)(nil),        // 15: cohort.rank.v1.Result
 	(*StepCompleted)(nil), // 16: cohort.rank.v1.StepCompleted
 	(*AbortComm)(nil),     // 17: cohort.rank.v1.AbortComm
 }
@@ -1539,9 +1514,9 @@ var file_rank_proto_depIdxs = []int32{
 	11, // 6: cohort.rank.v1.RunStep.seqs:type_name -> cohort.rank.v1.StepSeq
 	12, // 7: cohort.rank.v1.RunStep.outputs:type_name -> cohort.rank.v1.OutputRow
 	0,  // 8: cohort.rank.v1.RunStep.trace:type_name -> cohort.rank.v1.Trace
-	14, // 9: cohort.rank.v1.Sampled.token:type_name -> cohort.rank.v1.TokenLogprob
-	14, // 10: cohort.rank.v1.Sampled.top:type_name -> cohort.rank.v1.TokenLogprob
-	15, // 11: cohort.rank.v1.StepCompleted.samples:type_name -> cohort.rank.v1.Sampled
+	14, // 9: cohort.rank.v1.Result.token:type_name -> cohort.rank.v1.TokenLogprob
+	14, // 10: cohort.rank.v1.Result.top:type_name -> cohort.rank.v1.TokenLogprob
+	15, // 11: cohort.rank.v1.StepCompleted.results:type_name -> cohort.rank.v1.Result
 	12, // [12:12] is the sub-list for method output_type
 	12, // [12:12] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
