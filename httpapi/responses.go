@@ -258,9 +258,7 @@ func responsesNamedChoice(raw json.RawMessage) (string, bool) {
 		Type string `json:"type"`
 		Name string `json:"name"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&obj); err != nil || obj.Type != "function" || obj.Name == "" {
+	if err := unmarshalStrict(raw, &obj); err != nil || obj.Type != "function" || obj.Name == "" {
 		return "", false
 	}
 	return obj.Name, true

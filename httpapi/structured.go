@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 
@@ -51,9 +50,7 @@ func parseResponseFormat(raw json.RawMessage) (*constraint, *apiError) {
 		return nil, nil
 	}
 	var rf responseFormat
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&rf); err != nil {
+	if err := unmarshalStrict(raw, &rf); err != nil {
 		return nil, badRequest("response_format", "response_format: %v", err)
 	}
 	switch rf.Type {
@@ -76,9 +73,7 @@ func parseStructuredOutputs(raw json.RawMessage) (*constraint, *apiError) {
 		return nil, nil
 	}
 	var so structuredOutputs
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&so); err != nil {
+	if err := unmarshalStrict(raw, &so); err != nil {
 		return nil, badRequest("structured_outputs", "structured_outputs: %v", err)
 	}
 	switch {

@@ -1,0 +1,28 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+// unmarshalStrict decodes the first JSON value of data into v, refusing
+// fields that v does not have.
+func unmarshalStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// decodeStrict decodes raw, the request field param that must be what (an
+// object), into v, naming an unknown field in the error.
+func decodeStrict(raw json.RawMessage, v any, param, what string) *apiError {
+	if err := unmarshalStrict(raw, v); err != nil {
+		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			name = strings.Trim(name, `"`)
+			return badRequest(param+"."+name, "unknown field %q in %s", name, param)
+		}
+		return badRequest(param, "%s must be %s: %v", param, what, strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
+}
