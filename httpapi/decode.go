@@ -14,6 +14,19 @@ func unmarshalStrict(data []byte, v any) error {
 	return dec.Decode(v)
 }
 
+// decodeOptional decodes the optional request field param (nil when absent
+// or null) into a new T, refusing unknown fields.
+func decodeOptional[T any](raw json.RawMessage, param string) (*T, *apiError) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	v := new(T)
+	if err := unmarshalStrict(raw, v); err != nil {
+		return nil, badRequest(param, "%s: %v", param, err)
+	}
+	return v, nil
+}
+
 // decodeStrict decodes raw, the request field param that must be what (an
 // object), into v, naming an unknown field in the error.
 func decodeStrict(raw json.RawMessage, v any, param, what string) *apiError {

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -83,16 +82,7 @@ func TestStreamKeepAliveOverHTTP(t *testing.T) {
 	base, _ := startFake(t, f, func(o *Options) { o.KeepAlive = 20 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // the test's bound
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/completions",
-		strings.NewReader(`{"model":"fake","prompt":"hi","max_tokens":4,"stream":true}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := testClient().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
+	res := postStream(t, ctx, base+"/v1/completions", `{"model":"fake","prompt":"hi","max_tokens":4,"stream":true}`)
 	sc := bufio.NewScanner(res.Body)
 	for sc.Scan() {
 		if sc.Text() == strings.TrimSuffix(keepAliveComment, "\n\n") {

@@ -492,12 +492,18 @@ func (s *Server) handleMetrics(c *call) reply {
 	return reply{status: http.StatusOK, contentType: string(f), body: buf.Bytes()}
 }
 
+// decodeFor decodes body into v and checks the model it names (*model,
+// v's model field).
+func (s *Server) decodeFor(body []byte, v any, model *string) *apiError {
+	if aerr := decodeJSON(body, v); aerr != nil {
+		return aerr
+	}
+	return s.checkModel(*model)
+}
+
 func (s *Server) handleTokenize(c *call) reply {
 	var r tokenizeRequest
-	if aerr := decodeJSON(c.body, &r); aerr != nil {
-		return errorReply(aerr)
-	}
-	if aerr := s.checkModel(r.Model); aerr != nil {
+	if aerr := s.decodeFor(c.body, &r, &r.Model); aerr != nil {
 		return errorReply(aerr)
 	}
 	var text string
@@ -522,14 +528,9 @@ func (s *Server) handleTokenize(c *call) reply {
 		return errorReply(badRequest("prompt", "prompt or messages is required"))
 	}
 	ids := s.tok.Encode(text)
-	b := append(make([]byte, 0, 64+len(ids)*6), `{"tokens":[`...)
-	for i, id := range ids {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendInt(b, int(id))
-	}
-	b = append(b, `],"count":`...)
+	b := append(make([]byte, 0, 64+len(ids)*6), `{"tokens":`...)
+	b = appendList(b, ids, func(b []byte, id int32) []byte { return appendInt(b, int(id)) })
+	b = append(b, `,"count":`...)
 	b = appendInt(b, len(ids))
 	b = append(b, `,"max_model_len":`...)
 	b = appendInt(b, s.eng.Info().MaxModelLen)
@@ -538,10 +539,7 @@ func (s *Server) handleTokenize(c *call) reply {
 
 func (s *Server) handleDetokenize(c *call) reply {
 	var r detokenizeRequest
-	if aerr := decodeJSON(c.body, &r); aerr != nil {
-		return errorReply(aerr)
-	}
-	if aerr := s.checkModel(r.Model); aerr != nil {
+	if aerr := s.decodeFor(c.body, &r, &r.Model); aerr != nil {
 		return errorReply(aerr)
 	}
 	if r.Tokens == nil {
