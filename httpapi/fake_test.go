@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -245,22 +244,6 @@ func serveLoopback(t testing.TB, s *Server) (net.Listener, <-chan error) {
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ln) }()
 	return ln, served
-}
-
-// postStream posts body to url with ctx through testClient and
-// returns the response; its body is closed when the test ends.
-func postStream(t testing.TB, ctx context.Context, url, body string) *http.Response {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := testClient().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { res.Body.Close() })
-	return res
 }
 
 // testClient is an HTTP client that does not retry or pool forever.

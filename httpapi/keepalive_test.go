@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -115,4 +116,20 @@ func TestKeepAliveTellsGone(t *testing.T) {
 	case <-time.After(10 * time.Second): // the test's bound
 		t.Fatal("the stream did not end after its client went away")
 	}
+}
+
+// postStream posts body to url with ctx through testClient and
+// returns the response; its body is closed when the test ends.
+func postStream(t testing.TB, ctx context.Context, url, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := testClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { res.Body.Close() })
+	return res
 }
