@@ -5,9 +5,9 @@
         [--batch 1,8] [--prompt-len 128] [--new-tokens 64] [--prefill 1024]
 
 DIR is a checkpoint written by `cohort make-model` (nested Qwen3.5 config, tensors under
-model.language_model.*). As tools/hfref/make_fixtures.py does, the script builds
-Qwen3_5ForCausalLM from the config's text_config and loads the weights with the
-`model.language_model.` prefix mapped to `model.` (strict: every parameter must be loaded).
+model.language_model.*). It is loaded by tools/hfref/bf16ref.py's load_hf: Qwen3_5ForCausalLM
+built from the config's text_config, with the `model.language_model.` prefix mapped to `model.`
+(strict: every parameter must be loaded), in float32 with SDPA attention.
 
 For each dtype it measures, with greedy decoding and EOS disabled:
   * decode ms/token at each batch size: model.generate(max_new_tokens=N) on B random prompts of
@@ -17,7 +17,8 @@ For each dtype it measures, with greedy decoding and EOS disabled:
   * prefill tok/s: one forward of a single prompt (use_cache=True, logits_to_keep=1), median of 3
     after a warm-up.
 
-Only torch, transformers and safetensors are used. No network (HF_HUB_OFFLINE=1).
+Only torch, transformers, safetensors and numpy (through bf16ref) are used. No network
+(HF_HUB_OFFLINE=1).
 """
 
 import argparse
@@ -32,109 +33,17 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-NESTED_PREFIX = "model.language_model."
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hfref"))
+import bf16ref  # noqa: E402  (the checkpoint loader)
+from hfbench import Stamps  # noqa: E402  (the per-step streamer)
 
-
-def say(msg):
-    print(msg, flush=True)
+say = bf16ref.say
+ints = bf16ref.ints
 
 
 def die(msg):
     print(f"FATAL: {msg}", file=sys.stderr, flush=True)
     sys.exit(1)
-
-
-def ints(s):
-    return [int(x) for x in s.split(",") if x.strip()]
-
-
-def load_config(model_dir):
-    """The text config: through Qwen3_5Config (nested) or Qwen3_5TextConfig (flat)."""
-    import transformers
-
-    with open(os.path.join(model_dir, "config.json")) as f:
-        raw = json.load(f)
-    if "text_config" in raw:
-        try:
-            return transformers.Qwen3_5Config.from_pretrained(model_dir).text_config, raw, "Qwen3_5Config.text_config"
-        except Exception as e:  # noqa: BLE001
-            say(f"WARN: Qwen3_5Config.from_pretrained failed ({type(e).__name__}: {e}); using text_config directly")
-            return transformers.Qwen3_5TextConfig.from_dict(dict(raw["text_config"])), raw, "Qwen3_5TextConfig.from_dict"
-    return transformers.Qwen3_5TextConfig.from_pretrained(model_dir), raw, "Qwen3_5TextConfig (flat)"
-
-
-def hf_name(fname):
-    """Checkpoint tensor name -> Qwen3_5ForCausalLM parameter name (None: not a text weight)."""
-    if fname.startswith("model.visual.") or fname.startswith("mtp."):
-        return None
-    if fname.startswith(NESTED_PREFIX):
-        return "model." + fname[len(NESTED_PREFIX):]
-    return fname  # flat checkpoints: model.* and lm_head.weight
-
-
-def read_state(model_dir, device):
-    from safetensors.torch import load_file
-
-    files = sorted(f for f in os.listdir(model_dir) if f.endswith(".safetensors"))
-    if not files:
-        die(f"no .safetensors files in {model_dir}")
-    sd = {}
-    for f in files:
-        for k, v in load_file(os.path.join(model_dir, f), device=str(device)).items():
-            n = hf_name(k)
-            if n is not None:
-                sd[n] = v
-    return sd
-
-
-def build_model(cfg, sd, device, torch):
-    from transformers import Qwen3_5ForCausalLM
-
-    for attr, val in (("eos_token_id", None), ("_attn_implementation", "sdpa")):
-        try:
-            setattr(cfg, attr, val)
-        except Exception as e:  # noqa: BLE001
-            say(f"WARN: could not set config.{attr}={val!r}: {e}")
-    with torch.device(device):
-        model = Qwen3_5ForCausalLM(cfg)
-    model.to(device=device, dtype=torch.float32)
-    model.eval()
-    res = model.load_state_dict(sd, strict=False)
-    params = dict(model.named_parameters(remove_duplicate=False))
-    missing = [k for k in res.missing_keys if k in params]
-    tied = False
-    if "lm_head.weight" in missing and "lm_head.weight" not in sd:
-        if model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr():
-            model.lm_head.weight = model.model.embed_tokens.weight
-        missing.remove("lm_head.weight")
-        tied = True
-    if missing or res.unexpected_keys:
-        die(f"load_state_dict: missing {missing[:8]}, unexpected {list(res.unexpected_keys)[:8]}")
-    try:
-        model.generation_config.eos_token_id = None
-        model.generation_config.pad_token_id = 0
-    except Exception as e:  # noqa: BLE001
-        say(f"WARN: could not edit generation_config: {e}")
-    return model, tied
-
-
-class Stamps:
-    """A generate() streamer that timestamps each generated step (the first put is the prompt)."""
-
-    def __init__(self, torch):
-        self.torch = torch
-        self.times = []
-        self.seen_prompt = False
-
-    def put(self, value):
-        if not self.seen_prompt:
-            self.seen_prompt = True
-            return
-        self.torch.cuda.synchronize()
-        self.times.append(time.perf_counter())
-
-    def end(self):
-        pass
 
 
 def generate(model, ids, new_tokens, torch, streamer=None):
@@ -162,7 +71,7 @@ def bench_decode(model, batch, prompt_len, new_tokens, vocab, device, torch):
     ids = torch.randint(0, vocab, (batch, prompt_len), generator=g).to(device)
     generate(model, ids, 4, torch)  # warm-up at this batch size
     torch.cuda.synchronize()
-    st = Stamps(torch)
+    st = Stamps(torch.cuda.synchronize)
     t0 = time.perf_counter()
     try:
         generate(model, ids, new_tokens, torch, streamer=st)
@@ -260,19 +169,15 @@ def main():
     }
     say(f"torch {torch.__version__}, transformers {transformers.__version__}, {report['gpu']}, GDN kernels {gdn}")
 
-    t = time.perf_counter()
-    cfg, raw, how = load_config(args.model)
+    model, info = bf16ref.load_hf(args.model, device)
+    how = info["config_source"]
     report["config_source"] = how
-    report["preset"] = raw.get("cohort_preset")
-    sd = read_state(args.model, device)
-    model, tied = build_model(cfg, sd, device, torch)
-    del sd
-    torch.cuda.empty_cache()
-    report["tied_lm_head"] = tied
+    report["preset"] = info.get("preset")
+    report["tied_lm_head"] = info.get("tied_lm_head", False)
     report["attn_implementation"] = getattr(model.config, "_attn_implementation", None)
-    report["params"] = sum(p.numel() for p in model.parameters())
-    report["load_s"] = time.perf_counter() - t
-    vocab = min(cfg.vocab_size, 256)
+    report["params"] = info["params"]
+    report["load_s"] = info["load_s"]
+    vocab = min(info["vocab"], 256)
     say(f"loaded {report['params'] / 1e9:.2f}B parameters in {report['load_s']:.1f}s ({how}; attention {report['attn_implementation']})")
 
     # f32 first (the weights were loaded in f32), then cast in place to bf16.

@@ -75,6 +75,17 @@ FULL_INTERVAL = 4
 
 PROMPT_LENS = [1, 63, 64, 65, 130, 300]
 NEW_TOKENS = 32
+
+# How every fixture's greedy continuation is generated, as recorded in its ref.json.
+GENERATE_KWARGS = {
+    "max_new_tokens": NEW_TOKENS,
+    "min_new_tokens": NEW_TOKENS,
+    "do_sample": False,
+    "eos_token_id": None,
+    "pad_token_id": 0,
+    "use_cache": True,
+    "attention_mask": "all ones",
+}
 CALIB_LEN = 64
 TARGET_STD = 3.0
 STD_LO, STD_HI = 2.5, 3.5
@@ -1169,15 +1180,7 @@ def run_fixture(fx, out_root, device, env, do_crosscheck):
         "skipped_checkpoint_tensors": skipped,
         "seed": fx["seed"],
         "calibration": {"target_std": TARGET_STD, "prompt_len": CALIB_LEN, "std_history": history},
-        "generate_kwargs": {
-            "max_new_tokens": NEW_TOKENS,
-            "min_new_tokens": NEW_TOKENS,
-            "do_sample": False,
-            "eos_token_id": None,
-            "pad_token_id": 0,
-            "use_cache": True,
-            "attention_mask": "all ones",
-        },
+        "generate_kwargs": GENERATE_KWARGS,
         "checks": checks,
         "top1_last": top1_last,
         "hf_from_pretrained_check": cross,
@@ -1314,15 +1317,7 @@ def run_qwen3(d, device, env):
         "precision": env["precision"],
         "hf_shares_lm_head_with_embedding": bool(shares),
         "seed": QWEN3_SEED,
-        "generate_kwargs": {
-            "max_new_tokens": NEW_TOKENS,
-            "min_new_tokens": NEW_TOKENS,
-            "do_sample": False,
-            "eos_token_id": None,
-            "pad_token_id": 0,
-            "use_cache": True,
-            "attention_mask": "all ones",
-        },
+        "generate_kwargs": GENERATE_KWARGS,
         "checks": checks,
         "top1_last": top1_last,
         "files": files,
