@@ -22,10 +22,7 @@ Only torch, transformers, safetensors and numpy (through bf16ref) are used. No n
 """
 
 import argparse
-import json
 import os
-import platform
-import statistics
 import sys
 import time
 
@@ -35,7 +32,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hfref"))
 import bf16ref  # noqa: E402  (the checkpoint loader)
-from hfbench import Stamps  # noqa: E402  (the per-step streamer)
+from hfbench import Bench, Stamps  # noqa: E402  (the generate and forward timings)
 
 say = bf16ref.say
 ints = bf16ref.ints
@@ -46,36 +43,17 @@ def die(msg):
     sys.exit(1)
 
 
-def generate(model, ids, new_tokens, torch, streamer=None):
-    kw = dict(
-        attention_mask=torch.ones_like(ids),
-        max_new_tokens=new_tokens,
-        min_new_tokens=new_tokens,
-        do_sample=False,
-        eos_token_id=None,
-        pad_token_id=0,
-        use_cache=True,
-    )
-    if streamer is not None:
-        kw["streamer"] = streamer
-    with torch.no_grad():
-        out = model.generate(ids, **kw)
-    seqs = out if torch.is_tensor(out) else out.sequences
-    if seqs.shape[1] != ids.shape[1] + new_tokens:
-        die(f"generate returned {seqs.shape[1] - ids.shape[1]} new tokens, want {new_tokens}")
-    return seqs
-
-
-def bench_decode(model, batch, prompt_len, new_tokens, vocab, device, torch):
-    g = torch.Generator().manual_seed(1000 + batch)
-    ids = torch.randint(0, vocab, (batch, prompt_len), generator=g).to(device)
-    generate(model, ids, 4, torch)  # warm-up at this batch size
-    torch.cuda.synchronize()
-    st = Stamps(torch.cuda.synchronize)
+def bench_decode(b, batch, prompt_len, new_tokens):
+    """Decode ms/token at one batch size, timed by Stamps or, if the streamer fails, as
+    generate(N) - generate(1)."""
+    ids = b.prompt(batch, prompt_len, 1000 + batch)
+    b.generate(ids, 4)  # warm-up at this batch size
+    b.sync()
+    st = Stamps(b.sync)
     t0 = time.perf_counter()
     try:
-        generate(model, ids, new_tokens, torch, streamer=st)
-        torch.cuda.synchronize()
+        b.generate(ids, new_tokens, st)
+        b.sync()
         total = time.perf_counter() - t0
         if len(st.times) != new_tokens:
             raise RuntimeError(f"streamer saw {len(st.times)} steps, want {new_tokens}")
@@ -83,14 +61,14 @@ def bench_decode(model, batch, prompt_len, new_tokens, vocab, device, torch):
         method = "streamer timestamps"
     except Exception as e:  # noqa: BLE001
         say(f"WARN: streamer timing failed ({type(e).__name__}: {e}); timing generate(N) - generate(1)")
-        torch.cuda.synchronize()
+        b.sync()
         t0 = time.perf_counter()
-        generate(model, ids, new_tokens, torch)
-        torch.cuda.synchronize()
+        b.generate(ids, new_tokens)
+        b.sync()
         total = time.perf_counter() - t0
         t1 = time.perf_counter()
-        generate(model, ids, 1, torch)
-        torch.cuda.synchronize()
+        b.generate(ids, 1)
+        b.sync()
         decode_s = total - (time.perf_counter() - t1)
         method = "generate(N) - generate(1)"
     steps = new_tokens - 1
@@ -103,27 +81,6 @@ def bench_decode(model, batch, prompt_len, new_tokens, vocab, device, torch):
         "generate_total_s": total,
         "method": method,
     }
-
-
-def bench_prefill(model, length, vocab, device, torch, runs=3):
-    g = torch.Generator().manual_seed(2000 + length)
-    ids = torch.randint(0, vocab, (1, length), generator=g).to(device)
-
-    def once():
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        with torch.no_grad():
-            try:
-                model(input_ids=ids, use_cache=True, logits_to_keep=1)
-            except TypeError:
-                model(input_ids=ids, use_cache=True)
-        torch.cuda.synchronize()
-        return time.perf_counter() - t
-
-    once()  # warm-up
-    times = [once() for _ in range(runs)]
-    med = statistics.median(times)
-    return {"tokens": length, "ms": med * 1e3, "tok_per_s": length / med, "runs_ms": [t * 1e3 for t in times]}
 
 
 def main():
@@ -146,23 +103,14 @@ def main():
     device = torch.device(args.device)
     if device.type != "cuda" or not torch.cuda.is_available():
         die("this baseline needs a CUDA device")
-    gdn = {}
-    for name in ("is_flash_linear_attention_available", "is_causal_conv1d_available"):
-        fn = getattr(transformers.utils, name, None)
-        try:
-            gdn[name] = bool(fn()) if fn else None
-        except Exception:  # noqa: BLE001
-            gdn[name] = None
+    env = bf16ref.env_info()
+    gdn = env["gdn_kernels"]
     report = {
         "what": "Hugging Face transformers Qwen3_5ForCausalLM.generate (greedy, EOS off) and forward, one GPU",
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "model": args.model,
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
+        **env,
         "gpu": torch.cuda.get_device_name(device),
-        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
-        "gdn_kernels": gdn,
         "prompt_len": args.prompt_len,
         "new_tokens": args.new_tokens,
         "results": [],
@@ -177,7 +125,7 @@ def main():
     report["attn_implementation"] = getattr(model.config, "_attn_implementation", None)
     report["params"] = info["params"]
     report["load_s"] = info["load_s"]
-    vocab = min(info["vocab"], 256)
+    bench = Bench(model, device, min(info["vocab"], 256), torch)
     say(f"loaded {report['params'] / 1e9:.2f}B parameters in {report['load_s']:.1f}s ({how}; attention {report['attn_implementation']})")
 
     # f32 first (the weights were loaded in f32), then cast in place to bf16.
@@ -187,11 +135,11 @@ def main():
         torch.cuda.empty_cache()
         res = {"dtype": dt, "decode": [], "prefill": []}
         for b in ints(args.batch):
-            d = bench_decode(model, b, args.prompt_len, args.new_tokens, vocab, device, torch)
+            d = bench_decode(bench, b, args.prompt_len, args.new_tokens)
             say(f"  {dt} decode batch {b}: {d['ms_per_token']:.2f} ms/token, {d['tok_per_s']:.1f} tok/s ({d['method']})")
             res["decode"].append(d)
         for n in ints(args.prefill):
-            p = bench_prefill(model, n, vocab, device, torch)
+            p = bench.prefill(n, 3)
             say(f"  {dt} prefill {n}: {p['ms']:.1f} ms, {p['tok_per_s']:.0f} tok/s")
             res["prefill"].append(p)
         res["max_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
@@ -207,11 +155,7 @@ def main():
     for r in report["results"]:
         for p in r["prefill"]:
             say(f"{r['dtype']:>6} {p['tokens']:>7} {p['ms']:>9.1f} {p['tok_per_s']:>10.0f}")
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(report, f, indent=2)
-            f.write("\n")
-        say(f"wrote {args.out}")
+    bf16ref.write_json(args.out, report)
 
 
 def ints_or_names(s):

@@ -410,26 +410,20 @@ def config_json(fx):
     return c
 
 
+# The text_fields an HF config object must carry as written (check_hf_config).
+CHECKED_FIELDS = (
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "linear_num_key_heads", "linear_num_value_heads",
+    "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim", "hidden_act",
+    "rms_norm_eps", "attention_bias",
+)
+
+
 def check_hf_config(cfg, fx):
     """Return a list of problems with an HF text config object (empty when it matches the fixture)."""
-    want = {
-        "vocab_size": VOCAB,
-        "hidden_size": HIDDEN,
-        "intermediate_size": INTER,
-        "num_hidden_layers": LAYERS,
-        "num_attention_heads": N_HEADS,
-        "num_key_value_heads": N_KV,
-        "head_dim": HEAD_DIM,
-        "linear_num_key_heads": fx["nk"],
-        "linear_num_value_heads": fx["nv"],
-        "linear_key_head_dim": LIN_DK,
-        "linear_value_head_dim": LIN_DV,
-        "linear_conv_kernel_dim": CONV_K,
-        "hidden_act": "silu",
-        "rms_norm_eps": EPS,
-        "attention_bias": False,
-        "tie_word_embeddings": bool(fx["tied"]),
-    }
+    fields = text_fields(fx)
+    want = {k: fields[k] for k in CHECKED_FIELDS}
+    want["tie_word_embeddings"] = bool(fx["tied"])
     problems = []
     for k, v in want.items():
         got = getattr(cfg, k, "<missing>")
