@@ -9,7 +9,7 @@ model.language_model.*). It is loaded by tools/hfref/bf16ref.py's load_hf: Qwen3
 built from the config's text_config, with the `model.language_model.` prefix mapped to `model.`
 (strict: every parameter must be loaded), in float32 with SDPA attention.
 
-For each dtype it measures, with greedy decoding and EOS disabled:
+For each dtype it measures, with greedy decoding and EOS disabled (through tools/hfref/hfbench.py's Bench):
   * decode ms/token at each batch size: model.generate(max_new_tokens=N) on B random prompts of
     prompt-len tokens; a streamer timestamps every generated token (after a device sync), and
     ms/token = (time of the last token - time of the first) / (N - 1): the first token comes from
@@ -32,7 +32,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hfref"))
 import bf16ref  # noqa: E402  (the checkpoint loader)
-from hfbench import Bench, Stamps  # noqa: E402  (the generate and forward timings)
+from hfbench import Bench  # noqa: E402  (the generate and forward timings)
 
 say = bf16ref.say
 ints = bf16ref.ints
@@ -44,33 +44,22 @@ def die(msg):
 
 
 def bench_decode(b, batch, prompt_len, new_tokens):
-    """Decode ms/token at one batch size, timed by Stamps or, if the streamer fails, as
-    generate(N) - generate(1)."""
-    ids = b.prompt(batch, prompt_len, 1000 + batch)
-    b.generate(ids, 4)  # warm-up at this batch size
-    b.sync()
-    st = Stamps(b.sync)
-    t0 = time.perf_counter()
+    """Decode ms/token at one batch size: Bench.decode (streamer timestamps) or, if the streamer
+    fails, generate(N) - generate(1)."""
     try:
-        b.generate(ids, new_tokens, st)
-        b.sync()
-        total = time.perf_counter() - t0
-        if len(st.times) != new_tokens:
-            raise RuntimeError(f"streamer saw {len(st.times)} steps, want {new_tokens}")
-        decode_s = st.times[-1] - st.times[0]
-        method = "streamer timestamps"
+        return {**b.decode(batch, prompt_len, new_tokens), "method": "streamer timestamps"}
     except Exception as e:  # noqa: BLE001
         say(f"WARN: streamer timing failed ({type(e).__name__}: {e}); timing generate(N) - generate(1)")
-        b.sync()
-        t0 = time.perf_counter()
-        b.generate(ids, new_tokens)
-        b.sync()
-        total = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        b.generate(ids, 1)
-        b.sync()
-        decode_s = total - (time.perf_counter() - t1)
-        method = "generate(N) - generate(1)"
+    ids = b.prompt(batch, prompt_len, 1000 + batch)
+    b.sync()
+    t0 = time.perf_counter()
+    b.generate(ids, new_tokens)
+    b.sync()
+    total = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    b.generate(ids, 1)
+    b.sync()
+    decode_s = total - (time.perf_counter() - t1)
     steps = new_tokens - 1
     return {
         "batch": batch,
@@ -79,7 +68,7 @@ def bench_decode(b, batch, prompt_len, new_tokens):
         "steps": steps,
         "decode_s": decode_s,
         "generate_total_s": total,
-        "method": method,
+        "method": "generate(N) - generate(1)",
     }
 
 
