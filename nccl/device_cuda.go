@@ -288,49 +288,45 @@ func (c *deviceComm) finish(call string, r ncclRes) error {
 
 // AllReduceSumDevice implements DeviceCommunicator.
 func (c *deviceComm) AllReduceSumDevice(buf uintptr, count int, stream uintptr) error {
-	if count < 0 {
-		return fmt.Errorf("nccl: rank %d: AllReduceSumDevice of %d values", c.rank, count)
-	}
-	if err := c.ensureInit(context.Background()); err != nil {
+	if err := c.ready("AllReduceSumDevice", count); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	if err := c.usableLocked(); err != nil {
-		c.mu.Unlock()
-		return err
-	}
-	r := cAllReduce(uint64(buf), uint64(buf), count, c.comm, stream)
-	c.mu.Unlock()
-	return c.finish("ncclAllReduce", r)
+	return c.enqueue("ncclAllReduce", func() ncclRes { return cAllReduce(uint64(buf), uint64(buf), count, c.comm, stream) })
 }
 
 // AllGatherDevice implements DeviceCommunicator.
 func (c *deviceComm) AllGatherDevice(send, recv uintptr, count int, stream uintptr) error {
-	if count < 0 {
-		return fmt.Errorf("nccl: rank %d: AllGatherDevice of %d values", c.rank, count)
-	}
-	if err := c.ensureInit(context.Background()); err != nil {
+	if err := c.ready("AllGatherDevice", count); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	if err := c.usableLocked(); err != nil {
-		c.mu.Unlock()
-		return err
-	}
-	r := cAllGather(uint64(send), uint64(recv), count, c.comm, stream)
-	c.mu.Unlock()
-	return c.finish("ncclAllGather", r)
+	return c.enqueue("ncclAllGather", func() ncclRes { return cAllGather(uint64(send), uint64(recv), count, c.comm, stream) })
 }
 
 func (c *deviceComm) broadcastDevice(buf uintptr, count, root int, stream uintptr) error {
+	return c.enqueue("ncclBroadcast", func() ncclRes { return cBroadcast(uint64(buf), uint64(buf), count, root, c.comm, stream) })
+}
+
+// ready checks the count of the collective op and initialises the
+// communicator on first use.
+func (c *deviceComm) ready(op string, count int) error {
+	if count < 0 {
+		return fmt.Errorf("nccl: rank %d: %s of %d values", c.rank, op, count)
+	}
+	return c.ensureInit(context.Background())
+}
+
+// enqueue runs the NCCL call named call (it enqueues a collective on a
+// stream) under mu while the communicator is usable, and turns its result
+// into an error (finish).
+func (c *deviceComm) enqueue(call string, nccl func() ncclRes) error {
 	c.mu.Lock()
 	if err := c.usableLocked(); err != nil {
 		c.mu.Unlock()
 		return err
 	}
-	r := cBroadcast(uint64(buf), uint64(buf), count, root, c.comm, stream)
+	r := nccl()
 	c.mu.Unlock()
-	return c.finish("ncclBroadcast", r)
+	return c.finish(call, r)
 }
 
 // abortNCCL aborts the rank's NCCL communicator once. The state turns
