@@ -14,9 +14,8 @@ type Model struct {
 	shard model.Shard
 	attn  kernels.AttnConfig // per-rank shapes
 
-	embed, lmHead, norm kernels.Tensor
-	vocabStart          int
-	layers              []layer
+	vocab  model.Vocab
+	layers []layer
 }
 
 type layer struct {
@@ -46,7 +45,7 @@ func (Arch) Build(c *model.Config, s model.Shard, w map[string]kernels.Tensor) (
 	if err := CheckShard(c, s); err != nil {
 		return nil, err
 	}
-	m := &Model{id: model.NewID(), cfg: c, shard: s, attn: attnConfig(c, s), vocabStart: s.Rank * c.VocabSize / s.Size}
+	m := &Model{id: model.NewID(), cfg: c, shard: s, attn: model.AttnConfig(c, s)}
 	var missing []string
 	get := func(name string) kernels.Tensor {
 		t, ok := w[name]
@@ -55,11 +54,7 @@ func (Arch) Build(c *model.Config, s model.Shard, w map[string]kernels.Tensor) (
 		}
 		return t
 	}
-	m.embed, m.norm = get("embed_tokens.weight"), get("norm.weight")
-	m.lmHead = m.embed
-	if !c.TieEmbeddings {
-		m.lmHead = get("lm_head.weight")
-	}
+	m.vocab = model.BindVocab(c, s, get)
 	for i := range c.NumLayers {
 		p := fmt.Sprintf("layers.%d.", i)
 		a, f := p+"self_attn.", p+"mlp."
@@ -74,11 +69,6 @@ func (Arch) Build(c *model.Config, s model.Shard, w map[string]kernels.Tensor) (
 		return nil, fmt.Errorf("qwen3: weights declared but not loaded: %v", missing)
 	}
 	return m, nil
-}
-
-func attnConfig(c *model.Config, s model.Shard) kernels.AttnConfig {
-	return kernels.AttnConfig{Heads: c.Heads / s.Size, KVHeads: max(c.KVHeads/s.Size, 1), HeadDim: c.HeadDim,
-		RotaryDim: c.RotaryDim(), Theta: c.RopeTheta}
 }
 
 // NewState allocates this rank's KV pages. Every request's state is in its
@@ -102,36 +92,24 @@ func (m *Model) Forward(be kernels.Backend, state model.State, tokens []int32, b
 // attention and MLP, each block's output summed over the ranks.
 func (m *Model) decoder(be kernels.Backend, st *State, tokens []int32, b *kernels.Batch, outputRows []int) (kernels.Tensor, error) {
 	eps := m.cfg.Eps
-	residual := be.Embedding(m.embed, tokens, m.vocabStart)
-	if err := m.allReduce(be, residual); err != nil {
+	residual, err := m.vocab.Embedding(be, m.shard, tokens)
+	if err != nil {
 		return nil, err
 	}
 	for i := range m.layers {
 		l := &m.layers[i]
 		mixed := m.attention(be, l, i, be.PlainRMSNorm(residual, l.inputNorm, eps), st, b)
-		if err := m.allReduce(be, mixed); err != nil {
+		if err := model.AllReduce(be, m.shard, mixed); err != nil {
 			return nil, err
 		}
 		residual = be.Add(residual, mixed)
 		mlp := be.Linear(kernels.SwiGLULinear(be, be.PlainRMSNorm(residual, l.postNorm, eps), l.gate, l.up), l.down)
-		if err := m.allReduce(be, mlp); err != nil {
+		if err := model.AllReduce(be, m.shard, mlp); err != nil {
 			return nil, err
 		}
 		residual = be.Add(residual, mlp)
 	}
-	h := be.PlainRMSNorm(be.SelectRows(residual, outputRows), m.norm, eps)
-	logits := be.Linear(h, m.lmHead)
-	if m.shard.Size > 1 {
-		return be.AllGatherCols(logits)
-	}
-	return logits, nil
-}
-
-func (m *Model) allReduce(be kernels.Backend, x kernels.Tensor) error {
-	if m.shard.Size == 1 {
-		return nil
-	}
-	return be.AllReduce(x)
+	return m.vocab.Logits(be, m.shard, be.PlainRMSNorm(be.SelectRows(residual, outputRows), m.vocab.Norm, eps))
 }
 
 // attention is the layer's grouped-query attention: q and k normalized per

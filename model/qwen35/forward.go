@@ -15,9 +15,8 @@ type Model struct {
 	attn  kernels.AttnConfig // per-rank shapes
 	gdn   kernels.GDNConfig
 
-	embed, lmHead, norm kernels.Tensor
-	vocabStart          int
-	layers              []layer
+	vocab  model.Vocab
+	layers []layer
 }
 
 type layer struct {
@@ -44,7 +43,7 @@ func (Arch) Build(c *model.Config, s model.Shard, w map[string]kernels.Tensor) (
 	if err := CheckShard(c, s); err != nil {
 		return nil, err
 	}
-	m := &Model{id: model.NewID(), cfg: c, shard: s, attn: attnConfig(c, s), gdn: gdnConfig(c, s)}
+	m := &Model{id: model.NewID(), cfg: c, shard: s, attn: model.AttnConfig(c, s), gdn: gdnConfig(c, s)}
 	get := func(name string) kernels.Tensor {
 		t, ok := w[name]
 		if !ok {
@@ -52,12 +51,7 @@ func (Arch) Build(c *model.Config, s model.Shard, w map[string]kernels.Tensor) (
 		}
 		return t
 	}
-	m.embed, m.norm = get("embed_tokens.weight"), get("norm.weight")
-	m.lmHead = m.embed
-	if !c.TieEmbeddings {
-		m.lmHead = get("lm_head.weight")
-	}
-	m.vocabStart = s.Rank * c.VocabSize / s.Size
+	m.vocab = model.BindVocab(c, s, get)
 	counts := map[LayerKind]int{}
 	for i, kind := range ParamsOf(c).Layers {
 		p := fmt.Sprintf("layers.%d.", i)
@@ -78,15 +72,6 @@ func (Arch) Build(c *model.Config, s model.Shard, w map[string]kernels.Tensor) (
 		m.layers = append(m.layers, l)
 	}
 	return m, nil
-}
-
-func attnConfig(c *model.Config, s model.Shard) kernels.AttnConfig {
-	kv := c.KVHeads / s.Size
-	if kv == 0 {
-		kv = 1 // replicated KV head
-	}
-	return kernels.AttnConfig{Heads: c.Heads / s.Size, KVHeads: kv, HeadDim: c.HeadDim,
-		RotaryDim: c.RotaryDim(), Theta: c.RopeTheta}
 }
 
 func gdnConfig(c *model.Config, s model.Shard) kernels.GDNConfig {
@@ -133,8 +118,8 @@ func (m *Model) Forward(be kernels.Backend, state model.State, tokens []int32, b
 // attention or Gated DeltaNet, then the MLP), each block's output summed
 // over the ranks.
 func (m *Model) decoder(be kernels.Backend, st *State, tokens []int32, b *kernels.Batch, outputRows []int) (kernels.Tensor, error) {
-	x := be.Embedding(m.embed, tokens, m.vocabStart)
-	if err := m.allReduce(be, x); err != nil {
+	x, err := m.vocab.Embedding(be, m.shard, tokens)
+	if err != nil {
 		return nil, err
 	}
 	residual := x
@@ -147,32 +132,21 @@ func (m *Model) decoder(be kernels.Backend, st *State, tokens []int32, b *kernel
 		} else {
 			mixed = m.deltaNet(be, l, h, st, b)
 		}
-		if err := m.allReduce(be, mixed); err != nil {
+		if err := model.AllReduce(be, m.shard, mixed); err != nil {
 			return nil, err
 		}
 		residual, h = be.AddRMSNorm(residual, mixed, l.postNorm, m.cfg.Eps)
 		mlp := be.Linear(kernels.SwiGLULinear(be, h, l.gate, l.up), l.down)
-		if err := m.allReduce(be, mlp); err != nil {
+		if err := model.AllReduce(be, m.shard, mlp); err != nil {
 			return nil, err
 		}
-		next := m.norm
+		next := m.vocab.Norm
 		if i+1 < len(m.layers) {
 			next = m.layers[i+1].inputNorm
 		}
 		residual, h = be.AddRMSNorm(residual, mlp, next, m.cfg.Eps)
 	}
-	logits := be.Linear(be.SelectRows(h, outputRows), m.lmHead)
-	if m.shard.Size > 1 {
-		return be.AllGatherCols(logits)
-	}
-	return logits, nil
-}
-
-func (m *Model) allReduce(be kernels.Backend, x kernels.Tensor) error {
-	if m.shard.Size == 1 {
-		return nil
-	}
-	return be.AllReduce(x)
+	return m.vocab.Logits(be, m.shard, be.SelectRows(h, outputRows))
 }
 
 // attention is the gated full-attention mixer (spec §2.3).
