@@ -236,8 +236,8 @@ func writeScores(path string, results []scored, indexed bool, meta map[string]st
 		}
 		ts = append(ts,
 			safetensors.Tensor{Name: "logprobs" + suffix, DType: safetensors.F32, Shape: []int{len(r.rows), vocab}, Data: safetensors.EncodeF32(r.logprobs)},
-			safetensors.Tensor{Name: "positions" + suffix, DType: safetensors.I32, Shape: []int{len(r.rows)}, Data: encodeI32(toInt32(r.rows))},
-			safetensors.Tensor{Name: "ids" + suffix, DType: safetensors.I32, Shape: []int{len(r.ids)}, Data: encodeI32(r.ids)},
+			safetensors.Tensor{Name: "positions" + suffix, DType: safetensors.I32, Shape: []int{len(r.rows)}, Data: safetensors.EncodeI32(toInt32(r.rows))},
+			safetensors.Tensor{Name: "ids" + suffix, DType: safetensors.I32, Shape: []int{len(r.ids)}, Data: safetensors.EncodeI32(r.ids)},
 		)
 	}
 	return safetensors.WriteFile(path, ts, meta)
@@ -249,14 +249,6 @@ func toInt32(xs []int) []int32 {
 		out[i] = int32(x)
 	}
 	return out
-}
-
-func encodeI32(xs []int32) []byte {
-	b := make([]byte, 0, 4*len(xs))
-	for _, x := range xs {
-		b = append(b, byte(x), byte(x>>8), byte(x>>16), byte(x>>24))
-	}
-	return b
 }
 
 // positionSpec is a parsed --positions value.

@@ -15,11 +15,30 @@ func TestDTypeSize(t *testing.T) {
 
 func bits(u uint32) float32 { return math.Float32frombits(u) }
 
+// rounding is one float32 and the 16-bit pattern it rounds to.
+type rounding struct {
+	in   float32
+	want uint16
+}
+
+// checkRounding checks conv (named name) on tests, and that it keeps each
+// of nans a NaN: all exponent bits (exp) set and some mantissa bit (mant).
+func checkRounding(t *testing.T, name string, conv func(float32) uint16, tests []rounding, nans []uint32, exp, mant uint16) {
+	t.Helper()
+	for _, tt := range tests {
+		if got := conv(tt.in); got != tt.want {
+			t.Errorf("%s(%g [%#08x]) = %#04x, want %#04x", name, tt.in, math.Float32bits(tt.in), got, tt.want)
+		}
+	}
+	for _, nan := range nans {
+		if got := conv(bits(nan)); got&exp != exp || got&mant == 0 {
+			t.Errorf("%s(NaN %#08x) = %#04x, not a NaN", name, nan, got)
+		}
+	}
+}
+
 func TestF32ToBF16(t *testing.T) {
-	tests := []struct {
-		in   float32
-		want uint16
-	}{
+	tests := []rounding{
 		{0, 0x0000},
 		{float32(math.Copysign(0, -1)), 0x8000},
 		{1, 0x3f80},
@@ -37,23 +56,11 @@ func TestF32ToBF16(t *testing.T) {
 		{float32(math.Inf(1)), 0x7f80}, // +Inf
 		{float32(math.Inf(-1)), 0xff80},
 	}
-	for _, tt := range tests {
-		if got := F32ToBF16(tt.in); got != tt.want {
-			t.Errorf("F32ToBF16(%g [%#08x]) = %#04x, want %#04x", tt.in, math.Float32bits(tt.in), got, tt.want)
-		}
-	}
-	for _, nan := range []uint32{0x7fc00000, 0x7f800001, 0xff800001, 0x7f80ffff} {
-		if got := F32ToBF16(bits(nan)); got&0x7f80 != 0x7f80 || got&0x7f == 0 {
-			t.Errorf("F32ToBF16(NaN %#08x) = %#04x, not a NaN", nan, got)
-		}
-	}
+	checkRounding(t, "F32ToBF16", F32ToBF16, tests, []uint32{0x7fc00000, 0x7f800001, 0xff800001, 0x7f80ffff}, 0x7f80, 0x7f)
 }
 
 func TestF32ToF16(t *testing.T) {
-	tests := []struct {
-		in   float32
-		want uint16
-	}{
+	tests := []rounding{
 		{0, 0x0000},
 		{float32(math.Copysign(0, -1)), 0x8000},
 		{1, 0x3c00},
@@ -79,16 +86,7 @@ func TestF32ToF16(t *testing.T) {
 		{float32(math.Inf(1)), 0x7c00},
 		{float32(math.Inf(-1)), 0xfc00},
 	}
-	for _, tt := range tests {
-		if got := F32ToF16(tt.in); got != tt.want {
-			t.Errorf("F32ToF16(%g [%#08x]) = %#04x, want %#04x", tt.in, math.Float32bits(tt.in), got, tt.want)
-		}
-	}
-	for _, nan := range []uint32{0x7fc00000, 0x7f800001, 0xff800001, 0x7f801fff} {
-		if got := F32ToF16(bits(nan)); got&0x7c00 != 0x7c00 || got&0x3ff == 0 {
-			t.Errorf("F32ToF16(NaN %#08x) = %#04x, not a NaN", nan, got)
-		}
-	}
+	checkRounding(t, "F32ToF16", F32ToF16, tests, []uint32{0x7fc00000, 0x7f800001, 0xff800001, 0x7f801fff}, 0x7c00, 0x3ff)
 }
 
 func TestF16ToF32Known(t *testing.T) {
