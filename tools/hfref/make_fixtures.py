@@ -979,15 +979,17 @@ def run_generate(model, ids, device):
     return seq, step_logits
 
 
-def reference_run(model, fx, device):
+def reference_run(model, prompt, vocab, device):
+    """The references of every prompt length: forward logits, the greedy continuation and its step
+    logits, checked against a teacher-forced no-cache forward. prompt(L) makes the L-token prompt."""
     tensors, prompts, greedy, checks = {}, {}, {}, {}
     top1_last = {}
     worst = 0.0
     for L in PROMPT_LENS:
-        ids = make_prompt(fx, L)
+        ids = prompt(L)
         logits, _ = forward_logits(model, ids, device)
-        if tuple(logits.shape) != (L, VOCAB):
-            die(f"logits shape {tuple(logits.shape)} != {(L, VOCAB)}")
+        if tuple(logits.shape) != (L, vocab):
+            die(f"logits shape {tuple(logits.shape)} != {(L, vocab)}")
         seq, step = run_generate(model, ids, device)
         new = seq[L:]
         # Teacher-forced no-cache forward over prompt + continuation.
@@ -996,7 +998,7 @@ def reference_run(model, fx, device):
         tf_argmax = tf_steps.argmax(-1)
         c = {"teacher_forced_argmax_mismatches": int((tf_argmax != new).sum().item())}
         if step is not None:
-            if tuple(step.shape) != (NEW_TOKENS, VOCAB):
+            if tuple(step.shape) != (NEW_TOKENS, vocab):
                 die(f"generate step logits shape {tuple(step.shape)}")
             if not torch.equal(step.argmax(-1), new):
                 die(
@@ -1134,7 +1136,7 @@ def run_fixture(fx, out_root, device, env, do_crosscheck):
         warn(f"reference logit std {logit_std:.6f} differs from calibration {history[-1]}")
 
     # 3. Reference outputs.
-    tensors, prompts, greedy, checks, top1_last, worst = reference_run(model, fx, device)
+    tensors, prompts, greedy, checks, top1_last, worst = reference_run(model, lambda L: make_prompt(fx, L), VOCAB, device)
     cross = None
     if do_crosscheck:
         cross = crosscheck(fx, d, device, tensors["logits.65"])
@@ -1259,34 +1261,7 @@ def run_qwen3(d, device, env):
         die(f"{d}/config.json: architectures {cfg_json.get('architectures')}, want ['Qwen3ForCausalLM']")
     vocab = int(cfg_json["vocab_size"])
     model, shares = load_qwen3_model(d, device)
-    tensors, prompts, greedy, checks, top1_last = {}, {}, {}, {}, {}
-    worst = 0.0
-    for L in PROMPT_LENS:
-        ids = qwen3_prompt(vocab, L)
-        logits, _ = forward_logits(model, ids, device)
-        if tuple(logits.shape) != (L, vocab):
-            die(f"logits shape {tuple(logits.shape)} != {(L, vocab)}")
-        seq, step = run_generate(model, ids, device)
-        new = seq[L:]
-        tf, _ = forward_logits(model, seq[None, :], device)
-        tf_steps = tf[L - 1 : L - 1 + NEW_TOKENS]
-        c = {"teacher_forced_argmax_mismatches": int((tf_steps.argmax(-1) != new).sum().item())}
-        if step is not None:
-            if not torch.equal(step.argmax(-1), new):
-                die(f"prompt {L}: generate() did not pick the argmax of its own logits at every step")
-            top2 = torch.topk(step, 2, dim=-1).values
-            c["min_top1_margin"] = round((top2[:, 0] - top2[:, 1]).min().item(), 6)
-            diff = (step - tf_steps).abs().max().item()
-            c["decode_vs_forward_max_abs"] = diff
-            worst = max(worst, diff)
-            if diff > 5e-2:
-                die(f"prompt {L}: HF cached decode logits differ from no-cache forward by {diff:.3e}")
-            tensors[f"greedy_logits.{L}"] = step.contiguous()
-        tensors[f"logits.{L}"] = logits.contiguous()
-        prompts[str(L)] = [int(x) for x in ids[0].tolist()]
-        greedy[str(L)] = [int(x) for x in new.tolist()]
-        checks[str(L)] = c
-        top1_last[str(L)] = int(logits[-1].argmax().item())
+    tensors, prompts, greedy, checks, top1_last, worst = reference_run(model, lambda L: qwen3_prompt(vocab, L), vocab, device)
     logit_std = tensors["logits.65"].std().item()
     if not (1.0 <= logit_std <= 10.0):
         warn(f"logit std {logit_std:.3f} outside [1, 10]: the references may be too flat or too peaky")
