@@ -1027,6 +1027,34 @@ def reference_run(model, prompt, vocab, device):
     return tensors, prompts, greedy, checks, top1_last, worst
 
 
+def run_fields(prompts, greedy, logit_std, env):
+    """The ref.json fields of a reference run: its inputs and outputs and what computed them."""
+    return {
+        "prompts": prompts,
+        "greedy": greedy,
+        "logit_std": round(logit_std, 6),
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "device": env["device"],
+        "dtype": "float32",
+    }
+
+
+def write_refs(d, tensors, inputs, ref):
+    """Write ref.safetensors (tensors) and ref.json (ref, plus the size and sha256 of the files
+    of inputs that exist and of ref.safetensors) into d."""
+    save_file(tensors, os.path.join(d, "ref.safetensors"), metadata={"format": "pt"})
+    files = {}
+    for fn in tuple(inputs) + ("ref.safetensors",):
+        p = os.path.join(d, fn)
+        if os.path.exists(p):
+            files[fn] = {"bytes": os.path.getsize(p), "sha256": sha256_file(p)}
+    ref["files"] = files
+    with open(os.path.join(d, "ref.json"), "w") as f:
+        json.dump(ref, f, indent=1)
+        f.write("\n")
+
+
 def crosscheck(fx, d, device, ref_logits_65):
     """Optional: load the written directory with HF from_pretrained and compare logits (never fatal)."""
     cls = Qwen3_5ForConditionalGeneration if fx["nested"] else Qwen3_5ForCausalLM
@@ -1146,21 +1174,9 @@ def run_fixture(fx, out_root, device, env, do_crosscheck):
             warn(f"  cross-check {cross.get('class')}.from_pretrained did not match (informational): {cross}")
     del model
 
-    save_file(tensors, os.path.join(d, "ref.safetensors"), metadata={"format": "pt"})
-    files = {}
-    for fn in ("config.json", SINGLE_FILE) + SHARD_FILES + (INDEX_FILE, "ref.safetensors"):
-        p = os.path.join(d, fn)
-        if os.path.exists(p):
-            files[fn] = {"bytes": os.path.getsize(p), "sha256": sha256_file(p)}
     ref = {
         "fixture": name,
-        "prompts": prompts,
-        "greedy": greedy,
-        "logit_std": round(logit_std, 6),
-        "transformers": transformers.__version__,
-        "torch": torch.__version__,
-        "device": env["device"],
-        "dtype": "float32",
+        **run_fields(prompts, greedy, logit_std, env),
         "gdn_path": env["gdn_path"],
         "kernel_availability": env["avail"],
         "attn_implementation": "eager",
@@ -1180,11 +1196,8 @@ def run_fixture(fx, out_root, device, env, do_crosscheck):
         "checks": checks,
         "top1_last": top1_last,
         "hf_from_pretrained_check": cross,
-        "files": files,
     }
-    with open(os.path.join(d, "ref.json"), "w") as f:
-        json.dump(ref, f, indent=1)
-        f.write("\n")
+    write_refs(d, tensors, ("config.json", SINGLE_FILE) + SHARD_FILES + (INDEX_FILE,), ref)
 
     sizes = ", ".join(f"{fn} {human(os.path.getsize(os.path.join(d, fn)))}" for fn in sorted(os.listdir(d)))
     total = sum(os.path.getsize(os.path.join(d, fn)) for fn in os.listdir(d))
@@ -1266,21 +1279,10 @@ def run_qwen3(d, device, env):
     if not (1.0 <= logit_std <= 10.0):
         warn(f"logit std {logit_std:.3f} outside [1, 10]: the references may be too flat or too peaky")
     del model
-    save_file(tensors, os.path.join(d, "ref.safetensors"), metadata={"format": "pt"})
-    files = {}
-    for fn in QWEN3_FILES + ("ref.safetensors",):
-        p = os.path.join(d, fn)
-        files[fn] = {"bytes": os.path.getsize(p), "sha256": sha256_file(p)}
     ref = {
         "fixture": os.path.basename(os.path.normpath(d)),
         "architecture": "Qwen3ForCausalLM",
-        "prompts": prompts,
-        "greedy": greedy,
-        "logit_std": round(logit_std, 6),
-        "transformers": transformers.__version__,
-        "torch": torch.__version__,
-        "device": env["device"],
-        "dtype": "float32",
+        **run_fields(prompts, greedy, logit_std, env),
         "gdn_path": "none (attention only)",
         "attn_implementation": "eager",
         "precision": env["precision"],
@@ -1289,11 +1291,8 @@ def run_qwen3(d, device, env):
         "generate_kwargs": GENERATE_KWARGS,
         "checks": checks,
         "top1_last": top1_last,
-        "files": files,
     }
-    with open(os.path.join(d, "ref.json"), "w") as f:
-        json.dump(ref, f, indent=1)
-        f.write("\n")
+    write_refs(d, tensors, QWEN3_FILES, ref)
     tops = " ".join(f"{k}:{v}" for k, v in top1_last.items())
     line = f"[{ref['fixture']}] Qwen3 logit_std={logit_std:.3f} top1_last[{tops}] decode_vs_forward<={worst:.1e}"
     say(line)
