@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -89,9 +88,7 @@ type ttftResult struct {
 }
 
 func runBench(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	var run placementFlags
-	run.register(fs, "tensor-parallel degree (ranks)")
+	fs, run := newPlacementFlagSet("bench", "tensor-parallel degree (ranks)")
 	fs.Lookup("model").Usage = "model directory (or use --preset)"
 	preset := fs.String("preset", "", "generate this preset into a temporary directory: "+strings.Join(modelgen.PresetNames(), ", "))
 	batchList := fs.String("batch", "1,8,32", "decode batch sizes (concurrent requests), comma-separated")

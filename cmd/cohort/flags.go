@@ -15,6 +15,25 @@ type placementFlags struct {
 	threads              int // CPU backend workers per rank (0: the command's default); only where registerThreads was called
 }
 
+// newPlacementFlagSet is the flag set of command name with the placement
+// flags registered (tpUsage says what --tp does for it).
+func newPlacementFlagSet(name, tpUsage string) (*flag.FlagSet, *placementFlags) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	p := &placementFlags{}
+	p.register(fs, tpUsage)
+	return fs, p
+}
+
+// newPromptFlagSet is newPlacementFlagSet with --threads and the input
+// flags, for generate and score (prompt and promptUsage are --prompt's).
+func newPromptFlagSet(name, tpUsage, prompt, promptUsage string) (*flag.FlagSet, *placementFlags, *inputFlags) {
+	fs, p := newPlacementFlagSet(name, tpUsage)
+	p.registerThreads(fs)
+	in := &inputFlags{}
+	in.register(fs, prompt, promptUsage)
+	return fs, p, in
+}
+
 // register adds --model, --device, --devices and --tp; tpUsage says what
 // --tp does for the command.
 func (p *placementFlags) register(fs *flag.FlagSet, tpUsage string) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -24,12 +23,8 @@ type generated struct {
 }
 
 func runGenerate(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
-	var run placementFlags
-	run.register(fs, "tensor-parallel degree (ranks); above 1, or with --devices, generation runs through the engine as in serve")
-	run.registerThreads(fs)
-	var input inputFlags
-	input.register(fs, "Hello", "prompt text")
+	fs, run, input := newPromptFlagSet("generate",
+		"tensor-parallel degree (ranks); above 1, or with --devices, generation runs through the engine as in serve", "Hello", "prompt text")
 	var o generateOptions
 	fs.IntVar(&o.maxTokens, "max-tokens", 32, "tokens to generate")
 	temp := fs.Float64("temperature", 0, "sampling temperature (0 = greedy)")
@@ -54,9 +49,9 @@ func runGenerate(ctx context.Context, args []string, stdout io.Writer) error {
 	case input.tokens != "" && input.idsFile != "":
 		return errors.New("generate: give at most one of --tokens and --ids-file")
 	}
-	err := runPrompts(run, input,
-		func(in promptInput) error { return generateOnEngine(ctx, stdout, run, in, o) },
-		func(in promptInput) error { return generateOnRank(ctx, stdout, run, in, o) })
+	err := runPrompts(*run, *input,
+		func(in promptInput) error { return generateOnEngine(ctx, stdout, *run, in, o) },
+		func(in promptInput) error { return generateOnRank(ctx, stdout, *run, in, o) })
 	if err != nil {
 		return fmt.Errorf("generate: %w", err)
 	}

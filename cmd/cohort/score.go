@@ -32,12 +32,9 @@ type scoredToken struct {
 }
 
 func runScore(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("score", flag.ContinueOnError)
-	var run placementFlags
-	run.register(fs, "tensor-parallel degree (ranks); above 1, or with --devices, the prompt runs through the engine as in serve (--top at most 20, no --out)")
-	run.registerThreads(fs)
-	var input inputFlags
-	input.register(fs, "", "text to tokenize and score (instead of --tokens)")
+	fs, run, input := newPromptFlagSet("score",
+		"tensor-parallel degree (ranks); above 1, or with --devices, the prompt runs through the engine as in serve (--top at most 20, no --out)",
+		"", "text to tokenize and score (instead of --tokens)")
 	var o scoreOptions
 	fs.IntVar(&o.top, "top", 8, "alternatives per position (JSON output)")
 	fs.StringVar(&o.positions, "positions", "all", `positions to output: "all", "last", "stride:N" (0, N, 2N, ... and the last) or a comma-separated list`)
@@ -46,16 +43,16 @@ func runScore(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
-	if err := o.check(fs, run, input); err != nil {
+	if err := o.check(fs, *run, *input); err != nil {
 		return fmt.Errorf("score: %w", err)
 	}
 	var err error
 	if o.spec, err = parsePositionSpec(o.positions); err != nil {
 		return fmt.Errorf("score: --positions: %w", err)
 	}
-	err = runPrompts(run, input,
-		func(in promptInput) error { return scoreOnEngine(ctx, stdout, run, in, o) },
-		func(in promptInput) error { return scoreOnRank(ctx, stdout, run, in, o) })
+	err = runPrompts(*run, *input,
+		func(in promptInput) error { return scoreOnEngine(ctx, stdout, *run, in, o) },
+		func(in promptInput) error { return scoreOnRank(ctx, stdout, *run, in, o) })
 	if err != nil {
 		return fmt.Errorf("score: %w", err)
 	}
