@@ -131,8 +131,6 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("bench: --prefill: %w", err)
 	}
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("bench: unexpected arguments %q", fs.Args())
 	case (run.dir == "") == (*preset == ""):
 		return errors.New("bench: give exactly one of --model and --preset")
 	case run.tp < 1 || *promptLen < 1 || *maxPrefill < 1 || *ttftRuns < 1 || *ttftLen < 0 || *kvBudget < 0:

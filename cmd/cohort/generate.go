@@ -42,8 +42,6 @@ func runGenerate(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("generate: unexpected arguments %q", fs.Args())
 	case o.maxTokens < 1 || o.chunk < 1:
 		return fmt.Errorf("generate: --max-tokens and --prefill-chunk must be positive")
 	case input.tokens != "" && input.idsFile != "":

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -43,7 +42,7 @@ func runScore(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
-	if err := o.check(fs, *run, *input); err != nil {
+	if err := o.check(*run, *input); err != nil {
 		return fmt.Errorf("score: %w", err)
 	}
 	var err error
@@ -69,7 +68,7 @@ type scoreOptions struct {
 }
 
 // check rejects score's flags that do not go together.
-func (o scoreOptions) check(fs *flag.FlagSet, run placementFlags, input inputFlags) error {
+func (o scoreOptions) check(run placementFlags, input inputFlags) error {
 	inputs := 0
 	for _, s := range []string{input.tokens, input.prompt, input.idsFile} {
 		if s != "" {
@@ -77,8 +76,6 @@ func (o scoreOptions) check(fs *flag.FlagSet, run placementFlags, input inputFla
 		}
 	}
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	case inputs != 1:
 		return errors.New("give exactly one of --tokens, --prompt and --ids-file")
 	case o.top < 0:

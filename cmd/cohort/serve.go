@@ -57,8 +57,6 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("serve: unexpected arguments %q", fs.Args())
 	case run.tp < 1 || *maxPrefill < 1 || *kvBudget < 1 || *maxModelLen < 0 || *maxPending < 0:
 		return errors.New("serve: --tp, --max-prefill-tokens and --kv-budget-mib must be positive; --max-model-len and --max-pending not negative")
 	case *port < 0 || *port > 65535:

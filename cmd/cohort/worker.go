@@ -32,8 +32,6 @@ func runWorker(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("worker: unexpected arguments %q", fs.Args())
 	case *device != "cpu":
 		return fmt.Errorf("worker: --device %s: only cpu ranks can run in worker processes so far (GPU ranks need NCCL across processes, see docs/remote.md)", *device)
 	case *threads < 0:
