@@ -2,14 +2,12 @@ package toolcall
 
 import (
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden file")
+	"cohort/internal/golden"
+)
 
 // result is the joined outcome of a parse: what a client reassembles from
 // the stream.
@@ -117,25 +115,11 @@ func TestParserGolden(t *testing.T) {
 		}
 		got[c.name] = first
 	}
-	golden := filepath.Join("testdata", "parser.golden.json")
 	data, err := json.MarshalIndent(got, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
-	data = append(data, '\n')
-	if *update {
-		if err := os.WriteFile(golden, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if string(want) != string(data) {
-		t.Errorf("parse results differ from %s (run with -update after checking):\n%s", golden, data)
-	}
+	golden.Check(t, filepath.Join("testdata", "parser.golden.json"), append(data, '\n'))
 }
 
 func TestStartInCall(t *testing.T) {
