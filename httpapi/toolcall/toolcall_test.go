@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"cohort/internal/golden"
+	"cohort/internal/pieces"
 )
 
 // result is the joined outcome of a parse: what a client reassembles from
@@ -25,35 +26,25 @@ type call struct {
 // the events, checking their order on the way.
 func run(t testing.TB, p *Parser, text string, piece int) result {
 	var r result
-	add := func(evs []Event) {
-		for _, ev := range evs {
-			switch ev.Kind {
-			case Text:
-				if ev.Text == "" {
-					t.Fatal("empty text event")
-				}
-				r.Content += ev.Text
-			case CallStart:
-				if ev.Call != len(r.Calls) || ev.Name == "" {
-					t.Fatalf("call %d %q started after %d calls", ev.Call, ev.Name, len(r.Calls))
-				}
-				r.Calls = append(r.Calls, call{Name: ev.Name})
-			case CallArgs:
-				if ev.Call != len(r.Calls)-1 {
-					t.Fatalf("arguments for call %d while call %d is open", ev.Call, len(r.Calls)-1)
-				}
-				r.Calls[ev.Call].Arguments += ev.Text
+	pieces.Feed(p, text, piece, func(ev Event) {
+		switch ev.Kind {
+		case Text:
+			if ev.Text == "" {
+				t.Fatal("empty text event")
 			}
+			r.Content += ev.Text
+		case CallStart:
+			if ev.Call != len(r.Calls) || ev.Name == "" {
+				t.Fatalf("call %d %q started after %d calls", ev.Call, ev.Name, len(r.Calls))
+			}
+			r.Calls = append(r.Calls, call{Name: ev.Name})
+		case CallArgs:
+			if ev.Call != len(r.Calls)-1 {
+				t.Fatalf("arguments for call %d while call %d is open", ev.Call, len(r.Calls)-1)
+			}
+			r.Calls[ev.Call].Arguments += ev.Text
 		}
-	}
-	if piece <= 0 {
-		add(p.Feed(text))
-	} else {
-		for i := 0; i < len(text); i += piece {
-			add(p.Feed(text[i:min(i+piece, len(text))]))
-		}
-	}
-	add(p.Finish())
+	})
 	return r
 }
 
