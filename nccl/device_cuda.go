@@ -83,7 +83,7 @@ func (g *DeviceGroup) Abort(reason error) {
 }
 
 // Aborted returns nil, or the sticky abort reason wrapped with ErrAborted.
-func (g *DeviceGroup) Aborted() error { return g.local.err() }
+func (g *DeviceGroup) Aborted() error { return g.local.abortError() }
 
 type commState uint8
 
@@ -180,7 +180,7 @@ func (c *deviceComm) usableLocked() error {
 	case stateFailed:
 		return c.err
 	case stateAborted:
-		if err := c.g.local.err(); err != nil {
+		if err := c.g.local.abortError(); err != nil {
 			return err
 		}
 		return ErrAborted
@@ -399,7 +399,7 @@ func (c *deviceComm) streamWait(ctx context.Context, stream uintptr) error {
 		if done {
 			return nil
 		}
-		if err := c.g.local.err(); err != nil {
+		if err := c.g.local.abortError(); err != nil {
 			if abortedAt.IsZero() {
 				abortedAt = time.Now()
 			} else if time.Since(abortedAt) > abortDrain {
@@ -437,7 +437,7 @@ func (c *deviceComm) hostCollective(ctx context.Context, in, out []float32, outO
 		return err
 	}
 	// The collective may have "completed" because an abort killed it.
-	if err := c.g.local.err(); err != nil {
+	if err := c.g.local.abortError(); err != nil {
 		return err
 	}
 	if err := dtoh(out, buf+uint64(outOff)*4); err != nil {
@@ -449,7 +449,7 @@ func (c *deviceComm) hostCollective(ctx context.Context, in, out []float32, outO
 // AllReduceSum sums buf across the ranks through device memory; it must run
 // on the rank's device thread.
 func (c *deviceComm) AllReduceSum(ctx context.Context, buf []float32) error {
-	if err := c.g.local.err(); err != nil {
+	if err := c.g.local.abortError(); err != nil {
 		return err
 	}
 	if len(buf) == 0 || c.Size() == 1 {
@@ -462,7 +462,7 @@ func (c *deviceComm) AllReduceSum(ctx context.Context, buf []float32) error {
 
 // AllGather concatenates every rank's send into recv through device memory.
 func (c *deviceComm) AllGather(ctx context.Context, send, recv []float32) error {
-	if err := c.g.local.err(); err != nil {
+	if err := c.g.local.abortError(); err != nil {
 		return err
 	}
 	n := c.Size()
@@ -480,7 +480,7 @@ func (c *deviceComm) AllGather(ctx context.Context, send, recv []float32) error 
 
 // Broadcast copies root's buf to every rank through device memory.
 func (c *deviceComm) Broadcast(ctx context.Context, buf []float32, root int) error {
-	if err := c.g.local.err(); err != nil {
+	if err := c.g.local.abortError(); err != nil {
 		return err
 	}
 	if root < 0 || root >= c.Size() {
