@@ -16,20 +16,24 @@ type ShardDim struct {
 	N    int
 }
 
-// CheckShard reports whether s is a valid shard of a model of arch whose
-// degree divides every dim and fits kvHeads: it divides them, or they
-// divide it (each KV head then replicated over several ranks).
-func CheckShard(arch string, s Shard, kvHeads int, dims ...ShardDim) error {
+// CheckShard reports whether s is a valid shard of a decoder of arch with
+// config c: its degree must divide the attention heads, the MLP's
+// intermediate size, the vocabulary and every extra dim, and fit the KV
+// heads (divide them, or they divide it: each KV head then replicated over
+// several ranks).
+func CheckShard(arch string, c *Config, s Shard, extra ...ShardDim) error {
 	if s.Size < 1 || s.Rank < 0 || s.Rank >= s.Size {
 		return fmt.Errorf("%s: invalid shard %d of %d", arch, s.Rank, s.Size)
 	}
+	dims := append([]ShardDim{{"num_attention_heads", c.Heads}}, extra...)
+	dims = append(dims, ShardDim{"intermediate_size", c.Intermediate}, ShardDim{"vocab_size", c.VocabSize})
 	for _, d := range dims {
 		if d.N%s.Size != 0 {
 			return fmt.Errorf("%s: tensor-parallel degree %d does not divide %s = %d", arch, s.Size, d.Name, d.N)
 		}
 	}
-	if kvHeads%s.Size != 0 && s.Size%kvHeads != 0 {
-		return fmt.Errorf("%s: tensor-parallel degree %d and num_key_value_heads = %d: neither divides the other", arch, s.Size, kvHeads)
+	if c.KVHeads%s.Size != 0 && s.Size%c.KVHeads != 0 {
+		return fmt.Errorf("%s: tensor-parallel degree %d and num_key_value_heads = %d: neither divides the other", arch, s.Size, c.KVHeads)
 	}
 	return nil
 }

@@ -71,10 +71,7 @@ func (Arch) StateSize(c *model.Config, s model.Shard, elemBytes int) model.State
 
 // CheckShard reports whether the tensor-parallel degree fits the model.
 func CheckShard(c *model.Config, s model.Shard) error {
-	return model.CheckShard("qwen3", s, c.KVHeads,
-		model.ShardDim{Name: "num_attention_heads", N: c.Heads},
-		model.ShardDim{Name: "intermediate_size", N: c.Intermediate},
-		model.ShardDim{Name: "vocab_size", N: c.VocabSize})
+	return model.CheckShard("qwen3", c, s)
 }
 
 // Declare lists the checkpoint's tensors with their placements: q_proj and

@@ -24,12 +24,9 @@ var _ model.Architecture = Arch{}
 // CheckShard reports whether the tensor-parallel degree fits the model.
 func CheckShard(c *model.Config, s model.Shard) error {
 	p := ParamsOf(c)
-	return model.CheckShard("qwen35", s, c.KVHeads,
-		model.ShardDim{Name: "num_attention_heads", N: c.Heads},
+	return model.CheckShard("qwen35", c, s,
 		model.ShardDim{Name: "linear_num_key_heads", N: p.LinearKeyHeads},
-		model.ShardDim{Name: "linear_num_value_heads", N: p.LinearValueHeads},
-		model.ShardDim{Name: "intermediate_size", N: c.Intermediate},
-		model.ShardDim{Name: "vocab_size", N: c.VocabSize})
+		model.ShardDim{Name: "linear_num_value_heads", N: p.LinearValueHeads})
 }
 
 // Declare lists the checkpoint's tensors with their placements.
