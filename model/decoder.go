@@ -55,6 +55,22 @@ func AllReduce(be kernels.Backend, s Shard, x kernels.Tensor) error {
 	return be.AllReduce(x)
 }
 
+// Decoder is what a decoder architecture's model bound to one rank's
+// weights holds besides its layers.
+type Decoder struct {
+	ID     uint64 // NewID: keys recorded steps
+	Config *Config
+	Shard  Shard
+	Attn   kernels.AttnConfig // this rank's attention shapes
+	Vocab  Vocab
+}
+
+// NewDecoder binds the shared pieces of c's model for shard s, taking the
+// vocabulary's weights through get.
+func NewDecoder(c *Config, s Shard, get func(name string) kernels.Tensor) Decoder {
+	return Decoder{ID: NewID(), Config: c, Shard: s, Attn: AttnConfig(c, s), Vocab: BindVocab(c, s, get)}
+}
+
 // Vocab holds a decoder's vocabulary ends on one rank: its rows of the
 // embedding (the vocabulary is split by row, this rank's from Start), the
 // final norm and the LM head (the embedding itself when tied).
