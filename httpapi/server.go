@@ -450,18 +450,19 @@ func (s *Server) appendModel(b []byte) []byte {
 	b = strconv.AppendInt(b, int64(s.idBase/1e9), 10)
 	b = append(b, `,"owned_by":"cohort","root":`...)
 	b = appendString(b, s.opts.ModelName)
-	b = append(b, `,"parent":null,"max_model_len":`...)
-	b = appendInt(b, info.MaxModelLen)
-	b = append(b, `,"kv_pages":`...)
-	b = appendInt(b, info.KVPages)
-	b = append(b, `,"page_size":`...)
-	b = appendInt(b, info.PageSize)
-	b = append(b, `,"slots":`...)
-	b = appendInt(b, info.Slots)
-	b = append(b, `,"tp":`...)
-	b = appendInt(b, info.TP)
-	b = append(b, `,"vocab_size":`...)
-	b = appendInt(b, info.VocabSize)
+	b = append(b, `,"parent":null`...)
+	for _, f := range []struct {
+		key string
+		n   int
+	}{
+		{"max_model_len", info.MaxModelLen}, {"kv_pages", info.KVPages}, {"page_size", info.PageSize},
+		{"slots", info.Slots}, {"tp", info.TP}, {"vocab_size", info.VocabSize},
+	} {
+		b = append(b, ',')
+		b = appendString(b, f.key)
+		b = append(b, ':')
+		b = appendInt(b, f.n)
+	}
 	return append(b, '}')
 }
 
