@@ -39,3 +39,12 @@ func decodeStrict(raw json.RawMessage, v any, param, what string) *apiError {
 	}
 	return nil
 }
+
+// decodeFor decodes body into v and checks the model it names (*model,
+// v's model field).
+func (s *Server) decodeFor(body []byte, v any, model *string) *apiError {
+	if aerr := decodeJSON(body, v); aerr != nil {
+		return aerr
+	}
+	return s.checkModel(*model)
+}

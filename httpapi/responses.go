@@ -98,10 +98,7 @@ func (s *Server) handleResponses(c *call) reply {
 // chat conversation: the job runs like a chat completion.
 func (s *Server) responsesJob(body []byte) (*job, *apiError) {
 	var r responsesRequest
-	if aerr := decodeJSON(body, &r); aerr != nil {
-		return nil, aerr
-	}
-	if aerr := s.checkModel(r.Model); aerr != nil {
+	if aerr := s.decodeFor(body, &r, &r.Model); aerr != nil {
 		return nil, aerr
 	}
 	r.Model = s.opts.ModelName // echoed when the request leaves it out

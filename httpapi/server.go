@@ -493,15 +493,6 @@ func (s *Server) handleMetrics(c *call) reply {
 	return reply{status: http.StatusOK, contentType: string(f), body: buf.Bytes()}
 }
 
-// decodeFor decodes body into v and checks the model it names (*model,
-// v's model field).
-func (s *Server) decodeFor(body []byte, v any, model *string) *apiError {
-	if aerr := decodeJSON(body, v); aerr != nil {
-		return aerr
-	}
-	return s.checkModel(*model)
-}
-
 func (s *Server) handleTokenize(c *call) reply {
 	var r tokenizeRequest
 	if aerr := s.decodeFor(c.body, &r, &r.Model); aerr != nil {
