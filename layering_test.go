@@ -113,7 +113,7 @@ var rules = []rule{
 // devOnly lists the packages of ours that serve tests, benchmarks and the
 // CLI's make-model only: no production package but cmd/cohort may import them
 // (test files may: go list's Deps leave tests out).
-var devOnly = []string{"internal/testmodels", "internal/leakcheck"}
+var devOnly = []string{"internal/testmodels", "internal/leakcheck", "internal/golden", "internal/pieces"}
 
 // production lists the packages that are not dev-only and not the CLI, the
 // packages that devOnly keeps out.
@@ -121,7 +121,7 @@ var production = []string{"actors", "httpapi", "supervision", "model", "kernels"
 
 func init() {
 	for _, p := range production {
-		rules = append(rules, rule{from: p, forbidden: ours(devOnly...), why: "dev-only helpers (internal/testmodels, internal/leakcheck) stay out of production packages", direct: false})
+		rules = append(rules, rule{from: p, forbidden: ours(devOnly...), why: "dev-only helpers (internal/testmodels, internal/leakcheck, internal/golden, internal/pieces) stay out of production packages", direct: false})
 	}
 }
 

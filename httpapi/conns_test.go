@@ -37,12 +37,7 @@ func TestFDServerHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
+	ln, served := serveLoopback(t, s)
 	fmt.Printf("ADDR %s\n", ln.Addr())
 	stdin := make(chan struct{})
 	go func() { io.Copy(io.Discard, os.Stdin); close(stdin) }()

@@ -225,12 +225,7 @@ func startFake(t testing.TB, f *fakeEngine, mutate func(*Options)) (string, *Ser
 // serveOn serves s on a loopback listener until the test ends.
 func serveOn(t testing.TB, s *Server) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ln) }()
+	ln, done := serveLoopback(t, s)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -242,6 +237,19 @@ func serveOn(t testing.TB, s *Server) string {
 		}
 	})
 	return "http://" + ln.Addr().String()
+}
+
+// serveLoopback serves s on a new loopback listener; the channel gets
+// Serve's result. The caller shuts s down.
+func serveLoopback(t testing.TB, s *Server) (net.Listener, <-chan error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	return ln, served
 }
 
 // testClient is an HTTP client that does not retry or pool forever.

@@ -1,9 +1,7 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
 	"time"
 
@@ -23,9 +21,7 @@ type faultRequest struct {
 
 func (s *Server) handleFault(c *call) reply {
 	var r faultRequest
-	dec := json.NewDecoder(bytes.NewReader(c.body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
+	if err := unmarshalStrict(c.body, &r); err != nil {
 		return errorReply(badRequest("", "invalid fault request: %v", err))
 	}
 	known := false

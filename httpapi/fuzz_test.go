@@ -59,23 +59,22 @@ var fuzzSeeds = []string{
 }
 
 func FuzzCompletionRequest(f *testing.F) {
-	for _, s := range fuzzSeeds {
-		f.Add([]byte(s))
-	}
-	s := fuzzServer(f)
-	f.Fuzz(func(t *testing.T, body []byte) {
-		fuzzServe(t, s, "/v1/completions", body)
-		fuzzServe(t, s, "/tokenize", body)
-		fuzzServe(t, s, "/detokenize", body)
-	})
+	fuzzPaths(f, "/v1/completions", "/tokenize", "/detokenize")
 }
 
 func FuzzChatRequest(f *testing.F) {
+	fuzzPaths(f, "/v1/chat/completions")
+}
+
+// fuzzPaths posts bodies grown from fuzzSeeds to each of paths.
+func fuzzPaths(f *testing.F, paths ...string) {
 	for _, s := range fuzzSeeds {
 		f.Add([]byte(s))
 	}
 	s := fuzzServer(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		fuzzServe(t, s, "/v1/chat/completions", body)
+		for _, p := range paths {
+			fuzzServe(t, s, p, body)
+		}
 	})
 }

@@ -452,64 +452,49 @@ func (g *generation) appendCompletionLogprobs(b []byte, lps []tokenLP) []byte {
 	if !g.j.logprobs {
 		return append(b, "null"...)
 	}
-	b = append(b, `{"tokens":[`...)
-	for i, lp := range lps {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, g.tokenText(lp.id))
-	}
-	b = append(b, `],"token_logprobs":[`...)
-	for i, lp := range lps {
-		if i > 0 {
-			b = append(b, ',')
-		}
+	b = append(b, `{"tokens":`...)
+	b = appendList(b, lps, func(b []byte, lp tokenLP) []byte { return appendString(b, g.tokenText(lp.id)) })
+	b = append(b, `,"token_logprobs":`...)
+	b = appendList(b, lps, func(b []byte, lp tokenLP) []byte {
 		if lp.none {
-			b = append(b, "null"...)
-			continue
+			return append(b, "null"...)
 		}
-		b = appendFloat(b, lp.logprob)
+		return appendFloat(b, lp.logprob)
+	})
+	b = append(b, `,"top_logprobs":`...)
+	b = appendList(b, lps, g.appendTopLogprobs)
+	b = append(b, `,"text_offset":`...)
+	b = appendList(b, lps, func(b []byte, lp tokenLP) []byte { return appendInt(b, lp.offset) })
+	return append(b, '}')
+}
+
+// appendTopLogprobs writes one token's legacy top_logprobs object: text to
+// logprob of the alternatives and then the chosen token, each text once; null
+// where the token has no logprob.
+func (g *generation) appendTopLogprobs(b []byte, lp tokenLP) []byte {
+	if lp.none {
+		return append(b, "null"...)
 	}
-	b = append(b, `],"top_logprobs":[`...)
-	for i, lp := range lps {
-		if i > 0 {
+	b = append(b, '{')
+	seen := make(map[string]bool, len(lp.top)+1)
+	add := func(id int32, logprob float64) {
+		t := g.tokenText(id)
+		if seen[t] {
+			return
+		}
+		if len(seen) > 0 {
 			b = append(b, ',')
 		}
-		if lp.none {
-			b = append(b, "null"...)
-			continue
-		}
-		b = append(b, '{')
-		seen := make(map[string]bool, len(lp.top)+1)
-		first := true
-		add := func(id int32, logprob float64) {
-			t := g.tokenText(id)
-			if seen[t] {
-				return
-			}
-			seen[t] = true
-			if !first {
-				b = append(b, ',')
-			}
-			first = false
-			b = appendString(b, t)
-			b = append(b, ':')
-			b = appendFloat(b, logprob)
-		}
-		for _, alt := range lp.top {
-			add(alt.ID, alt.Logprob)
-		}
-		add(lp.id, lp.logprob)
-		b = append(b, '}')
+		seen[t] = true
+		b = appendString(b, t)
+		b = append(b, ':')
+		b = appendFloat(b, logprob)
 	}
-	b = append(b, `],"text_offset":[`...)
-	for i, lp := range lps {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendInt(b, lp.offset)
+	for _, alt := range lp.top {
+		add(alt.ID, alt.Logprob)
 	}
-	return append(b, "]}"...)
+	add(lp.id, lp.logprob)
+	return append(b, '}')
 }
 
 // appendChatLogprobs writes the chat logprobs object {"content":[...]}, or
@@ -518,23 +503,17 @@ func (g *generation) appendChatLogprobs(b []byte, lps []tokenLP) []byte {
 	if !g.j.logprobs {
 		return append(b, "null"...)
 	}
-	b = append(b, `{"content":[`...)
-	for i, lp := range lps {
-		if i > 0 {
-			b = append(b, ',')
-		}
+	b = append(b, `{"content":`...)
+	b = appendList(b, lps, func(b []byte, lp tokenLP) []byte {
 		b = g.appendChatToken(b, lp.id, lp.logprob)
 		b = b[:len(b)-1] // reopen the object
-		b = append(b, `,"top_logprobs":[`...)
-		for k, alt := range lp.top {
-			if k > 0 {
-				b = append(b, ',')
-			}
-			b = g.appendChatToken(b, alt.ID, alt.Logprob)
-		}
-		b = append(b, "]}"...)
-	}
-	return append(b, "]}"...)
+		b = append(b, `,"top_logprobs":`...)
+		b = appendList(b, lp.top, func(b []byte, alt sample.TokenLogprob) []byte {
+			return g.appendChatToken(b, alt.ID, alt.Logprob)
+		})
+		return append(b, '}')
+	})
+	return append(b, '}')
 }
 
 func (g *generation) appendChatToken(b []byte, id int32, logprob float64) []byte {

@@ -791,12 +791,7 @@ func TestShutdownEndsStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
+	ln, served := serveLoopback(t, s)
 	bodyc := make(chan []byte, 1)
 	go func() {
 		res, err := testClient().Post("http://"+ln.Addr().String()+"/v1/completions", "application/json",

@@ -83,16 +83,7 @@ func TestStreamKeepAliveOverHTTP(t *testing.T) {
 	base, _ := startFake(t, f, func(o *Options) { o.KeepAlive = 20 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // the test's bound
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/completions",
-		strings.NewReader(`{"model":"fake","prompt":"hi","max_tokens":4,"stream":true}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := testClient().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
+	res := postStream(t, ctx, base+"/v1/completions", `{"model":"fake","prompt":"hi","max_tokens":4,"stream":true}`)
 	sc := bufio.NewScanner(res.Body)
 	for sc.Scan() {
 		if sc.Text() == strings.TrimSuffix(keepAliveComment, "\n\n") {
@@ -125,4 +116,20 @@ func TestKeepAliveTellsGone(t *testing.T) {
 	case <-time.After(10 * time.Second): // the test's bound
 		t.Fatal("the stream did not end after its client went away")
 	}
+}
+
+// postStream posts body to url with ctx through testClient and
+// returns the response; its body is closed when the test ends.
+func postStream(t testing.TB, ctx context.Context, url, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := testClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { res.Body.Close() })
+	return res
 }

@@ -78,18 +78,31 @@ func (o *chatOutput) add(text string, final bool) {
 		o.addContent(text, final)
 		return
 	}
-	var evs []reasoning.Event
-	if text != "" {
-		evs = o.think.Feed(text)
+	feed(o.think, text, final, o.thinkEvent)
+	if final {
+		o.addContent("", true)
 	}
-	for _, ev := range evs {
-		o.thinkEvent(ev)
+}
+
+// incremental is an incremental parser of output text: reasoning.Parser
+// and toolcall.Parser.
+type incremental[E any] interface {
+	Feed(text string) []E
+	Finish() []E
+}
+
+// feed passes text, and when final the end, through p, handing each
+// event to each.
+func feed[E any](p incremental[E], text string, final bool, each func(E)) {
+	if text != "" {
+		for _, ev := range p.Feed(text) {
+			each(ev)
+		}
 	}
 	if final {
-		for _, ev := range o.think.Finish() {
-			o.thinkEvent(ev)
+		for _, ev := range p.Finish() {
+			each(ev)
 		}
-		o.addContent("", true)
 	}
 }
 
@@ -112,18 +125,7 @@ func (o *chatOutput) addContent(text string, final bool) {
 		o.emitContent(text)
 		return
 	}
-	var evs []toolcall.Event
-	if text != "" {
-		evs = o.tools.Feed(text)
-	}
-	for _, ev := range evs {
-		o.toolEvent(ev)
-	}
-	if final {
-		for _, ev := range o.tools.Finish() {
-			o.toolEvent(ev)
-		}
-	}
+	feed(o.tools, text, final, o.toolEvent)
 }
 
 func (o *chatOutput) toolEvent(ev toolcall.Event) {

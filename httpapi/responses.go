@@ -98,10 +98,7 @@ func (s *Server) handleResponses(c *call) reply {
 // chat conversation: the job runs like a chat completion.
 func (s *Server) responsesJob(body []byte) (*job, *apiError) {
 	var r responsesRequest
-	if aerr := decodeJSON(body, &r); aerr != nil {
-		return nil, aerr
-	}
-	if aerr := s.checkModel(r.Model); aerr != nil {
+	if aerr := s.decodeFor(body, &r, &r.Model); aerr != nil {
 		return nil, aerr
 	}
 	r.Model = s.opts.ModelName // echoed when the request leaves it out
@@ -258,9 +255,7 @@ func responsesNamedChoice(raw json.RawMessage) (string, bool) {
 		Type string `json:"type"`
 		Name string `json:"name"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&obj); err != nil || obj.Type != "function" || obj.Name == "" {
+	if err := unmarshalStrict(raw, &obj); err != nil || obj.Type != "function" || obj.Name == "" {
 		return "", false
 	}
 	return obj.Name, true

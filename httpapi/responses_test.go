@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -649,16 +648,7 @@ func TestResponsesStreamConnection(t *testing.T) {
 			f.script = func(actors.Request) []actors.Event { return nil }
 			f.hang, f.endless = tt.hang, tt.endless
 			base, _ := startFake(t, f, func(o *Options) { o.KeepAlive = 20 * time.Millisecond })
-			req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, base+"/v1/responses",
-				strings.NewReader(`{"input":"hi","stream":true}`))
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := testClient().Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer res.Body.Close()
+			res := postStream(t, ctxT(t), base+"/v1/responses", `{"input":"hi","stream":true}`)
 			sc := bufio.NewScanner(res.Body)
 			want := "event: response.in_progress"
 			if tt.hang {

@@ -375,52 +375,57 @@ func errorReply(e *apiError) reply {
 	return r
 }
 
+// route is one endpoint: the method it answers (a GET route answers HEAD
+// too) and its handler.
+type route struct {
+	method string
+	handle func(*Server, *call) reply
+}
+
+// routes are the endpoints at fixed paths; /v1/models/{id} is matched by
+// prefix in serve, and /debug/faults answers only with Options.InjectFault.
+var routes = map[string]route{
+	"/v1/completions":      {http.MethodPost, (*Server).handleCompletions},
+	"/v1/chat/completions": {http.MethodPost, (*Server).handleChat},
+	"/v1/responses":        {http.MethodPost, (*Server).handleResponses},
+	"/v1/models":           {http.MethodGet, (*Server).handleModels},
+	"/health":              {http.MethodGet, (*Server).handleHealth},
+	"/ready":               {http.MethodGet, (*Server).handleReady},
+	"/metrics":             {http.MethodGet, (*Server).handleMetrics},
+	"/tokenize":            {http.MethodPost, (*Server).handleTokenize},
+	"/detokenize":          {http.MethodPost, (*Server).handleDetokenize},
+	"/debug/faults":        {http.MethodPost, (*Server).handleFault},
+}
+
 // serve routes one request.
 func (s *Server) serve(c *call) reply {
-	route := func(method string, h func(*call) reply) reply {
-		if c.method != method && !(method == http.MethodGet && c.method == http.MethodHead) {
-			r := errorReply(methodNotAllowed(c.method, c.path))
-			r.allow = method
-			return r
-		}
-		if len(c.body) > s.maxBody {
-			return errorReply(tooLarge(s.maxBody))
-		}
-		return h(c)
+	rt, ok := routes[c.path]
+	if c.path == "/debug/faults" && s.opts.InjectFault == nil {
+		ok = false
 	}
-	switch c.path {
-	case "/v1/completions":
-		return route(http.MethodPost, s.handleCompletions)
-	case "/v1/chat/completions":
-		return route(http.MethodPost, s.handleChat)
-	case "/v1/responses":
-		return route(http.MethodPost, s.handleResponses)
-	case "/v1/models":
-		return route(http.MethodGet, s.handleModels)
-	case "/health":
-		return route(http.MethodGet, s.handleHealth)
-	case "/ready":
-		return route(http.MethodGet, s.handleReady)
-	case "/metrics":
-		return route(http.MethodGet, s.handleMetrics)
-	case "/tokenize":
-		return route(http.MethodPost, s.handleTokenize)
-	case "/detokenize":
-		return route(http.MethodPost, s.handleDetokenize)
-	case "/debug/faults":
-		if s.opts.InjectFault != nil {
-			return route(http.MethodPost, s.handleFault)
-		}
+	if id, model := cutPrefix(c.path, "/v1/models/"); model {
+		rt, ok = route{http.MethodGet, func(s *Server, _ *call) reply { return s.handleModel(id) }}, true
 	}
-	if id, ok := cutPrefix(c.path, "/v1/models/"); ok {
-		return route(http.MethodGet, func(*call) reply {
-			if id != s.opts.ModelName {
-				return errorReply(modelNotFound(id))
-			}
-			return jsonReply(http.StatusOK, s.appendModel(nil))
-		})
+	if !ok {
+		return errorReply(notFound(c.method, c.path))
 	}
-	return errorReply(notFound(c.method, c.path))
+	if c.method != rt.method && !(rt.method == http.MethodGet && c.method == http.MethodHead) {
+		r := errorReply(methodNotAllowed(c.method, c.path))
+		r.allow = rt.method
+		return r
+	}
+	if len(c.body) > s.maxBody {
+		return errorReply(tooLarge(s.maxBody))
+	}
+	return rt.handle(s, c)
+}
+
+// handleModel answers /v1/models/{id}.
+func (s *Server) handleModel(id string) reply {
+	if id != s.opts.ModelName {
+		return errorReply(modelNotFound(id))
+	}
+	return jsonReply(http.StatusOK, s.appendModel(nil))
 }
 
 func cutPrefix(s, prefix string) (string, bool) {
@@ -452,18 +457,19 @@ func (s *Server) appendModel(b []byte) []byte {
 	b = strconv.AppendInt(b, int64(s.idBase/1e9), 10)
 	b = append(b, `,"owned_by":"cohort","root":`...)
 	b = appendString(b, s.opts.ModelName)
-	b = append(b, `,"parent":null,"max_model_len":`...)
-	b = appendInt(b, info.MaxModelLen)
-	b = append(b, `,"kv_pages":`...)
-	b = appendInt(b, info.KVPages)
-	b = append(b, `,"page_size":`...)
-	b = appendInt(b, info.PageSize)
-	b = append(b, `,"slots":`...)
-	b = appendInt(b, info.Slots)
-	b = append(b, `,"tp":`...)
-	b = appendInt(b, info.TP)
-	b = append(b, `,"vocab_size":`...)
-	b = appendInt(b, info.VocabSize)
+	b = append(b, `,"parent":null`...)
+	for _, f := range []struct {
+		key string
+		n   int
+	}{
+		{"max_model_len", info.MaxModelLen}, {"kv_pages", info.KVPages}, {"page_size", info.PageSize},
+		{"slots", info.Slots}, {"tp", info.TP}, {"vocab_size", info.VocabSize},
+	} {
+		b = append(b, ',')
+		b = appendString(b, f.key)
+		b = append(b, ':')
+		b = appendInt(b, f.n)
+	}
 	return append(b, '}')
 }
 
@@ -496,10 +502,7 @@ func (s *Server) handleMetrics(c *call) reply {
 
 func (s *Server) handleTokenize(c *call) reply {
 	var r tokenizeRequest
-	if aerr := decodeJSON(c.body, &r); aerr != nil {
-		return errorReply(aerr)
-	}
-	if aerr := s.checkModel(r.Model); aerr != nil {
+	if aerr := s.decodeFor(c.body, &r, &r.Model); aerr != nil {
 		return errorReply(aerr)
 	}
 	var text string
@@ -524,14 +527,9 @@ func (s *Server) handleTokenize(c *call) reply {
 		return errorReply(badRequest("prompt", "prompt or messages is required"))
 	}
 	ids := s.tok.Encode(text)
-	b := append(make([]byte, 0, 64+len(ids)*6), `{"tokens":[`...)
-	for i, id := range ids {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendInt(b, int(id))
-	}
-	b = append(b, `],"count":`...)
+	b := append(make([]byte, 0, 64+len(ids)*6), `{"tokens":`...)
+	b = appendList(b, ids, func(b []byte, id int32) []byte { return appendInt(b, int(id)) })
+	b = append(b, `,"count":`...)
 	b = appendInt(b, len(ids))
 	b = append(b, `,"max_model_len":`...)
 	b = appendInt(b, s.eng.Info().MaxModelLen)
@@ -540,10 +538,7 @@ func (s *Server) handleTokenize(c *call) reply {
 
 func (s *Server) handleDetokenize(c *call) reply {
 	var r detokenizeRequest
-	if aerr := decodeJSON(c.body, &r); aerr != nil {
-		return errorReply(aerr)
-	}
-	if aerr := s.checkModel(r.Model); aerr != nil {
+	if aerr := s.decodeFor(c.body, &r, &r.Model); aerr != nil {
 		return errorReply(aerr)
 	}
 	if r.Tokens == nil {

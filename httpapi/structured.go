@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 
@@ -47,14 +46,9 @@ type constraint struct {
 
 // parseResponseFormat reads response_format (nil: plain text).
 func parseResponseFormat(raw json.RawMessage) (*constraint, *apiError) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	var rf responseFormat
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&rf); err != nil {
-		return nil, badRequest("response_format", "response_format: %v", err)
+	rf, aerr := decodeOptional[responseFormat](raw, "response_format")
+	if rf == nil || aerr != nil {
+		return nil, aerr
 	}
 	switch rf.Type {
 	case "text":
@@ -72,14 +66,9 @@ func parseResponseFormat(raw json.RawMessage) (*constraint, *apiError) {
 
 // parseStructuredOutputs reads vLLM's structured_outputs (nil: none).
 func parseStructuredOutputs(raw json.RawMessage) (*constraint, *apiError) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	var so structuredOutputs
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&so); err != nil {
-		return nil, badRequest("structured_outputs", "structured_outputs: %v", err)
+	so, aerr := decodeOptional[structuredOutputs](raw, "structured_outputs")
+	if so == nil || aerr != nil {
+		return nil, aerr
 	}
 	switch {
 	case so.WhitespacePattern != nil:

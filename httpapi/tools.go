@@ -174,9 +174,7 @@ func chatNamedChoice(raw json.RawMessage) (string, bool) {
 			Name string `json:"name"`
 		} `json:"function"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&obj); err != nil || obj.Type != "function" || obj.Function == nil {
+	if err := unmarshalStrict(raw, &obj); err != nil || obj.Type != "function" || obj.Function == nil {
 		return "", false
 	}
 	return obj.Function.Name, true
@@ -212,21 +210,6 @@ func parseTool(raw json.RawMessage, param string) (any, toolcall.Tool, *apiError
 		return nil, toolcall.Tool{}, badRequest(param, "%s: %v", param, err)
 	}
 	return def, tool, nil
-}
-
-// decodeStrict decodes raw, the request field param that must be what (an
-// object), into v, naming an unknown field in the error.
-func decodeStrict(raw json.RawMessage, v any, param, what string) *apiError {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			name = strings.Trim(name, `"`)
-			return badRequest(param+"."+name, "unknown field %q in %s", name, param)
-		}
-		return badRequest(param, "%s must be %s: %v", param, what, strings.TrimPrefix(err.Error(), "json: "))
-	}
-	return nil
 }
 
 // functionTool validates a function's name and parameters (a JSON Schema

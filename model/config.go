@@ -130,24 +130,34 @@ func ParseConfig(data []byte) (*Config, error) {
 	return c, nil
 }
 
-func (c *Config) fill(text, top *rawConfig) error {
-	var err error
-	req := func(name string, p *int) int {
-		if p == nil {
-			if err == nil {
-				err = fmt.Errorf("missing %s", name)
-			}
-			return 0
+// Required reads the integer fields config.json must have: Int returns a
+// field's value, or 0 when it is absent, and Err then names the first
+// absent one. Architectures use it for their own fields.
+type Required struct{ err error }
+
+// Int returns *p, or 0 when p is nil (an absent field named name).
+func (r *Required) Int(name string, p *int) int {
+	if p == nil {
+		if r.err == nil {
+			r.err = fmt.Errorf("missing %s", name)
 		}
-		return *p
+		return 0
 	}
-	c.HiddenSize = req("hidden_size", text.HiddenSize)
-	c.NumLayers = req("num_hidden_layers", text.NumHiddenLayers)
-	c.Intermediate = req("intermediate_size", text.IntermediateSize)
-	c.VocabSize = req("vocab_size", text.VocabSize)
-	c.Heads = req("num_attention_heads", text.NumAttentionHeads)
-	c.KVHeads = req("num_key_value_heads", text.NumKeyValueHeads)
-	if err != nil {
+	return *p
+}
+
+// Err is the first absent field, or nil.
+func (r *Required) Err() error { return r.err }
+
+func (c *Config) fill(text, top *rawConfig) error {
+	var req Required
+	c.HiddenSize = req.Int("hidden_size", text.HiddenSize)
+	c.NumLayers = req.Int("num_hidden_layers", text.NumHiddenLayers)
+	c.Intermediate = req.Int("intermediate_size", text.IntermediateSize)
+	c.VocabSize = req.Int("vocab_size", text.VocabSize)
+	c.Heads = req.Int("num_attention_heads", text.NumAttentionHeads)
+	c.KVHeads = req.Int("num_key_value_heads", text.NumKeyValueHeads)
+	if err := req.Err(); err != nil {
 		return err
 	}
 	if c.NumLayers < 1 || c.NumLayers > maxLayers {

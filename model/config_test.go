@@ -109,11 +109,7 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			src := strings.Replace(base, tt.from, tt.to, 1)
-			if src == base {
-				t.Fatalf("test edit %q did not apply", tt.from)
-			}
-			_, err := ParseConfig([]byte(src))
+			_, err := ParseConfig([]byte(edited(t, base, tt.from, tt.to)))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want it to mention %q", err, tt.want)
 			}
@@ -138,4 +134,15 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("accepted inconsistent config %+v", c)
 		}
 	})
+}
+
+// edited is src with its first from replaced by to; the test fails when
+// src has no from.
+func edited(t *testing.T, src, from, to string) string {
+	t.Helper()
+	out := strings.Replace(src, from, to, 1)
+	if out == src {
+		t.Fatalf("test edit %q did not apply", from)
+	}
+	return out
 }

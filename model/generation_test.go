@@ -66,11 +66,7 @@ func TestConfigEOSBothLevels(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			src := strings.Replace(nestedConfig, tt.from, tt.to, 1)
-			if src == nestedConfig {
-				t.Fatalf("edit %q did not apply", tt.from)
-			}
-			c, err := ParseConfig([]byte(src))
+			c, err := ParseConfig([]byte(edited(t, nestedConfig, tt.from, tt.to)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -97,6 +97,17 @@ func loadDir(t *testing.T, dir string) (*model.Checkpoint, model.Model, *cpu.Bac
 	return ck, m, be, err
 }
 
+// mustLoad loads dir on a CPU rank (loadDir) and returns the checkpoint and
+// the logits of a short prompt (logitsOf).
+func mustLoad(t *testing.T, dir string) (*model.Checkpoint, []float32) {
+	t.Helper()
+	ck, m, be, err := loadDir(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ck, logitsOf(t, be, m)
+}
+
 // logitsOf runs a short prompt through a fresh session.
 func logitsOf(t *testing.T, be *cpu.Backend, m model.Model) []float32 {
 	t.Helper()
@@ -184,11 +195,7 @@ func TestLoadAuditReportsEveryProblem(t *testing.T) {
 // listed by Ignored and change nothing.
 func TestLoadIgnoresVisionAndMTP(t *testing.T) {
 	dir := tinyCheckpoint(t)
-	_, m0, be0, err := loadDir(t, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want0 := logitsOf(t, be0, m0)
+	_, want0 := mustLoad(t, dir)
 
 	extra := []string{"model.visual.blocks.0.attn.qkv.weight", "mtp.fc.weight", "model.mtp.norm.weight", lm + "mtp.layers.0.weight"}
 	editTensors(t, dir, func(ts map[string]safetensors.Tensor) {
@@ -196,14 +203,11 @@ func TestLoadIgnoresVisionAndMTP(t *testing.T) {
 			ts[n] = safetensors.Tensor{DType: safetensors.BF16, Shape: []int{3, 5}, Data: safetensors.EncodeBF16(make([]float32, 15))}
 		}
 	})
-	ck, m, be, err := loadDir(t, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck, logits := mustLoad(t, dir)
 	if got, want := slices.Sorted(slices.Values(ck.Ignored())), slices.Sorted(slices.Values(extra)); !slices.Equal(got, want) {
 		t.Errorf("Ignored() = %q, want %q", got, want)
 	}
-	if !slices.Equal(logitsOf(t, be, m), want0) {
+	if !slices.Equal(logits, want0) {
 		t.Error("ignored tensors changed the logits")
 	}
 }
@@ -213,11 +217,7 @@ func TestLoadIgnoresVisionAndMTP(t *testing.T) {
 // tied flag is ignored; no lm_head.weight means tied whatever the flag says.
 func TestLoadTying(t *testing.T) {
 	base := tinyCheckpoint(t)
-	_, m0, be0, err := loadDir(t, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tied := logitsOf(t, be0, m0)
+	_, tied := mustLoad(t, base)
 	// lm_head = 2·embed, exact in bf16, so untied logits are exactly 2× tied.
 	addHead := func(t *testing.T, dir string) {
 		editTensors(t, dir, func(ts map[string]safetensors.Tensor) {
@@ -242,14 +242,10 @@ func TestLoadTying(t *testing.T) {
 		dir := tinyCheckpoint(t)
 		addHead(t, dir)
 		untie(t, dir)
-		ck, m, be, err := loadDir(t, dir)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ck, got := mustLoad(t, dir)
 		if ck.Config.TieEmbeddings || len(ck.Ignored()) != 0 {
 			t.Fatalf("TieEmbeddings = %v, Ignored = %q; want untied, nothing ignored", ck.Config.TieEmbeddings, ck.Ignored())
 		}
-		got := logitsOf(t, be, m)
 		for i := range got {
 			if got[i] != 2*tied[i] {
 				t.Fatalf("logit %d = %g, want 2 × %g: lm_head.weight is not the output projection", i, got[i], tied[i])
@@ -259,24 +255,18 @@ func TestLoadTying(t *testing.T) {
 	t.Run("tied flag ignores lm_head", func(t *testing.T) {
 		dir := tinyCheckpoint(t)
 		addHead(t, dir)
-		ck, m, be, err := loadDir(t, dir)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ck, got := mustLoad(t, dir)
 		if !ck.Config.TieEmbeddings || !slices.Equal(ck.Ignored(), []string{"lm_head.weight"}) {
 			t.Fatalf("TieEmbeddings = %v, Ignored = %q; want tied, lm_head.weight ignored", ck.Config.TieEmbeddings, ck.Ignored())
 		}
-		if !slices.Equal(logitsOf(t, be, m), tied) {
+		if !slices.Equal(got, tied) {
 			t.Error("logits differ from the tied model")
 		}
 	})
 	t.Run("untied flag without lm_head", func(t *testing.T) {
 		dir := tinyCheckpoint(t)
 		untie(t, dir)
-		ck, _, _, err := loadDir(t, dir)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ck, _ := mustLoad(t, dir)
 		if !ck.Config.TieEmbeddings {
 			t.Error("a checkpoint without lm_head.weight loaded untied")
 		}

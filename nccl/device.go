@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 )
 
 // DeviceCommunicator is a Communicator whose collectives can also run on
@@ -106,11 +105,10 @@ func checkDevices(devices []int) error {
 type localGroup struct {
 	n int
 
-	mu       sync.Mutex
-	cur      *exchangeRound
-	abortErr error
-	aborted  chan struct{}
-	hooks    []func()
+	stickyAbort // mu guards cur and hooks too
+	cur         *exchangeRound
+	aborted     chan struct{}
+	hooks       []func()
 }
 
 type exchangeRound struct {
@@ -127,21 +125,11 @@ func newExchangeRound(n int) *exchangeRound {
 	return &exchangeRound{vals: make([]uint64, n), done: make(chan struct{})}
 }
 
-// err returns the sticky abort error, or nil.
-func (g *localGroup) err() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.abortErr
-}
-
 func (g *localGroup) exchange(ctx context.Context, rank int, v uint64) ([]uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	g.mu.Lock()
-	if g.abortErr != nil {
-		err := g.abortErr
-		g.mu.Unlock()
+	if err := g.lockLive(); err != nil {
 		return nil, err
 	}
 	rd := g.cur
@@ -156,7 +144,7 @@ func (g *localGroup) exchange(ctx context.Context, rank int, v uint64) ([]uint64
 	case <-rd.done:
 		return slices.Clone(rd.vals), nil
 	case <-g.aborted:
-		return nil, g.err()
+		return nil, g.abortError()
 	case <-ctx.Done():
 		return nil, fmt.Errorf("nccl: rank %d left an exchange: %w", rank, ctx.Err())
 	}
@@ -166,14 +154,9 @@ func (g *localGroup) exchange(ctx context.Context, rank int, v uint64) ([]uint64
 // runs the abort hooks; it reports whether this call aborted the group.
 func (g *localGroup) abort(reason error) bool {
 	g.mu.Lock()
-	if g.abortErr != nil {
+	if !g.setAbortLocked(reason) {
 		g.mu.Unlock()
 		return false
-	}
-	if reason == nil {
-		g.abortErr = ErrAborted
-	} else {
-		g.abortErr = fmt.Errorf("%w: %w", ErrAborted, reason)
 	}
 	close(g.aborted)
 	hooks := g.hooks

@@ -83,7 +83,7 @@ func (g *DeviceGroup) Abort(reason error) {
 }
 
 // Aborted returns nil, or the sticky abort reason wrapped with ErrAborted.
-func (g *DeviceGroup) Aborted() error { return g.local.err() }
+func (g *DeviceGroup) Aborted() error { return g.local.abortError() }
 
 type commState uint8
 
@@ -180,7 +180,7 @@ func (c *deviceComm) usableLocked() error {
 	case stateFailed:
 		return c.err
 	case stateAborted:
-		if err := c.g.local.err(); err != nil {
+		if err := c.g.local.abortError(); err != nil {
 			return err
 		}
 		return ErrAborted
@@ -288,49 +288,45 @@ func (c *deviceComm) finish(call string, r ncclRes) error {
 
 // AllReduceSumDevice implements DeviceCommunicator.
 func (c *deviceComm) AllReduceSumDevice(buf uintptr, count int, stream uintptr) error {
-	if count < 0 {
-		return fmt.Errorf("nccl: rank %d: AllReduceSumDevice of %d values", c.rank, count)
-	}
-	if err := c.ensureInit(context.Background()); err != nil {
+	if err := c.ready("AllReduceSumDevice", count); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	if err := c.usableLocked(); err != nil {
-		c.mu.Unlock()
-		return err
-	}
-	r := cAllReduce(uint64(buf), uint64(buf), count, c.comm, stream)
-	c.mu.Unlock()
-	return c.finish("ncclAllReduce", r)
+	return c.enqueue("ncclAllReduce", func() ncclRes { return cAllReduce(uint64(buf), uint64(buf), count, c.comm, stream) })
 }
 
 // AllGatherDevice implements DeviceCommunicator.
 func (c *deviceComm) AllGatherDevice(send, recv uintptr, count int, stream uintptr) error {
-	if count < 0 {
-		return fmt.Errorf("nccl: rank %d: AllGatherDevice of %d values", c.rank, count)
-	}
-	if err := c.ensureInit(context.Background()); err != nil {
+	if err := c.ready("AllGatherDevice", count); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	if err := c.usableLocked(); err != nil {
-		c.mu.Unlock()
-		return err
-	}
-	r := cAllGather(uint64(send), uint64(recv), count, c.comm, stream)
-	c.mu.Unlock()
-	return c.finish("ncclAllGather", r)
+	return c.enqueue("ncclAllGather", func() ncclRes { return cAllGather(uint64(send), uint64(recv), count, c.comm, stream) })
 }
 
 func (c *deviceComm) broadcastDevice(buf uintptr, count, root int, stream uintptr) error {
+	return c.enqueue("ncclBroadcast", func() ncclRes { return cBroadcast(uint64(buf), uint64(buf), count, root, c.comm, stream) })
+}
+
+// ready checks the count of the collective op and initialises the
+// communicator on first use.
+func (c *deviceComm) ready(op string, count int) error {
+	if count < 0 {
+		return fmt.Errorf("nccl: rank %d: %s of %d values", c.rank, op, count)
+	}
+	return c.ensureInit(context.Background())
+}
+
+// enqueue runs the NCCL call named call (it enqueues a collective on a
+// stream) under mu while the communicator is usable, and turns its result
+// into an error (finish).
+func (c *deviceComm) enqueue(call string, nccl func() ncclRes) error {
 	c.mu.Lock()
 	if err := c.usableLocked(); err != nil {
 		c.mu.Unlock()
 		return err
 	}
-	r := cBroadcast(uint64(buf), uint64(buf), count, root, c.comm, stream)
+	r := nccl()
 	c.mu.Unlock()
-	return c.finish("ncclBroadcast", r)
+	return c.finish(call, r)
 }
 
 // abortNCCL aborts the rank's NCCL communicator once. The state turns
@@ -403,7 +399,7 @@ func (c *deviceComm) streamWait(ctx context.Context, stream uintptr) error {
 		if done {
 			return nil
 		}
-		if err := c.g.local.err(); err != nil {
+		if err := c.g.local.abortError(); err != nil {
 			if abortedAt.IsZero() {
 				abortedAt = time.Now()
 			} else if time.Since(abortedAt) > abortDrain {
@@ -441,7 +437,7 @@ func (c *deviceComm) hostCollective(ctx context.Context, in, out []float32, outO
 		return err
 	}
 	// The collective may have "completed" because an abort killed it.
-	if err := c.g.local.err(); err != nil {
+	if err := c.g.local.abortError(); err != nil {
 		return err
 	}
 	if err := dtoh(out, buf+uint64(outOff)*4); err != nil {
@@ -453,7 +449,7 @@ func (c *deviceComm) hostCollective(ctx context.Context, in, out []float32, outO
 // AllReduceSum sums buf across the ranks through device memory; it must run
 // on the rank's device thread.
 func (c *deviceComm) AllReduceSum(ctx context.Context, buf []float32) error {
-	if err := c.g.local.err(); err != nil {
+	if err := c.g.local.abortError(); err != nil {
 		return err
 	}
 	if len(buf) == 0 || c.Size() == 1 {
@@ -466,7 +462,7 @@ func (c *deviceComm) AllReduceSum(ctx context.Context, buf []float32) error {
 
 // AllGather concatenates every rank's send into recv through device memory.
 func (c *deviceComm) AllGather(ctx context.Context, send, recv []float32) error {
-	if err := c.g.local.err(); err != nil {
+	if err := c.g.local.abortError(); err != nil {
 		return err
 	}
 	n := c.Size()
@@ -484,7 +480,7 @@ func (c *deviceComm) AllGather(ctx context.Context, send, recv []float32) error 
 
 // Broadcast copies root's buf to every rank through device memory.
 func (c *deviceComm) Broadcast(ctx context.Context, buf []float32, root int) error {
-	if err := c.g.local.err(); err != nil {
+	if err := c.g.local.abortError(); err != nil {
 		return err
 	}
 	if root < 0 || root >= c.Size() {

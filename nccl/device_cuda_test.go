@@ -138,6 +138,13 @@ func TestDeviceCollectives(t *testing.T) {
 
 			const count = 1003 // not a multiple of 4
 			val := func(rank, i int) float32 { return float32((rank+1)*(i%17) - 3*rank) }
+			sum := func(i int) float32 { // element i of the all-reduce
+				var want float32
+				for p := range size {
+					want += val(p, i)
+				}
+				return want
+			}
 			firstErr(t, onRanks(ranks, func(r int) error {
 				c := g.Comm(r)
 				host := make([]float32, count)
@@ -172,10 +179,7 @@ func TestDeviceCollectives(t *testing.T) {
 					return err
 				}
 				for i := range count {
-					var want float32
-					for p := range size {
-						want += val(p, i)
-					}
+					want := sum(i)
 					if out[i] != want {
 						return fmt.Errorf("AllReduceSumDevice[%d] = %v, want %v", i, out[i], want)
 					}
@@ -190,11 +194,7 @@ func TestDeviceCollectives(t *testing.T) {
 					return err
 				}
 				for i := range count {
-					var want float32
-					for p := range size {
-						want += val(p, i)
-					}
-					if host[i] != want {
+					if want := sum(i); host[i] != want {
 						return fmt.Errorf("AllReduceSum[%d] = %v, want %v", i, host[i], want)
 					}
 				}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
 	"sync/atomic"
 )
 
@@ -72,11 +71,10 @@ type Group struct {
 	n     int
 	comms []*inprocComm
 
-	mu       sync.Mutex
-	cur      *round        // the round the next arriving rank joins
-	abortErr error         // sticky, wraps ErrAborted
-	abortCh  chan struct{} // closed on abort
-	dead     atomic.Bool   // set on abort, for the spin phase
+	stickyAbort               // mu guards cur too
+	cur         *round        // the round the next arriving rank joins
+	abortCh     chan struct{} // closed on abort
+	dead        atomic.Bool   // set on abort, for the spin phase
 
 	asyncErr atomic.Pointer[error]
 }
@@ -126,13 +124,8 @@ func (g *Group) Abort(reason error) {
 }
 
 func (g *Group) abortLocked(reason error) {
-	if g.abortErr != nil {
+	if !g.setAbortLocked(reason) {
 		return
-	}
-	if reason == nil {
-		g.abortErr = ErrAborted
-	} else {
-		g.abortErr = fmt.Errorf("%w: %w", ErrAborted, reason)
 	}
 	g.dead.Store(true)
 	close(g.abortCh)
@@ -140,11 +133,7 @@ func (g *Group) abortLocked(reason error) {
 
 // Aborted returns nil, or the sticky first abort reason wrapped with
 // ErrAborted.
-func (g *Group) Aborted() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.abortErr
-}
+func (g *Group) Aborted() error { return g.abortError() }
 
 // InjectAsyncError is a fault hook: it makes AsyncError return err on every
 // rank and aborts the group with err. The first injected error sticks; a nil
@@ -174,10 +163,7 @@ func (g *Group) arrive(ctx context.Context, rank int, s slot) (*round, error) {
 		g.Abort(fmt.Errorf("rank %d abandoned %v: %w", rank, s.op, err))
 		return nil, err
 	}
-	g.mu.Lock()
-	if g.abortErr != nil {
-		err := g.abortErr
-		g.mu.Unlock()
+	if err := g.lockLive(); err != nil {
 		return nil, err
 	}
 	rd := g.cur

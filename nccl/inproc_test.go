@@ -85,58 +85,67 @@ func schedule(n, steps int, seed uint64) []stepSpec {
 	return out
 }
 
+// runSchedule runs steps on every rank of comms (one goroutine per rank) and
+// returns each rank's output of each step.
+func runSchedule(t *testing.T, comms []Communicator, steps []stepSpec) [][][]float32 {
+	t.Helper()
+	n := len(comms)
+	results := make([][][]float32, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(r), 3))
+			ctx := context.Background()
+			for s, sp := range steps {
+				if rng.IntN(4) == 0 {
+					runtime.Gosched() // vary arrival order
+				}
+				in := make([]float32, sp.size)
+				for i := range in {
+					in[i] = value(s, r, i)
+				}
+				var err error
+				out := in
+				switch sp.op {
+				case opAllReduceSum:
+					err = c.AllReduceSum(ctx, in)
+				case opAllGather:
+					out = make([]float32, n*sp.size)
+					err = c.AllGather(ctx, in, out)
+				case opBroadcast:
+					err = c.Broadcast(ctx, in, sp.root)
+				}
+				if err != nil {
+					errs[r] = fmt.Errorf("step %d %v size %d: %w", s, sp.op, sp.size, err)
+					c.Abort(errs[r])
+					return
+				}
+				results[r] = append(results[r], out)
+			}
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	return results
+}
+
 func TestInprocCollectives(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 4, 5} {
 		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
 			g := mustGroup(t, n)
-			steps := schedule(n, 300, uint64(n))
-			results := make([][][]float32, n) // [rank][step]
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			for r := range n {
-				wg.Go(func() {
-					c := g.Comm(r)
-					if c.Rank() != r || c.Size() != n {
-						errs[r] = fmt.Errorf("Rank/Size = %d/%d", c.Rank(), c.Size())
-						return
-					}
-					rng := rand.New(rand.NewPCG(uint64(r), 2))
-					ctx := context.Background()
-					for s, sp := range steps {
-						if rng.IntN(4) == 0 {
-							runtime.Gosched() // vary arrival order
-						}
-						in := make([]float32, sp.size)
-						for i := range in {
-							in[i] = value(s, r, i)
-						}
-						var err error
-						var out []float32
-						switch sp.op {
-						case opAllReduceSum:
-							err = c.AllReduceSum(ctx, in)
-							out = in
-						case opAllGather:
-							out = make([]float32, n*sp.size)
-							err = c.AllGather(ctx, in, out)
-						case opBroadcast:
-							err = c.Broadcast(ctx, in, sp.root)
-							out = in
-						}
-						if err != nil {
-							errs[r] = fmt.Errorf("step %d %v: %w", s, sp.op, err)
-							return
-						}
-						results[r] = append(results[r], out)
-					}
-				})
-			}
-			wg.Wait()
-			for r, err := range errs {
-				if err != nil {
-					t.Fatalf("rank %d: %v", r, err)
+			comms := groupComms(g)
+			for r, c := range comms {
+				if c.Rank() != r || c.Size() != n {
+					t.Fatalf("rank %d: Rank/Size = %d/%d", r, c.Rank(), c.Size())
 				}
 			}
+			steps := schedule(n, 300, uint64(n))
+			results := runSchedule(t, comms, steps) // [rank][step]
 			for s, sp := range steps {
 				var want []float32
 				switch sp.op {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"net"
 	"os"
 	"runtime"
@@ -69,55 +68,6 @@ func mustTCPRing(t testing.TB, n int, edit func(r int, cfg *TCPConfig)) []*TCPCo
 		}
 	}
 	return comms
-}
-
-// runSchedule runs steps on every rank of comms (one goroutine per rank) and
-// returns each rank's output of each step.
-func runSchedule(t *testing.T, comms []Communicator, steps []stepSpec) [][][]float32 {
-	t.Helper()
-	n := len(comms)
-	results := make([][][]float32, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r, c := range comms {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(r), 3))
-			ctx := context.Background()
-			for s, sp := range steps {
-				if rng.IntN(4) == 0 {
-					runtime.Gosched() // vary arrival order
-				}
-				in := make([]float32, sp.size)
-				for i := range in {
-					in[i] = value(s, r, i)
-				}
-				var err error
-				out := in
-				switch sp.op {
-				case opAllReduceSum:
-					err = c.AllReduceSum(ctx, in)
-				case opAllGather:
-					out = make([]float32, n*sp.size)
-					err = c.AllGather(ctx, in, out)
-				case opBroadcast:
-					err = c.Broadcast(ctx, in, sp.root)
-				}
-				if err != nil {
-					errs[r] = fmt.Errorf("step %d %v size %d: %w", s, sp.op, sp.size, err)
-					c.Abort(errs[r])
-					return
-				}
-				results[r] = append(results[r], out)
-			}
-		})
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
-	return results
 }
 
 // ringSum is the sum the TCP ring computes for element i: chunk k of the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -20,19 +19,8 @@ import (
 
 	"cohort/actors"
 	"cohort/internal/testmodels/modelgen"
-	"cohort/kernels"
-	"cohort/kernels/cpu"
 	"cohort/model"
-	"cohort/model/tokenizer"
-	"cohort/nccl"
 )
-
-// cpuFactory makes each rank's CPU backend with threads workers.
-func cpuFactory(threads int) actors.BackendFactory {
-	return func(_ model.Shard, comm nccl.Communicator) (kernels.Backend, error) {
-		return cpu.New(cpu.Options{Comm: comm, Threads: threads}), nil
-	}
-}
 
 // benchReport is what `cohort bench --json` writes.
 type benchReport struct {
@@ -100,12 +88,9 @@ type ttftResult struct {
 }
 
 func runBench(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	dir := fs.String("model", "", "model directory (or use --preset)")
+	fs, run := newPlacementFlagSet("bench", "tensor-parallel degree (ranks)")
+	fs.Lookup("model").Usage = "model directory (or use --preset)"
 	preset := fs.String("preset", "", "generate this preset into a temporary directory: "+strings.Join(modelgen.PresetNames(), ", "))
-	device := fs.String("device", "cpu", "backend: cpu or cuda")
-	devices := fs.String("devices", "", "with --device cuda: GPU of each rank, comma-separated, e.g. 1,0 (default 0..tp-1)")
-	tp := fs.Int("tp", 1, "tensor-parallel degree (ranks)")
 	batchList := fs.String("batch", "1,8,32", "decode batch sizes (concurrent requests), comma-separated")
 	promptLen := fs.Int("prompt-len", 128, "prompt tokens of each decode request")
 	decodeTokens := fs.Int("decode-tokens", 64, "tokens each decode request generates (ignore_eos)")
@@ -146,11 +131,9 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("bench: --prefill: %w", err)
 	}
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("bench: unexpected arguments %q", fs.Args())
-	case (*dir == "") == (*preset == ""):
+	case (run.dir == "") == (*preset == ""):
 		return errors.New("bench: give exactly one of --model and --preset")
-	case *tp < 1 || *promptLen < 1 || *maxPrefill < 1 || *ttftRuns < 1 || *ttftLen < 0 || *kvBudget < 0:
+	case run.tp < 1 || *promptLen < 1 || *maxPrefill < 1 || *ttftRuns < 1 || *ttftLen < 0 || *kvBudget < 0:
 		return errors.New("bench: --tp, --prompt-len, --max-prefill-tokens and --ttft-runs must be positive; --ttft-len and --kv-budget-mib not negative")
 	case *decodeTokens < 2:
 		return errors.New("bench: --decode-tokens must be at least 2 (the first token comes from the prefill)")
@@ -166,13 +149,12 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 
-	threads := max(runtime.GOMAXPROCS(0) / *tp, 1)
-	newBackend, lockThread, elemBytes, err := backendFactory(*device, threads)
+	newBackend, lockThread, elemBytes, err := backendFactory(run.device, run.rankThreads())
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
 
-	modelDir := *dir
+	modelDir := run.dir
 	if *preset != "" {
 		p, ok := modelgen.Presets[*preset]
 		if !ok {
@@ -189,17 +171,13 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		modelDir = tmp
 	}
-	ck, err := model.Open(modelDir)
-	if err != nil {
-		return err
-	}
-	defer ck.Close()
-	tok, err := tokenizer.Load(filepath.Join(modelDir, "tokenizer.json"))
+	ck, tok, err := openCheckpoint(modelDir)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
+	defer ck.Close()
 	cfg := ck.Config
-	shard := model.Shard{Rank: 0, Size: *tp}
+	shard := model.Shard{Rank: 0, Size: run.tp}
 	const pageSize = 16
 	maxBatch := slices.Max(batches)
 	longest := max(*promptLen+*decodeTokens, *ttftLen+1)
@@ -231,7 +209,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 
 	report := &benchReport{
 		What: "measured through the engine: actors.Start (scheduler, planner, rank actors, device executor) + the backend; requests submitted through the Go API, times from the request actors' events",
-		Date: time.Now().UTC().Format(time.RFC3339), Model: modelDir, Preset: *preset, Device: *device, TP: *tp,
+		Date: time.Now().UTC().Format(time.RFC3339), Model: modelDir, Preset: *preset, Device: run.device, TP: run.tp,
 		ElemBytes: elemBytes, GOMAXPROCS: runtime.GOMAXPROCS(0), PromptLen: *promptLen, DecodeTokens: *decodeTokens,
 		MaxPrefillTokens: *maxPrefill, KVBudgetMiB: budget >> 20,
 	}
@@ -252,11 +230,11 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		float64(report.Roofline.WeightBytesRead)/1e9, *peakTBps, *peakTFLOPS)
 	report.HF = hf
 
-	fmt.Fprintf(stdout, "starting the engine: %s, device %s, tp %d, budget %d MiB per rank\n", modelDir, *device, *tp, budget>>20)
+	fmt.Fprintf(stdout, "starting the engine: %s, device %s, tp %d, budget %d MiB per rank\n", modelDir, run.device, run.tp, budget>>20)
 	start := time.Now()
 	startEngine := func(maxPrefill int) (*actors.Engine, error) {
-		return startOn(ctx, *device, *devices, actors.Config{
-			Checkpoint: ck, Tokenizer: tok, TP: *tp, NewBackend: newBackend, LockThread: lockThread,
+		return startOn(ctx, run.device, run.devices, actors.Config{
+			Checkpoint: ck, Tokenizer: tok, TP: run.tp, NewBackend: newBackend, LockThread: lockThread,
 			Capacity: model.CapacityInput{Budget: budget, ElemBytes: elemBytes, PageSize: pageSize,
 				MaxSeqs: max(64, maxBatch), MaxModelLen: maxModelLen},
 			MaxPrefillTokens: maxPrefill, MaxRows: max(64, maxBatch),

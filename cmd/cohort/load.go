@@ -46,6 +46,32 @@ func builtinDir() (string, error) {
 	return dir, nil
 }
 
+// resolveModelDir is dir, or the built-in model's directory when dir is empty.
+func resolveModelDir(dir string) (string, error) {
+	if dir != "" {
+		return dir, nil
+	}
+	dir, err := builtinDir()
+	if err != nil {
+		return "", fmt.Errorf("built-in model: %w", err)
+	}
+	return dir, nil
+}
+
+// openCheckpoint opens the checkpoint in dir and its tokenizer.
+func openCheckpoint(dir string) (*model.Checkpoint, *tokenizer.Tokenizer, error) {
+	ck, err := model.Open(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		ck.Close()
+		return nil, nil, err
+	}
+	return ck, tok, nil
+}
+
 // loadModelOn opens dir (or the built-in model when dir is empty) on one
 // rank of device ("cpu" or "cuda"; threads bounds the CPU backend's workers,
 // 0 = GOMAXPROCS). For "cuda" the caller must run on a goroutine locked to
@@ -56,10 +82,8 @@ func loadModelOn(dir, device string, threads int) (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	if dir == "" {
-		if dir, err = builtinDir(); err != nil {
-			return nil, fmt.Errorf("built-in model: %w", err)
-		}
+	if dir, err = resolveModelDir(dir); err != nil {
+		return nil, err
 	}
 	ck, err := model.Open(dir)
 	if err != nil {
@@ -123,6 +147,28 @@ func onDeviceThread(fn func() error) error {
 		done <- fn()
 	}()
 	return <-done
+}
+
+// onModel loads p's model on one rank in a device thread (onDeviceThread),
+// resolves in's prompts with its tokenizer and runs fn there.
+func onModel(p placementFlags, in promptInput, fn func(l *loaded, prompts [][]int32) error) error {
+	return onDeviceThread(func() error {
+		l, err := loadModelOn(p.dir, p.device, p.threads)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		if in.ids == nil {
+			if err := l.needTokenizer(); err != nil {
+				return err
+			}
+		}
+		prompts, err := in.prompts(l.tok, l.ck.Config.VocabSize)
+		if err != nil {
+			return err
+		}
+		return fn(l, prompts)
+	})
 }
 
 func (l *loaded) needTokenizer() error {

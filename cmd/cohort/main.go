@@ -65,8 +65,9 @@ func dispatch(ctx context.Context, args []string, stdout io.Writer) error {
 
 // parseFlags parses a command's flags. With -h, -help or --help it writes
 // the command's usage to stdout and returns flag.ErrHelp, which dispatch
-// turns into success (exit 0). A bad flag is an error that points at -h;
-// nothing is printed for it here (main prints the error).
+// turns into success (exit 0). A bad flag, or an argument after the flags
+// (no command takes any), is an error that points at -h; nothing is
+// printed for it here (main prints the error).
 func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
@@ -83,6 +84,8 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 		return err
 	case err != nil:
 		return fmt.Errorf("%s: %w (cohort %s -h lists the flags)", fs.Name(), err, fs.Name())
+	case fs.NArg() > 0:
+		return fmt.Errorf("%s: unexpected arguments %q (cohort %s -h lists the flags)", fs.Name(), fs.Args(), fs.Name())
 	}
 	return nil
 }

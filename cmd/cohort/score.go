@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,7 +14,6 @@ import (
 	"cohort/model"
 	"cohort/model/safetensors"
 	"cohort/model/sample"
-	"cohort/model/tokenizer"
 )
 
 // scoredPosition is one position of `cohort score` output: the logprob of
@@ -34,93 +31,77 @@ type scoredToken struct {
 }
 
 func runScore(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("score", flag.ContinueOnError)
-	dir := fs.String("model", "", "model directory (default: the built-in tiny model)")
-	tokens := fs.String("tokens", "", "comma-separated token ids")
-	prompt := fs.String("prompt", "", "text to tokenize and score (instead of --tokens)")
-	idsFile := fs.String("ids-file", "", "JSON file of token ids: one prompt [1,2,...] or several [[...],[...]] (instead of --tokens)")
-	top := fs.Int("top", 8, "alternatives per position (JSON output)")
-	device := fs.String("device", "cpu", "backend: cpu or cuda")
-	threads := fs.Int("threads", 0, "CPU backend workers (0: GOMAXPROCS)")
-	positions := fs.String("positions", "all", `positions to output: "all", "last", "stride:N" (0, N, 2N, ... and the last) or a comma-separated list`)
-	out := fs.String("out", "", "write the full log-softmax rows of the chosen positions to this .safetensors file instead of JSON")
-	chunk := fs.Int("chunk", 2048, "prefill chunk in tokens (0: the whole prompt in one step; at --tp 1 without --devices)")
-	tp := fs.Int("tp", 1, "tensor-parallel degree (ranks); above 1, or with --devices, the prompt runs through the engine as in serve (--top at most 20, no --out)")
-	devices := fs.String("devices", "", "with --device cuda: GPU of each rank, comma-separated, e.g. 1,0 (default 0..tp-1)")
+	fs, run, input := newPromptFlagSet("score",
+		"tensor-parallel degree (ranks); above 1, or with --devices, the prompt runs through the engine as in serve (--top at most 20, no --out)",
+		"", "text to tokenize and score (instead of --tokens)")
+	var o scoreOptions
+	fs.IntVar(&o.top, "top", 8, "alternatives per position (JSON output)")
+	fs.StringVar(&o.positions, "positions", "all", `positions to output: "all", "last", "stride:N" (0, N, 2N, ... and the last) or a comma-separated list`)
+	fs.StringVar(&o.out, "out", "", "write the full log-softmax rows of the chosen positions to this .safetensors file instead of JSON")
+	fs.IntVar(&o.chunk, "chunk", 2048, "prefill chunk in tokens (0: the whole prompt in one step; at --tp 1 without --devices)")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
+	if err := o.check(*run, *input); err != nil {
+		return fmt.Errorf("score: %w", err)
+	}
+	var err error
+	if o.spec, err = parsePositionSpec(o.positions); err != nil {
+		return fmt.Errorf("score: --positions: %w", err)
+	}
+	err = runPrompts(*run, *input,
+		func(in promptInput) error { return scoreOnEngine(ctx, stdout, *run, in, o) },
+		func(in promptInput) error { return scoreOnRank(ctx, stdout, *run, in, o) })
+	if err != nil {
+		return fmt.Errorf("score: %w", err)
+	}
+	return nil
+}
+
+// scoreOptions are what score outputs for each prompt.
+type scoreOptions struct {
+	top       int    // alternatives per position
+	positions string // --positions as given
+	spec      positionSpec
+	out       string // a .safetensors file for the full rows, or "" for JSON
+	chunk     int    // prefill tokens per step on one rank (0: the prompt)
+}
+
+// check rejects score's flags that do not go together.
+func (o scoreOptions) check(run placementFlags, input inputFlags) error {
 	inputs := 0
-	for _, s := range []string{*tokens, *prompt, *idsFile} {
+	for _, s := range []string{input.tokens, input.prompt, input.idsFile} {
 		if s != "" {
 			inputs++
 		}
 	}
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("score: unexpected arguments %q", fs.Args())
 	case inputs != 1:
-		return errors.New("score: give exactly one of --tokens, --prompt and --ids-file")
-	case *top < 0:
-		return errors.New("score: --top must not be negative")
-	case *chunk < 0:
-		return errors.New("score: --chunk must not be negative")
-	case *threads < 0:
-		return errors.New("score: --threads must not be negative")
-	case *out != "" && !strings.HasSuffix(*out, ".safetensors"):
-		return fmt.Errorf("score: --out %q: want a .safetensors file name", *out)
-	case *tp < 1:
-		return errors.New("score: --tp must be at least 1")
+		return errors.New("give exactly one of --tokens, --prompt and --ids-file")
+	case o.top < 0:
+		return errors.New("--top must not be negative")
+	case o.chunk < 0:
+		return errors.New("--chunk must not be negative")
+	case o.out != "" && !strings.HasSuffix(o.out, ".safetensors"):
+		return fmt.Errorf("--out %q: want a .safetensors file name", o.out)
+	case run.engine() && o.out != "":
+		return errors.New("--out needs the full rows, which only --tp 1 without --devices computes")
+	case run.engine() && o.top > 20:
+		return errors.New("--top is at most 20 with --tp > 1 or --devices (the engine's limit)")
 	}
-	onEngine := *tp > 1 || *devices != ""
-	switch {
-	case onEngine && *out != "":
-		return errors.New("score: --out needs the full rows, which only --tp 1 without --devices computes")
-	case onEngine && *top > 20:
-		return errors.New("score: --top is at most 20 with --tp > 1 or --devices (the engine's limit)")
-	}
-	spec, err := parsePositionSpec(*positions)
-	if err != nil {
-		return fmt.Errorf("score: --positions: %w", err)
-	}
-	var fileIDs [][]int32
-	nested := false // several prompts: indexed tensors, an array of JSON results
-	if *idsFile != "" {
-		if fileIDs, nested, err = readIDsFile(*idsFile); err != nil {
-			return fmt.Errorf("score: --ids-file: %w", err)
-		}
-	}
-	if _, _, _, err := backendFactory(*device, *threads); err != nil {
-		return fmt.Errorf("score: %w", err)
-	}
-	if onEngine {
-		return scoreOnEngine(ctx, stdout, *dir, *device, *devices, *tp, *threads, fileIDs, nested, *tokens, *prompt, spec, *top)
-	}
-	return onDeviceThread(func() error {
-		l, err := loadModelOn(*dir, *device, *threads)
-		if err != nil {
-			return err
-		}
-		defer l.Close()
-		prompts := fileIDs
-		if prompts == nil {
-			if *prompt != "" {
-				if err := l.needTokenizer(); err != nil {
-					return err
-				}
-			}
-			ids, err := scoreInput(l.tok, l.ck.Config.VocabSize, *tokens, *prompt)
-			if err != nil {
-				return err
-			}
-			prompts = [][]int32{ids}
-		} else if err := checkVocab(fileIDs, l.ck.Config.VocabSize, "--ids-file"); err != nil {
-			return fmt.Errorf("score: %w", err)
-		}
+	return nil
+}
+
+// scoreOnRank is `score` at --tp 1 without --devices: each prompt on one
+// rank in a device thread (onModel), printing JSON or writing the full rows
+// to --out.
+func scoreOnRank(ctx context.Context, stdout io.Writer, run placementFlags, in promptInput, o scoreOptions) error {
+	return onModel(run, in, func(l *loaded, prompts [][]int32) error {
 		rows := make([][]int, len(prompts))
 		for i, ids := range prompts {
-			if rows[i], err = spec.resolve(len(ids)); err != nil {
-				return fmt.Errorf("score: --positions: prompt %d: %w", i, err)
+			var err error
+			if rows[i], err = o.spec.resolve(len(ids)); err != nil {
+				return fmt.Errorf("--positions: prompt %d: %w", i, err)
 			}
 		}
 		results := make([]scored, len(prompts))
@@ -128,36 +109,39 @@ func runScore(ctx context.Context, args []string, stdout io.Writer) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if results[i], err = scoreRows(l, ids, rows[i], *chunk); err != nil {
-				return fmt.Errorf("score: prompt %d: %w", i, err)
+			var err error
+			if results[i], err = scoreRows(l, ids, rows[i], o.chunk); err != nil {
+				return fmt.Errorf("prompt %d: %w", i, err)
 			}
 		}
-		if *out != "" {
+		if o.out != "" {
 			meta := map[string]string{
 				"what":  "cohort score: log-softmax (float32) of the next-token distribution at each listed position",
-				"model": l.ck.Dir, "device": *device, "positions": *positions, "chunk": strconv.Itoa(*chunk),
+				"model": l.ck.Dir, "device": run.device, "positions": o.positions, "chunk": strconv.Itoa(o.chunk),
 				"prompts": strconv.Itoa(len(prompts)),
 			}
-			if err := writeScores(*out, results, nested, meta); err != nil {
-				return fmt.Errorf("score: %w", err)
+			if err := writeScores(o.out, results, in.nested, meta); err != nil {
+				return err
 			}
 			for i, r := range results {
 				fmt.Fprintf(stdout, "prompt %d: %d tokens, %d positions, vocab %d, %.3f s\n", i, len(r.ids), len(r.rows), r.vocab, r.seconds)
 			}
-			fmt.Fprintf(stdout, "wrote %s\n", *out)
+			fmt.Fprintf(stdout, "wrote %s\n", o.out)
 			return nil
 		}
 		all := make([][]scoredPosition, len(results))
 		for i, r := range results {
-			all[i] = r.json(*top)
+			all[i] = r.json(o.top)
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if nested {
-			return enc.Encode(all)
-		}
-		return enc.Encode(all[0])
+		return encodeResults(indented(stdout), all, in.nested)
 	})
+}
+
+// indented is score's JSON encoder.
+func indented(w io.Writer) *json.Encoder {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc
 }
 
 // scored is one prompt's output: the log-softmax rows [len(rows), vocab] of
@@ -246,8 +230,8 @@ func writeScores(path string, results []scored, indexed bool, meta map[string]st
 		}
 		ts = append(ts,
 			safetensors.Tensor{Name: "logprobs" + suffix, DType: safetensors.F32, Shape: []int{len(r.rows), vocab}, Data: safetensors.EncodeF32(r.logprobs)},
-			safetensors.Tensor{Name: "positions" + suffix, DType: safetensors.I32, Shape: []int{len(r.rows)}, Data: encodeI32(toInt32(r.rows))},
-			safetensors.Tensor{Name: "ids" + suffix, DType: safetensors.I32, Shape: []int{len(r.ids)}, Data: encodeI32(r.ids)},
+			safetensors.Tensor{Name: "positions" + suffix, DType: safetensors.I32, Shape: []int{len(r.rows)}, Data: safetensors.EncodeI32(toInt32(r.rows))},
+			safetensors.Tensor{Name: "ids" + suffix, DType: safetensors.I32, Shape: []int{len(r.ids)}, Data: safetensors.EncodeI32(r.ids)},
 		)
 	}
 	return safetensors.WriteFile(path, ts, meta)
@@ -259,14 +243,6 @@ func toInt32(xs []int) []int32 {
 		out[i] = int32(x)
 	}
 	return out
-}
-
-func encodeI32(xs []int32) []byte {
-	b := make([]byte, 0, 4*len(xs))
-	for _, x := range xs {
-		b = append(b, byte(x), byte(x>>8), byte(x>>16), byte(x>>24))
-	}
-	return b
 }
 
 // positionSpec is a parsed --positions value.
@@ -328,109 +304,23 @@ func (p positionSpec) resolve(n int) ([]int, error) {
 	return out, nil
 }
 
-// readIDsFile reads a JSON array of token ids (one prompt), or an array of
-// such arrays (nested: several prompts).
-func readIDsFile(path string) (prompts [][]int32, nested bool, err error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, false, err
-	}
-	var one []int32
-	if err := json.Unmarshal(data, &one); err == nil {
-		if len(one) == 0 {
-			return nil, false, fmt.Errorf("%s: no token ids", path)
-		}
-		return [][]int32{one}, false, nil
-	}
-	var many [][]int32
-	if err := json.Unmarshal(data, &many); err != nil {
-		return nil, false, fmt.Errorf("%s: want a JSON array of token ids or an array of such arrays: %w", path, err)
-	}
-	if len(many) == 0 {
-		return nil, false, fmt.Errorf("%s: no prompts", path)
-	}
-	for i, ids := range many {
-		if len(ids) == 0 {
-			return nil, false, fmt.Errorf("%s: prompt %d has no token ids", path, i)
-		}
-	}
-	return many, true, nil
-}
-
-// checkVocab rejects ids outside [0, vocab).
-func checkVocab(prompts [][]int32, vocab int, flagName string) error {
-	for i, ids := range prompts {
-		for _, id := range ids {
-			if id < 0 || int(id) >= vocab {
-				return fmt.Errorf("%s: prompt %d: id %d is outside the vocabulary [0, %d)", flagName, i, id, vocab)
-			}
-		}
-	}
-	return nil
-}
-
-func scoreInput(tok *tokenizer.Tokenizer, vocab int, tokens, prompt string) ([]int32, error) {
-	if prompt != "" {
-		ids := tok.Encode(prompt)
-		if len(ids) == 0 {
-			return nil, fmt.Errorf("score: the prompt encodes to no tokens")
-		}
-		return ids, nil
-	}
-	var ids []int32
-	for _, f := range strings.Split(tokens, ",") {
-		v, err := strconv.ParseInt(strings.TrimSpace(f), 10, 32)
-		if err != nil {
-			return nil, fmt.Errorf("score: --tokens: %q is not a token id", f)
-		}
-		if v < 0 || int(v) >= vocab {
-			return nil, fmt.Errorf("score: --tokens: id %d is outside the vocabulary [0, %d)", v, vocab)
-		}
-		ids = append(ids, int32(v))
-	}
-	return ids, nil
-}
-
 // scoreOnEngine is `score` with --tp > 1 or --devices: each prompt through
 // the engine (the ranks of serve), printing the same JSON as at --tp 1.
-func scoreOnEngine(ctx context.Context, stdout io.Writer, dir, device, devices string, tp, threads int,
-	prompts [][]int32, nested bool, tokens, prompt string, spec positionSpec, top int) error {
-	e, err := openRun(dir)
+func scoreOnEngine(ctx context.Context, stdout io.Writer, run placementFlags, in promptInput, o scoreOptions) error {
+	e, prompts, err := openEngine(ctx, run, in, 1)
 	if err != nil {
 		return err
 	}
 	defer e.Close()
-	vocab := e.ck.Config.VocabSize
-	if prompts == nil {
-		ids, err := scoreInput(e.tok, vocab, tokens, prompt)
-		if err != nil {
-			return err
-		}
-		prompts = [][]int32{ids}
-	} else if err := checkVocab(prompts, vocab, "--ids-file"); err != nil {
-		return fmt.Errorf("score: %w", err)
-	}
-	longest := 0
-	for _, ids := range prompts {
-		longest = max(longest, len(ids))
-	}
-	if err := e.start(ctx, device, devices, tp, threads, longest+1); err != nil {
-		return fmt.Errorf("score: %w", err)
-	}
 	all := make([][]scoredPosition, len(prompts))
 	for i, ids := range prompts {
-		rows, err := spec.resolve(len(ids))
+		rows, err := o.spec.resolve(len(ids))
 		if err != nil {
-			return fmt.Errorf("score: --positions: prompt %d: %w", i, err)
+			return fmt.Errorf("--positions: prompt %d: %w", i, err)
 		}
-		if all[i], err = e.score(ctx, ids, rows, top); err != nil {
-			return fmt.Errorf("score: prompt %d: %w", i, err)
+		if all[i], err = e.score(ctx, ids, rows, o.top); err != nil {
+			return fmt.Errorf("prompt %d: %w", i, err)
 		}
 	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	if nested {
-		return enc.Encode(all)
-	}
-	return enc.Encode(all[0])
+	return encodeResults(indented(stdout), all, in.nested)
 }

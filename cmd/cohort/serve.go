@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -11,11 +10,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"cohort/actors"
 	"cohort/actors/remote"
@@ -24,7 +24,6 @@ import (
 	"cohort/httpapi/telemetry"
 	"cohort/model"
 	_ "cohort/model/all" // registers every architecture
-	"cohort/model/tokenizer"
 )
 
 // shutdownGrace bounds how long in-flight requests may finish after
@@ -32,11 +31,7 @@ import (
 const shutdownGrace = 30 * time.Second
 
 func runServe(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	dir := fs.String("model", "", "model directory (default: the built-in tiny model)")
-	tp := fs.Int("tp", 1, "tensor-parallel degree (ranks)")
-	device := fs.String("device", "cpu", "backend: cpu, or cuda (a binary built with make build-cuda; rank r on GPU r)")
-	devices := fs.String("devices", "", "with --device cuda: GPU of each rank, comma-separated, e.g. 1,0 (default 0..tp-1)")
+	fs, run := newPlacementFlagSet("serve", "tensor-parallel degree (ranks)")
 	host := fs.String("host", "127.0.0.1", "address to listen on")
 	port := fs.Int("port", 8000, "port to listen on (0 picks a free one)")
 	name := fs.String("served-model-name", "", "model id clients send (default: the model directory's name)")
@@ -62,9 +57,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("serve: unexpected arguments %q", fs.Args())
-	case *tp < 1 || *maxPrefill < 1 || *kvBudget < 1 || *maxModelLen < 0 || *maxPending < 0:
+	case run.tp < 1 || *maxPrefill < 1 || *kvBudget < 1 || *maxModelLen < 0 || *maxPending < 0:
 		return errors.New("serve: --tp, --max-prefill-tokens and --kv-budget-mib must be positive; --max-model-len and --max-pending not negative")
 	case *port < 0 || *port > 65535:
 		return fmt.Errorf("serve: --port %d is out of range", *port)
@@ -73,28 +66,22 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	defer stop()
 	logf := log.New(os.Stderr, "cohort: ", log.LstdFlags).Printf
 
-	modelDir := *dir
-	if modelDir == "" {
-		var err error
-		if modelDir, err = builtinDir(); err != nil {
-			return fmt.Errorf("serve: built-in model: %w", err)
-		}
-		if *name == "" {
-			*name = "cohort-tiny"
-		}
-	}
-	if *name == "" {
-		*name = filepath.Base(filepath.Clean(modelDir))
-	}
-	ck, err := model.Open(modelDir)
-	if err != nil {
-		return err
-	}
-	defer ck.Close()
-	tok, err := tokenizer.Load(filepath.Join(modelDir, "tokenizer.json"))
+	modelDir, err := resolveModelDir(run.dir)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	switch {
+	case *name != "":
+	case run.dir == "":
+		*name = "cohort-tiny"
+	default:
+		*name = filepath.Base(filepath.Clean(modelDir))
+	}
+	ck, tok, err := openCheckpoint(modelDir)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer ck.Close()
 	chat, err := chattemplate.LoadConfig(modelDir)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -103,26 +90,19 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		logf("model %s has no chat template: /v1/chat/completions is disabled", modelDir)
 	}
 
-	tracing, shutdownTracing, err := telemetry.Setup(ctx, os.Getenv)
+	tracing, shutdownTracing, err := setupTracing(ctx, logf)
 	if err != nil {
-		return fmt.Errorf("serve: tracing: %w", err)
+		return fmt.Errorf("serve: %w", err)
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := shutdownTracing(sctx); err != nil {
-			logf("flushing traces: %v", err)
-		}
-	}()
+	defer shutdownTracing()
 
-	threads := max(runtime.GOMAXPROCS(0) / *tp, 1)
-	newBackend, lockThread, elemBytes, err := backendFactory(*device, threads)
+	newBackend, lockThread, elemBytes, err := backendFactory(run.device, run.rankThreads())
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	var observer supervisionObserver
 	cfg := actors.Config{
-		Checkpoint: ck, Tokenizer: tok, TP: *tp,
+		Checkpoint: ck, Tokenizer: tok, TP: run.tp,
 		NewBackend: newBackend, LockThread: lockThread,
 		Capacity: model.CapacityInput{Budget: int64(*kvBudget) << 20, ElemBytes: elemBytes, PageSize: 16,
 			MaxSeqs: 64, MaxModelLen: *maxModelLen},
@@ -138,10 +118,10 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		cfg.Placement = remote.Placement(remote.Config{Workers: list, Listen: *remoteListen, ModelDir: modelDir, RanksPerWorker: *ranksPerWorker,
 			Security: security})
-		logf("placing %d ranks on workers %s (this engine at %s)", *tp, strings.Join(list, ", "), *remoteListen)
+		logf("placing %d ranks on workers %s (this engine at %s)", run.tp, strings.Join(list, ", "), *remoteListen)
 	}
 	observer.hooks(&cfg)
-	if err := configureDevices(&cfg, *device, *devices); err != nil {
+	if err := configureDevices(&cfg, run.device, run.devices); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	eng, err := actors.Start(ctx, cfg)
@@ -195,6 +175,23 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		cause = fmt.Errorf("serve: %w", err)
 	}
 	return cause
+}
+
+// setupTracing sets up OpenTelemetry from the OTEL_* variables; the
+// returned function flushes and shuts it down, within 5 s, logging what it
+// could not flush.
+func setupTracing(ctx context.Context, logf func(string, ...any)) (trace.TracerProvider, func(), error) {
+	tracing, shutdown, err := telemetry.Setup(ctx, os.Getenv)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tracing: %w", err)
+	}
+	return tracing, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			logf("flushing traces: %v", err)
+		}
+	}, nil
 }
 
 // samplingDefaults are generation_config.json's sampling values as the

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
-	"runtime"
 
 	"cohort/actors"
 	"cohort/model"
@@ -21,38 +19,38 @@ type engineRun struct {
 	tok *tokenizer.Tokenizer
 }
 
-// openRun opens dir (the built-in model when empty) and its tokenizer;
-// start then starts the engine.
-func openRun(dir string) (*engineRun, error) {
-	if dir == "" {
-		var err error
-		if dir, err = builtinDir(); err != nil {
-			return nil, fmt.Errorf("built-in model: %w", err)
-		}
-	}
-	ck, err := model.Open(dir)
+// openEngine opens p's model (the built-in one when p.dir is empty) and its
+// tokenizer, resolves in's prompts and starts an engine of p's ranks for
+// them, each followed by up to extra positions.
+func openEngine(ctx context.Context, p placementFlags, in promptInput, extra int) (*engineRun, [][]int32, error) {
+	dir, err := resolveModelDir(p.dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
+	ck, tok, err := openCheckpoint(dir)
 	if err != nil {
-		ck.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return &engineRun{ck: ck, tok: tok}, nil
+	e := &engineRun{ck: ck, tok: tok}
+	prompts, err := in.prompts(tok, ck.Config.VocabSize)
+	if err == nil {
+		err = e.start(ctx, p, longest(prompts)+extra)
+	}
+	if err != nil {
+		e.Close()
+		return nil, nil, err
+	}
+	return e, prompts, nil
 }
 
-// start starts an engine of tp ranks on device (GPUs from devices, as
-// serve's --devices) for requests of up to maxLen positions. threads bounds
-// each CPU rank's workers (0: GOMAXPROCS / tp).
-func (e *engineRun) start(ctx context.Context, device, devices string, tp, threads, maxLen int) error {
-	if tp < 1 {
-		return fmt.Errorf("--tp %d must be at least 1", tp)
-	}
+// start starts an engine of p's ranks for requests of up to maxLen
+// positions. p.threads bounds each CPU rank's workers (0: GOMAXPROCS / tp).
+func (e *engineRun) start(ctx context.Context, p placementFlags, maxLen int) error {
+	threads := p.threads
 	if threads == 0 {
-		threads = max(runtime.GOMAXPROCS(0)/tp, 1)
+		threads = p.rankThreads()
 	}
-	newBackend, lockThread, elemBytes, err := backendFactory(device, threads)
+	newBackend, lockThread, elemBytes, err := backendFactory(p.device, threads)
 	if err != nil {
 		return err
 	}
@@ -67,13 +65,13 @@ func (e *engineRun) start(ctx context.Context, device, devices string, tp, threa
 	}
 	// One request: its state, its KV pages and some slack (PlanCapacity
 	// gives slots at most half the budget).
-	shard := model.Shard{Rank: 0, Size: tp}
+	shard := model.Shard{Rank: 0, Size: p.tp}
 	size := e.ck.Arch.StateSize(cfg, shard, elemBytes)
 	state := size.SlotBytes
 	kv := size.TokenBytes * int64(maxModelLen+2*pageSize)
 	budget := 2*state + max(state, kv) + 16<<20
-	e.eng, err = startOn(ctx, device, devices, actors.Config{
-		Checkpoint: e.ck, Tokenizer: e.tok, TP: tp, NewBackend: newBackend, LockThread: lockThread,
+	e.eng, err = startOn(ctx, p.device, p.devices, actors.Config{
+		Checkpoint: e.ck, Tokenizer: e.tok, TP: p.tp, NewBackend: newBackend, LockThread: lockThread,
 		Capacity: model.CapacityInput{Budget: budget, ElemBytes: elemBytes, PageSize: pageSize,
 			MaxSeqs: 1, MaxModelLen: maxModelLen},
 		MaxPrefillTokens: 2048, MaxRows: 1,

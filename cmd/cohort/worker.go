@@ -6,16 +6,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"os"
 	"os/signal"
 	"runtime"
 	"strings"
 	"syscall"
-	"time"
 
 	"cohort/actors/remote"
-	"cohort/httpapi/telemetry"
 	_ "cohort/model/all" // registers every architecture
 )
 
@@ -33,8 +32,6 @@ func runWorker(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("worker: unexpected arguments %q", fs.Args())
 	case *device != "cpu":
 		return fmt.Errorf("worker: --device %s: only cpu ranks can run in worker processes so far (GPU ranks need NCCL across processes, see docs/remote.md)", *device)
 	case *threads < 0:
@@ -51,15 +48,11 @@ func runWorker(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	tracing, shutdownTracing, err := telemetry.Setup(ctx, os.Getenv)
+	tracing, shutdownTracing, err := setupTracing(ctx, log.New(os.Stderr, "cohort: worker: ", log.LstdFlags).Printf)
 	if err != nil {
-		return fmt.Errorf("worker: tracing: %w", err)
+		return fmt.Errorf("worker: %w", err)
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		shutdownTracing(sctx)
-	}()
+	defer shutdownTracing()
 	newBackend, lockThread, _, err := backendFactory(*device, *threads)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)

@@ -2,11 +2,9 @@ package metrics
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -19,45 +17,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"google.golang.org/protobuf/encoding/protodelim"
+
+	"cohort/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata golden files")
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("exposition differs from %s (go test -update rewrites it)\n%s", path, lineDiff(string(want), string(got)))
-	}
-}
-
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var b strings.Builder
-	for i := 0; i < len(w) || i < len(g); i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			fmt.Fprintf(&b, "line %d:\n  want %q\n  got  %q\n", i+1, wl, gl)
-		}
-	}
-	return b.String()
-}
 
 // scrape returns r's text exposition without the process and Go runtime
 // families, whose values change from scrape to scrape.
@@ -121,13 +83,13 @@ func goldenRegistry() *Registry {
 func TestGolden(t *testing.T) {
 	out := scrape(t, goldenRegistry())
 	checkExposition(t, out)
-	golden(t, "exposition.txt", out)
+	golden.Check(t, filepath.Join("testdata", "exposition.txt"), out)
 }
 
 func TestGoldenEmpty(t *testing.T) {
 	out := scrape(t, New("m", nil))
 	checkExposition(t, out)
-	golden(t, "empty.txt", out)
+	golden.Check(t, filepath.Join("testdata", "empty.txt"), out)
 }
 
 func TestDeterministic(t *testing.T) {

@@ -3,34 +3,26 @@ package reasoning
 import (
 	"strings"
 	"testing"
+
+	"cohort/internal/pieces"
 )
 
 func split(t testing.TB, startInside bool, text string, piece int) (reasoning, content string) {
 	p := NewParser(startInside)
 	var r, c strings.Builder
-	add := func(evs []Event) {
-		for _, ev := range evs {
-			if ev.Text == "" {
-				t.Fatal("empty event")
-			}
-			if ev.Reasoning {
-				if c.Len() > 0 {
-					t.Fatalf("reasoning %q after content %q", ev.Text, c.String())
-				}
-				r.WriteString(ev.Text)
-			} else {
-				c.WriteString(ev.Text)
-			}
+	pieces.Feed(p, text, piece, func(ev Event) {
+		if ev.Text == "" {
+			t.Fatal("empty event")
 		}
-	}
-	if piece <= 0 {
-		add(p.Feed(text))
-	} else {
-		for i := 0; i < len(text); i += piece {
-			add(p.Feed(text[i:min(i+piece, len(text))]))
+		if ev.Reasoning {
+			if c.Len() > 0 {
+				t.Fatalf("reasoning %q after content %q", ev.Text, c.String())
+			}
+			r.WriteString(ev.Text)
+		} else {
+			c.WriteString(ev.Text)
 		}
-	}
-	add(p.Finish())
+	})
 	if p.HasReasoning() != (r.Len() > 0) {
 		t.Fatalf("HasReasoning %v with reasoning %q", p.HasReasoning(), r.String())
 	}

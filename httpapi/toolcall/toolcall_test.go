@@ -2,14 +2,13 @@ package toolcall
 
 import (
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden file")
+	"cohort/internal/golden"
+	"cohort/internal/pieces"
+)
 
 // result is the joined outcome of a parse: what a client reassembles from
 // the stream.
@@ -27,35 +26,25 @@ type call struct {
 // the events, checking their order on the way.
 func run(t testing.TB, p *Parser, text string, piece int) result {
 	var r result
-	add := func(evs []Event) {
-		for _, ev := range evs {
-			switch ev.Kind {
-			case Text:
-				if ev.Text == "" {
-					t.Fatal("empty text event")
-				}
-				r.Content += ev.Text
-			case CallStart:
-				if ev.Call != len(r.Calls) || ev.Name == "" {
-					t.Fatalf("call %d %q started after %d calls", ev.Call, ev.Name, len(r.Calls))
-				}
-				r.Calls = append(r.Calls, call{Name: ev.Name})
-			case CallArgs:
-				if ev.Call != len(r.Calls)-1 {
-					t.Fatalf("arguments for call %d while call %d is open", ev.Call, len(r.Calls)-1)
-				}
-				r.Calls[ev.Call].Arguments += ev.Text
+	pieces.Feed(p, text, piece, func(ev Event) {
+		switch ev.Kind {
+		case Text:
+			if ev.Text == "" {
+				t.Fatal("empty text event")
 			}
+			r.Content += ev.Text
+		case CallStart:
+			if ev.Call != len(r.Calls) || ev.Name == "" {
+				t.Fatalf("call %d %q started after %d calls", ev.Call, ev.Name, len(r.Calls))
+			}
+			r.Calls = append(r.Calls, call{Name: ev.Name})
+		case CallArgs:
+			if ev.Call != len(r.Calls)-1 {
+				t.Fatalf("arguments for call %d while call %d is open", ev.Call, len(r.Calls)-1)
+			}
+			r.Calls[ev.Call].Arguments += ev.Text
 		}
-	}
-	if piece <= 0 {
-		add(p.Feed(text))
-	} else {
-		for i := 0; i < len(text); i += piece {
-			add(p.Feed(text[i:min(i+piece, len(text))]))
-		}
-	}
-	add(p.Finish())
+	})
 	return r
 }
 
@@ -117,25 +106,11 @@ func TestParserGolden(t *testing.T) {
 		}
 		got[c.name] = first
 	}
-	golden := filepath.Join("testdata", "parser.golden.json")
 	data, err := json.MarshalIndent(got, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
-	data = append(data, '\n')
-	if *update {
-		if err := os.WriteFile(golden, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if string(want) != string(data) {
-		t.Errorf("parse results differ from %s (run with -update after checking):\n%s", golden, data)
-	}
+	golden.Check(t, filepath.Join("testdata", "parser.golden.json"), append(data, '\n'))
 }
 
 func TestStartInCall(t *testing.T) {

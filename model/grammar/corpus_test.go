@@ -18,6 +18,7 @@ import (
 	"math"
 	"math/big"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -469,33 +470,15 @@ type features struct {
 func schemaFeatures(root any) features {
 	var f features
 	visit(root, "", false, func(s *object, ptr string) {
-		types := typesOf(s)
-		_, items := s.vals["items"]
-		_, prefix := s.vals["prefixItems"]
-		if types["array"] || items || prefix {
-			f.arrays = true
+		has := func(keys ...string) bool {
+			return slices.ContainsFunc(keys, func(k string) bool { _, ok := s.vals[k]; return ok })
 		}
-		for _, k := range []string{"enum", "const"} {
-			if _, ok := s.vals[k]; ok {
-				f.enums = true
-			}
-		}
-		if _, ok := s.vals["anyOf"]; ok {
-			f.anyOf = true
-		}
-		for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
-			if _, ok := s.vals[k]; ok {
-				f.bounds = true
-			}
-		}
-		for _, k := range []string{"pattern", "format"} {
-			if _, ok := s.vals[k]; ok {
-				f.patternFormat = true
-			}
-		}
-		if _, ok := s.vals["$ref"]; ok {
-			f.ref = true
-		}
+		f.arrays = f.arrays || typesOf(s)["array"] || has("items", "prefixItems")
+		f.enums = f.enums || has("enum", "const")
+		f.anyOf = f.anyOf || has("anyOf")
+		f.bounds = f.bounds || has("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+		f.patternFormat = f.patternFormat || has("pattern", "format")
+		f.ref = f.ref || has("$ref")
 	})
 	f.nestedDepth = objectDepth(root, root, map[string]bool{})
 	f.recursive = hasRefCycle(root)

@@ -385,11 +385,7 @@ func (c *jsonCompiler) plainString() (Sym, error) { return c.stringOf(nil, 0, -1
 
 // str compiles a string schema: length bounds, and a pattern or a format.
 func (c *jsonCompiler) str(o *object, path string) (Sym, error) {
-	minL, err := intKeyword(o, "minLength", 0, path)
-	if err != nil {
-		return 0, err
-	}
-	maxL, err := intKeyword(o, "maxLength", -1, path)
+	minL, maxL, err := countBounds(o, "minLength", "maxLength", path)
 	if err != nil {
 		return 0, err
 	}
@@ -440,6 +436,31 @@ func (c *jsonCompiler) stringOf(r *rx, minL, maxL int, src string) (Sym, error) 
 	s := c.b.Seq(c.b.Byte('"'), body, c.b.Byte('"'))
 	c.strs[key] = s
 	return s, nil
+}
+
+// countBounds reads a pair of count keywords (minLength and maxLength,
+// minItems and maxItems): lo is 0 and hi -1 (no bound) when absent.
+func countBounds(o *object, minKey, maxKey, path string) (lo, hi int, err error) {
+	if lo, err = intKeyword(o, minKey, 0, path); err != nil {
+		return 0, 0, err
+	}
+	if hi, err = intKeyword(o, maxKey, -1, path); err != nil {
+		return 0, 0, err
+	}
+	return lo, hi, nil
+}
+
+// listKeyword reads keyword k, which must be a list (nil when absent).
+func listKeyword(o *object, k, path string) ([]any, error) {
+	v, ok := o.get(k)
+	if !ok {
+		return nil, nil
+	}
+	list, isList := v.([]any)
+	if !isList {
+		return nil, fmt.Errorf("grammar: %s at %s must be a list", k, path)
+	}
+	return list, nil
 }
 
 // intKeyword reads a non-negative integer keyword (def when absent).

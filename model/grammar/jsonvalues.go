@@ -133,20 +133,18 @@ func (c *jsonCompiler) objectType(o *object, path string) (Sym, error) {
 	}
 	required := map[string]bool{}
 	var reqOrder []string
-	if r, ok := o.get("required"); ok {
-		list, isList := r.([]any)
-		if !isList {
-			return 0, fmt.Errorf("grammar: required at %s must be a list", path)
+	list, err := listKeyword(o, "required", path)
+	if err != nil {
+		return 0, err
+	}
+	for _, k := range list {
+		s, ok := k.(string)
+		if !ok {
+			return 0, fmt.Errorf("grammar: required at %s must list strings", path)
 		}
-		for _, k := range list {
-			s, ok := k.(string)
-			if !ok {
-				return 0, fmt.Errorf("grammar: required at %s must list strings", path)
-			}
-			if !required[s] {
-				required[s] = true
-				reqOrder = append(reqOrder, s)
-			}
+		if !required[s] {
+			required[s] = true
+			reqOrder = append(reqOrder, s)
 		}
 	}
 	addl, hasAddl := o.get("additionalProperties")
@@ -222,19 +220,17 @@ func (c *jsonCompiler) object(value Sym, members []member, free *Sym) Sym {
 // array compiles an array schema: prefixItems by position, items for the
 // rest, and the count bounds.
 func (c *jsonCompiler) array(o *object, path string) (Sym, error) {
+	list, err := listKeyword(o, "prefixItems", path)
+	if err != nil {
+		return 0, err
+	}
 	var prefix []Sym
-	if p, ok := o.get("prefixItems"); ok {
-		list, isList := p.([]any)
-		if !isList {
-			return 0, fmt.Errorf("grammar: prefixItems at %s must be a list", path)
+	for i, s := range list {
+		sym, err := c.schema(s, path+"/prefixItems/"+strconv.Itoa(i))
+		if err != nil {
+			return 0, err
 		}
-		for i, s := range list {
-			sym, err := c.schema(s, path+"/prefixItems/"+strconv.Itoa(i))
-			if err != nil {
-				return 0, err
-			}
-			prefix = append(prefix, sym)
-		}
+		prefix = append(prefix, sym)
 	}
 	item := c.any()
 	itemsV, hasItems := o.get("items")
@@ -245,11 +241,7 @@ func (c *jsonCompiler) array(o *object, path string) (Sym, error) {
 			return 0, err
 		}
 	}
-	minI, err := intKeyword(o, "minItems", 0, path)
-	if err != nil {
-		return 0, err
-	}
-	maxI, err := intKeyword(o, "maxItems", -1, path)
+	minI, maxI, err := countBounds(o, "minItems", "maxItems", path)
 	if err != nil {
 		return 0, err
 	}

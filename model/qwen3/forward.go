@@ -9,14 +9,8 @@ import (
 
 // Model is a Qwen3 model bound to one rank's weights.
 type Model struct {
-	id    uint64 // model.NewID: keys recorded steps
-	cfg   *model.Config
-	shard model.Shard
-	attn  kernels.AttnConfig // per-rank shapes
-
-	embed, lmHead, norm kernels.Tensor
-	vocabStart          int
-	layers              []layer
+	model.Decoder
+	layers []layer
 }
 
 type layer struct {
@@ -46,7 +40,7 @@ func (Arch) Build(c *model.Config, s model.Shard, w map[string]kernels.Tensor) (
 	if err := CheckShard(c, s); err != nil {
 		return nil, err
 	}
-	m := &Model{id: model.NewID(), cfg: c, shard: s, attn: attnConfig(c, s), vocabStart: s.Rank * c.VocabSize / s.Size}
+	m := &Model{}
 	var missing []string
 	get := func(name string) kernels.Tensor {
 		t, ok := w[name]
@@ -55,11 +49,7 @@ func (Arch) Build(c *model.Config, s model.Shard, w map[string]kernels.Tensor) (
 		}
 		return t
 	}
-	m.embed, m.norm = get("embed_tokens.weight"), get("norm.weight")
-	m.lmHead = m.embed
-	if !c.TieEmbeddings {
-		m.lmHead = get("lm_head.weight")
-	}
+	m.Decoder = model.NewDecoder(c, s, get)
 	for i := range c.NumLayers {
 		p := fmt.Sprintf("layers.%d.", i)
 		a, f := p+"self_attn.", p+"mlp."
@@ -76,15 +66,10 @@ func (Arch) Build(c *model.Config, s model.Shard, w map[string]kernels.Tensor) (
 	return m, nil
 }
 
-func attnConfig(c *model.Config, s model.Shard) kernels.AttnConfig {
-	return kernels.AttnConfig{Heads: c.Heads / s.Size, KVHeads: max(c.KVHeads/s.Size, 1), HeadDim: c.HeadDim,
-		RotaryDim: c.RotaryDim(), Theta: c.RopeTheta}
-}
-
 // NewState allocates this rank's KV pages. Every request's state is in its
 // pages, so slots cost nothing.
 func (m *Model) NewState(be kernels.Backend, _, pages, pageSize int) model.State {
-	return &State{KV: be.NewKVCache(m.cfg.NumLayers, pages, pageSize, m.attn.KVHeads, m.attn.HeadDim), ID: model.NewID()}
+	return &State{KV: be.NewKVCache(m.Config.NumLayers, pages, pageSize, m.Attn.KVHeads, m.Attn.HeadDim), ID: model.NewID()}
 }
 
 // Forward runs the decoder over the flat batch and returns the logits of
@@ -95,53 +80,41 @@ func (m *Model) Forward(be kernels.Backend, state model.State, tokens []int32, b
 		return nil, fmt.Errorf("qwen3: state %T was not made by a Qwen3 model", state)
 	}
 	in := kernels.StepInputs{Tokens: tokens, Batch: b, Rows: outputRows}
-	return model.RunStep(be, "qwen3", m.id, st.ID, in, func() (kernels.Tensor, error) { return m.decoder(be, st, tokens, b, outputRows) })
+	return model.RunStep(be, "qwen3", m.ID, st.ID, in, func() (kernels.Tensor, error) { return m.decoder(be, st, tokens, b, outputRows) })
 }
 
 // decoder is the forward pass proper: pre-norm residual blocks of
 // attention and MLP, each block's output summed over the ranks.
 func (m *Model) decoder(be kernels.Backend, st *State, tokens []int32, b *kernels.Batch, outputRows []int) (kernels.Tensor, error) {
-	eps := m.cfg.Eps
-	residual := be.Embedding(m.embed, tokens, m.vocabStart)
-	if err := m.allReduce(be, residual); err != nil {
+	eps := m.Config.Eps
+	residual, err := m.Vocab.Embedding(be, m.Shard, tokens)
+	if err != nil {
 		return nil, err
 	}
 	for i := range m.layers {
 		l := &m.layers[i]
 		mixed := m.attention(be, l, i, be.PlainRMSNorm(residual, l.inputNorm, eps), st, b)
-		if err := m.allReduce(be, mixed); err != nil {
+		if err := model.AllReduce(be, m.Shard, mixed); err != nil {
 			return nil, err
 		}
 		residual = be.Add(residual, mixed)
 		mlp := be.Linear(kernels.SwiGLULinear(be, be.PlainRMSNorm(residual, l.postNorm, eps), l.gate, l.up), l.down)
-		if err := m.allReduce(be, mlp); err != nil {
+		if err := model.AllReduce(be, m.Shard, mlp); err != nil {
 			return nil, err
 		}
 		residual = be.Add(residual, mlp)
 	}
-	h := be.PlainRMSNorm(be.SelectRows(residual, outputRows), m.norm, eps)
-	logits := be.Linear(h, m.lmHead)
-	if m.shard.Size > 1 {
-		return be.AllGatherCols(logits)
-	}
-	return logits, nil
-}
-
-func (m *Model) allReduce(be kernels.Backend, x kernels.Tensor) error {
-	if m.shard.Size == 1 {
-		return nil
-	}
-	return be.AllReduce(x)
+	return m.Vocab.Logits(be, m.Shard, be.PlainRMSNorm(be.SelectRows(residual, outputRows), m.Vocab.Norm, eps))
 }
 
 // attention is the layer's grouped-query attention: q and k normalized per
 // head, rotated by RoPE, attended over the cached positions, no output
 // gate. Layer i's KV lives in cache layer i.
 func (m *Model) attention(be kernels.Backend, l *layer, i int, h kernels.Tensor, st *State, b *kernels.Batch) kernels.Tensor {
-	c := m.attn
+	c := m.Attn
 	p := kernels.Linears(be, h, l.q, l.k, l.v)
-	q := be.PlainRMSNorm(p[0], l.qNorm, m.cfg.Eps)
-	k := be.PlainRMSNorm(p[1], l.kNorm, m.cfg.Eps)
+	q := be.PlainRMSNorm(p[0], l.qNorm, m.Config.Eps)
+	k := be.PlainRMSNorm(p[1], l.kNorm, m.Config.Eps)
 	be.RoPE(q, b.Positions, c.HeadDim, c.RotaryDim, c.Theta)
 	be.RoPE(k, b.Positions, c.HeadDim, c.RotaryDim, c.Theta)
 	out := be.UngatedAttention(q, k, p[2], st.KV, i, b, c)

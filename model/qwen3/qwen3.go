@@ -71,25 +71,7 @@ func (Arch) StateSize(c *model.Config, s model.Shard, elemBytes int) model.State
 
 // CheckShard reports whether the tensor-parallel degree fits the model.
 func CheckShard(c *model.Config, s model.Shard) error {
-	if s.Size < 1 || s.Rank < 0 || s.Rank >= s.Size {
-		return fmt.Errorf("qwen3: invalid shard %d of %d", s.Rank, s.Size)
-	}
-	for _, d := range []struct {
-		what string
-		n    int
-	}{
-		{"num_attention_heads", c.Heads},
-		{"intermediate_size", c.Intermediate},
-		{"vocab_size", c.VocabSize},
-	} {
-		if d.n%s.Size != 0 {
-			return fmt.Errorf("qwen3: tensor-parallel degree %d does not divide %s = %d", s.Size, d.what, d.n)
-		}
-	}
-	if c.KVHeads%s.Size != 0 && s.Size%c.KVHeads != 0 {
-		return fmt.Errorf("qwen3: tensor-parallel degree %d and num_key_value_heads = %d: neither divides the other", s.Size, c.KVHeads)
-	}
-	return nil
+	return model.CheckShard("qwen3", c, s)
 }
 
 // Declare lists the checkpoint's tensors with their placements: q_proj and

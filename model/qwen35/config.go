@@ -78,27 +78,19 @@ func (Arch) ParseConfig(text []byte, c *model.Config) error {
 	}
 	c.Defaults(1e7, 0.25, 262144)
 	p := &Params{}
-	var err error
-	req := func(name string, v *int) int {
-		if v == nil {
-			if err == nil {
-				err = fmt.Errorf("missing %s", name)
-			}
-			return 0
-		}
-		return *v
-	}
-	p.LinearKeyHeads = req("linear_num_key_heads", raw.LinearNumKeyHeads)
-	p.LinearValueHeads = req("linear_num_value_heads", raw.LinearNumValueHeads)
-	p.LinearKeyDim = req("linear_key_head_dim", raw.LinearKeyHeadDim)
-	p.LinearValueDim = req("linear_value_head_dim", raw.LinearValueHeadDim)
-	if err != nil {
+	var req model.Required
+	p.LinearKeyHeads = req.Int("linear_num_key_heads", raw.LinearNumKeyHeads)
+	p.LinearValueHeads = req.Int("linear_num_value_heads", raw.LinearNumValueHeads)
+	p.LinearKeyDim = req.Int("linear_key_head_dim", raw.LinearKeyHeadDim)
+	p.LinearValueDim = req.Int("linear_value_head_dim", raw.LinearValueHeadDim)
+	if err := req.Err(); err != nil {
 		return err
 	}
 	p.ConvKernel = 4
 	if raw.LinearConvKernelDim != nil {
 		p.ConvKernel = *raw.LinearConvKernelDim
 	}
+	var err error
 	if p.Layers, err = layerKinds(&raw, c.NumLayers); err != nil {
 		return err
 	}

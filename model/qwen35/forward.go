@@ -9,15 +9,9 @@ import (
 
 // Model is a Qwen3.5 model bound to one rank's weights.
 type Model struct {
-	id    uint64 // model.NewID: keys recorded steps
-	cfg   *model.Config
-	shard model.Shard
-	attn  kernels.AttnConfig // per-rank shapes
-	gdn   kernels.GDNConfig
-
-	embed, lmHead, norm kernels.Tensor
-	vocabStart          int
-	layers              []layer
+	model.Decoder
+	gdn    kernels.GDNConfig
+	layers []layer
 }
 
 type layer struct {
@@ -44,7 +38,7 @@ func (Arch) Build(c *model.Config, s model.Shard, w map[string]kernels.Tensor) (
 	if err := CheckShard(c, s); err != nil {
 		return nil, err
 	}
-	m := &Model{id: model.NewID(), cfg: c, shard: s, attn: attnConfig(c, s), gdn: gdnConfig(c, s)}
+	m := &Model{gdn: gdnConfig(c, s)}
 	get := func(name string) kernels.Tensor {
 		t, ok := w[name]
 		if !ok {
@@ -52,12 +46,7 @@ func (Arch) Build(c *model.Config, s model.Shard, w map[string]kernels.Tensor) (
 		}
 		return t
 	}
-	m.embed, m.norm = get("embed_tokens.weight"), get("norm.weight")
-	m.lmHead = m.embed
-	if !c.TieEmbeddings {
-		m.lmHead = get("lm_head.weight")
-	}
-	m.vocabStart = s.Rank * c.VocabSize / s.Size
+	m.Decoder = model.NewDecoder(c, s, get)
 	counts := map[LayerKind]int{}
 	for i, kind := range ParamsOf(c).Layers {
 		p := fmt.Sprintf("layers.%d.", i)
@@ -78,15 +67,6 @@ func (Arch) Build(c *model.Config, s model.Shard, w map[string]kernels.Tensor) (
 		m.layers = append(m.layers, l)
 	}
 	return m, nil
-}
-
-func attnConfig(c *model.Config, s model.Shard) kernels.AttnConfig {
-	kv := c.KVHeads / s.Size
-	if kv == 0 {
-		kv = 1 // replicated KV head
-	}
-	return kernels.AttnConfig{Heads: c.Heads / s.Size, KVHeads: kv, HeadDim: c.HeadDim,
-		RotaryDim: c.RotaryDim(), Theta: c.RopeTheta}
 }
 
 func gdnConfig(c *model.Config, s model.Shard) kernels.GDNConfig {
@@ -110,9 +90,9 @@ func (s *State) Reset(slot int) { s.GDN.Reset(slot) }
 
 // NewState allocates this rank's KV pages and GDN state slots.
 func (m *Model) NewState(be kernels.Backend, slots, pages, pageSize int) model.State {
-	p := ParamsOf(m.cfg)
+	p := ParamsOf(m.Config)
 	return &State{
-		KV:  be.NewKVCache(p.CountLayers(FullAttention), pages, pageSize, m.attn.KVHeads, m.attn.HeadDim),
+		KV:  be.NewKVCache(p.CountLayers(FullAttention), pages, pageSize, m.Attn.KVHeads, m.Attn.HeadDim),
 		GDN: be.NewStatePool(p.CountLayers(LinearAttention), slots, m.gdn),
 		ID:  model.NewID(),
 	}
@@ -126,19 +106,19 @@ func (m *Model) Forward(be kernels.Backend, state model.State, tokens []int32, b
 		return nil, fmt.Errorf("qwen35: state %T was not made by a Qwen3.5 model", state)
 	}
 	in := kernels.StepInputs{Tokens: tokens, Batch: b, Rows: outputRows}
-	return model.RunStep(be, "qwen35", m.id, st.ID, in, func() (kernels.Tensor, error) { return m.decoder(be, st, tokens, b, outputRows) })
+	return model.RunStep(be, "qwen35", m.ID, st.ID, in, func() (kernels.Tensor, error) { return m.decoder(be, st, tokens, b, outputRows) })
 }
 
 // decoder is the forward pass proper: the layers' residual blocks (gated
 // attention or Gated DeltaNet, then the MLP), each block's output summed
 // over the ranks.
 func (m *Model) decoder(be kernels.Backend, st *State, tokens []int32, b *kernels.Batch, outputRows []int) (kernels.Tensor, error) {
-	x := be.Embedding(m.embed, tokens, m.vocabStart)
-	if err := m.allReduce(be, x); err != nil {
+	x, err := m.Vocab.Embedding(be, m.Shard, tokens)
+	if err != nil {
 		return nil, err
 	}
 	residual := x
-	h := be.RMSNorm(x, m.layers[0].inputNorm, m.cfg.Eps)
+	h := be.RMSNorm(x, m.layers[0].inputNorm, m.Config.Eps)
 	for i := range m.layers {
 		l := &m.layers[i]
 		var mixed kernels.Tensor
@@ -147,39 +127,28 @@ func (m *Model) decoder(be kernels.Backend, st *State, tokens []int32, b *kernel
 		} else {
 			mixed = m.deltaNet(be, l, h, st, b)
 		}
-		if err := m.allReduce(be, mixed); err != nil {
+		if err := model.AllReduce(be, m.Shard, mixed); err != nil {
 			return nil, err
 		}
-		residual, h = be.AddRMSNorm(residual, mixed, l.postNorm, m.cfg.Eps)
+		residual, h = be.AddRMSNorm(residual, mixed, l.postNorm, m.Config.Eps)
 		mlp := be.Linear(kernels.SwiGLULinear(be, h, l.gate, l.up), l.down)
-		if err := m.allReduce(be, mlp); err != nil {
+		if err := model.AllReduce(be, m.Shard, mlp); err != nil {
 			return nil, err
 		}
-		next := m.norm
+		next := m.Vocab.Norm
 		if i+1 < len(m.layers) {
 			next = m.layers[i+1].inputNorm
 		}
-		residual, h = be.AddRMSNorm(residual, mlp, next, m.cfg.Eps)
+		residual, h = be.AddRMSNorm(residual, mlp, next, m.Config.Eps)
 	}
-	logits := be.Linear(be.SelectRows(h, outputRows), m.lmHead)
-	if m.shard.Size > 1 {
-		return be.AllGatherCols(logits)
-	}
-	return logits, nil
-}
-
-func (m *Model) allReduce(be kernels.Backend, x kernels.Tensor) error {
-	if m.shard.Size == 1 {
-		return nil
-	}
-	return be.AllReduce(x)
+	return m.Vocab.Logits(be, m.Shard, be.SelectRows(h, outputRows))
 }
 
 // attention is the gated full-attention mixer (spec §2.3).
 func (m *Model) attention(be kernels.Backend, l *layer, h kernels.Tensor, st *State, b *kernels.Batch) kernels.Tensor {
-	c := m.attn
+	c := m.Attn
 	p := kernels.Linears(be, h, l.q, l.k, l.v)
-	q, gate, k := kernels.PrepareQK(be, p[0], p[1], l.qNorm, l.kNorm, b.Positions, c, m.cfg.Eps)
+	q, gate, k := kernels.PrepareQK(be, p[0], p[1], l.qNorm, l.kNorm, b.Positions, c, m.Config.Eps)
 	v := p[2]
 	out := be.Attention(q, k, v, gate, st.KV, l.index, b, c)
 	return be.Linear(out, l.o)
@@ -190,6 +159,6 @@ func (m *Model) deltaNet(be kernels.Backend, l *layer, h kernels.Tensor, st *Sta
 	p := kernels.ConvLinears(be, h, l.conv, st.GDN, l.index, b, l.qkv, l.z, l.b, l.a)
 	mixed := p[0]
 	o := be.GatedDeltaRule(mixed, p[2], p[3], l.aLog, l.dtBias, st.GDN, l.index, b, m.gdn)
-	o = be.GatedRMSNorm(o, p[1], l.gnorm, m.cfg.Eps)
+	o = be.GatedRMSNorm(o, p[1], l.gnorm, m.Config.Eps)
 	return be.Linear(o, l.outProj)
 }

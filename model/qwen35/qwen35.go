@@ -23,28 +23,10 @@ var _ model.Architecture = Arch{}
 
 // CheckShard reports whether the tensor-parallel degree fits the model.
 func CheckShard(c *model.Config, s model.Shard) error {
-	if s.Size < 1 || s.Rank < 0 || s.Rank >= s.Size {
-		return fmt.Errorf("qwen35: invalid shard %d of %d", s.Rank, s.Size)
-	}
 	p := ParamsOf(c)
-	for _, d := range []struct {
-		what string
-		n    int
-	}{
-		{"num_attention_heads", c.Heads},
-		{"linear_num_key_heads", p.LinearKeyHeads},
-		{"linear_num_value_heads", p.LinearValueHeads},
-		{"intermediate_size", c.Intermediate},
-		{"vocab_size", c.VocabSize},
-	} {
-		if d.n%s.Size != 0 {
-			return fmt.Errorf("qwen35: tensor-parallel degree %d does not divide %s = %d", s.Size, d.what, d.n)
-		}
-	}
-	if c.KVHeads%s.Size != 0 && s.Size%c.KVHeads != 0 {
-		return fmt.Errorf("qwen35: tensor-parallel degree %d and num_key_value_heads = %d: neither divides the other", s.Size, c.KVHeads)
-	}
-	return nil
+	return model.CheckShard("qwen35", c, s,
+		model.ShardDim{Name: "linear_num_key_heads", N: p.LinearKeyHeads},
+		model.ShardDim{Name: "linear_num_value_heads", N: p.LinearValueHeads})
 }
 
 // Declare lists the checkpoint's tensors with their placements.

@@ -15,78 +15,76 @@ func TestDTypeSize(t *testing.T) {
 
 func bits(u uint32) float32 { return math.Float32frombits(u) }
 
-func TestF32ToBF16(t *testing.T) {
-	tests := []struct {
-		in   float32
-		want uint16
-	}{
-		{0, 0x0000},
-		{float32(math.Copysign(0, -1)), 0x8000},
-		{1, 0x3f80},
-		{-2, 0xc000},
-		{bits(0x3f808000), 0x3f80}, // tie, even stays
-		{bits(0x3f818000), 0x3f82}, // tie, odd rounds up
-		{bits(0x3f808001), 0x3f81}, // above tie
-		{bits(0x3f807fff), 0x3f80}, // below tie
-		{3.140625, 0x4049},
-		{math.MaxFloat32, 0x7f80},      // overflows to +Inf
-		{bits(0x7f7f7fff), 0x7f7f},     // largest value that stays finite
-		{bits(0x00000001), 0x0000},     // tiny subnormal rounds to zero
-		{bits(0x00018000), 0x0002},     // subnormal tie to even (odd 1 -> 2)
-		{bits(0x00010000), 0x0001},     // exact bf16 subnormal
-		{float32(math.Inf(1)), 0x7f80}, // +Inf
-		{float32(math.Inf(-1)), 0xff80},
-	}
-	for _, tt := range tests {
-		if got := F32ToBF16(tt.in); got != tt.want {
-			t.Errorf("F32ToBF16(%g [%#08x]) = %#04x, want %#04x", tt.in, math.Float32bits(tt.in), got, tt.want)
-		}
-	}
-	for _, nan := range []uint32{0x7fc00000, 0x7f800001, 0xff800001, 0x7f80ffff} {
-		if got := F32ToBF16(bits(nan)); got&0x7f80 != 0x7f80 || got&0x7f == 0 {
-			t.Errorf("F32ToBF16(NaN %#08x) = %#04x, not a NaN", nan, got)
-		}
-	}
+// rounding is one float32 and the 16-bit pattern it rounds to.
+type rounding struct {
+	in   float32
+	want uint16
 }
 
-func TestF32ToF16(t *testing.T) {
-	tests := []struct {
-		in   float32
-		want uint16
+// TestF32To16Bit checks the roundings of float32 to bfloat16 and float16 (to
+// nearest, ties to even; overflow to Inf), and that NaNs stay NaNs.
+func TestF32To16Bit(t *testing.T) {
+	for _, f := range []struct {
+		name      string
+		conv      func(float32) uint16
+		exp, mant uint16 // a NaN keeps every exponent bit set and some mantissa bit
+		nans      []uint32
+		cases     []rounding
 	}{
-		{0, 0x0000},
-		{float32(math.Copysign(0, -1)), 0x8000},
-		{1, 0x3c00},
-		{-2, 0xc000},
-		{0.1, 0x2e66},
-		{1 + 1.0/2048, 0x3c00}, // tie, even stays
-		{1 + 3.0/2048, 0x3c02}, // tie, odd rounds up
-		{1 + 1.0/1024, 0x3c01}, // exact
-		{65504, 0x7bff},        // max finite
-		{65519, 0x7bff},        // below tie with Inf
-		{65520, 0x7c00},        // tie rounds to even = Inf
-		{1e10, 0x7c00},         // overflow
-		{0x1p-14, 0x0400},      // min normal
-		{0x1p-24, 0x0001},      // min subnormal
-		{0x1p-25, 0x0000},      // tie with zero -> even zero
-		{0x1.8p-25, 0x0001},    // above tie
-		{0x1.8p-24, 0x0002},    // subnormal tie, odd rounds up
-		{0x1.ff8p-15, 0x03ff},  // max subnormal
-		{0x1.ffcp-15, 0x0400},  // tie above max subnormal rounds into min normal
-		{-0x1p-24, 0x8001},     // negative subnormal
-		{0x1p-30, 0x0000},      // underflow
-		{bits(0x00000001), 0x0000},
-		{float32(math.Inf(1)), 0x7c00},
-		{float32(math.Inf(-1)), 0xfc00},
-	}
-	for _, tt := range tests {
-		if got := F32ToF16(tt.in); got != tt.want {
-			t.Errorf("F32ToF16(%g [%#08x]) = %#04x, want %#04x", tt.in, math.Float32bits(tt.in), got, tt.want)
+		{"F32ToBF16", F32ToBF16, 0x7f80, 0x7f, []uint32{0x7fc00000, 0x7f800001, 0xff800001, 0x7f80ffff}, []rounding{
+			{0, 0x0000},
+			{float32(math.Copysign(0, -1)), 0x8000},
+			{1, 0x3f80},
+			{-2, 0xc000},
+			{bits(0x3f808000), 0x3f80}, // tie, even stays
+			{bits(0x3f818000), 0x3f82}, // tie, odd rounds up
+			{bits(0x3f808001), 0x3f81}, // above tie
+			{bits(0x3f807fff), 0x3f80}, // below tie
+			{3.140625, 0x4049},
+			{math.MaxFloat32, 0x7f80},      // overflows to +Inf
+			{bits(0x7f7f7fff), 0x7f7f},     // largest value that stays finite
+			{bits(0x00000001), 0x0000},     // tiny subnormal rounds to zero
+			{bits(0x00018000), 0x0002},     // subnormal tie to even (odd 1 -> 2)
+			{bits(0x00010000), 0x0001},     // exact bf16 subnormal
+			{float32(math.Inf(1)), 0x7f80}, // +Inf
+			{float32(math.Inf(-1)), 0xff80},
+		}},
+		{"F32ToF16", F32ToF16, 0x7c00, 0x3ff, []uint32{0x7fc00000, 0x7f800001, 0xff800001, 0x7f801fff}, []rounding{
+			{0, 0x0000},
+			{float32(math.Copysign(0, -1)), 0x8000},
+			{1, 0x3c00},
+			{-2, 0xc000},
+			{0.1, 0x2e66},
+			{1 + 1.0/2048, 0x3c00}, // tie, even stays
+			{1 + 3.0/2048, 0x3c02}, // tie, odd rounds up
+			{1 + 1.0/1024, 0x3c01}, // exact
+			{65504, 0x7bff},        // max finite
+			{65519, 0x7bff},        // below tie with Inf
+			{65520, 0x7c00},        // tie rounds to even = Inf
+			{1e10, 0x7c00},         // overflow
+			{0x1p-14, 0x0400},      // min normal
+			{0x1p-24, 0x0001},      // min subnormal
+			{0x1p-25, 0x0000},      // tie with zero -> even zero
+			{0x1.8p-25, 0x0001},    // above tie
+			{0x1.8p-24, 0x0002},    // subnormal tie, odd rounds up
+			{0x1.ff8p-15, 0x03ff},  // max subnormal
+			{0x1.ffcp-15, 0x0400},  // tie above max subnormal rounds into min normal
+			{-0x1p-24, 0x8001},     // negative subnormal
+			{0x1p-30, 0x0000},      // underflow
+			{bits(0x00000001), 0x0000},
+			{float32(math.Inf(1)), 0x7c00},
+			{float32(math.Inf(-1)), 0xfc00},
+		}},
+	} {
+		for _, c := range f.cases {
+			if got := f.conv(c.in); got != c.want {
+				t.Errorf("%s(%g [%#08x]) = %#04x, want %#04x", f.name, c.in, math.Float32bits(c.in), got, c.want)
+			}
 		}
-	}
-	for _, nan := range []uint32{0x7fc00000, 0x7f800001, 0xff800001, 0x7f801fff} {
-		if got := F32ToF16(bits(nan)); got&0x7c00 != 0x7c00 || got&0x3ff == 0 {
-			t.Errorf("F32ToF16(NaN %#08x) = %#04x, not a NaN", nan, got)
+		for _, nan := range f.nans {
+			if got := f.conv(bits(nan)); got&f.exp != f.exp || got&f.mant == 0 {
+				t.Errorf("%s(NaN %#08x) = %#04x, not a NaN", f.name, nan, got)
+			}
 		}
 	}
 }

@@ -68,17 +68,25 @@ func TestOpenFile(t *testing.T) {
 	}
 }
 
-func TestOpenDirSingle(t *testing.T) {
-	dir := t.TempDir()
-	mustWrite(t, filepath.Join(dir, "model.safetensors"), []Tensor{f32Tensor("w", 1, 2)}, nil)
-	f, err := Open(dir)
+// openNamed opens path, closed when the test ends, and checks the tensor
+// names it lists.
+func openNamed(t *testing.T, path string, want []string) *File {
+	t.Helper()
+	f, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if !slices.Equal(f.Names(), []string{"w"}) {
-		t.Errorf("Names() = %v", f.Names())
+	t.Cleanup(func() { f.Close() })
+	if !slices.Equal(f.Names(), want) {
+		t.Errorf("Names() = %v, want %v", f.Names(), want)
 	}
+	return f
+}
+
+func TestOpenDirSingle(t *testing.T) {
+	dir := t.TempDir()
+	mustWrite(t, filepath.Join(dir, "model.safetensors"), []Tensor{f32Tensor("w", 1, 2)}, nil)
+	openNamed(t, dir, []string{"w"})
 }
 
 // shardedDir writes two shards and an index that lists them correctly.
@@ -103,14 +111,7 @@ func TestOpenDirIndex(t *testing.T) {
 	dir := shardedDir(t)
 	// A stray model.safetensors must be ignored when an index exists.
 	mustWrite(t, filepath.Join(dir, "model.safetensors"), []Tensor{f32Tensor("stray", 0)}, nil)
-	f, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if !slices.Equal(f.Names(), []string{"a", "b", "c"}) {
-		t.Errorf("Names() = %v", f.Names())
-	}
+	f := openNamed(t, dir, []string{"a", "b", "c"})
 	c, _ := f.Tensor("c")
 	if got, err := c.Float32(); err != nil || !slices.Equal(got, []float32{4, 5, 6}) {
 		t.Errorf("c = %v, %v", got, err)
@@ -220,14 +221,7 @@ func TestWriteFileReplaces(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "w.safetensors")
 	mustWrite(t, path, []Tensor{f32Tensor("old", 1)}, nil)
 	mustWrite(t, path, []Tensor{f32Tensor("new", 2)}, nil)
-	f, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if !slices.Equal(f.Names(), []string{"new"}) {
-		t.Errorf("Names() = %v", f.Names())
-	}
+	openNamed(t, path, []string{"new"})
 	entries, _ := os.ReadDir(filepath.Dir(path))
 	if len(entries) != 1 {
 		t.Errorf("temporary files left behind: %v", entries)

@@ -135,18 +135,24 @@ func (t Tensor) Int32s() ([]int32, error) {
 
 // EncodeBF16 rounds xs to bfloat16 and returns the little-endian bytes.
 func EncodeBF16(xs []float32) []byte {
-	out := make([]byte, 2*len(xs))
-	for i, x := range xs {
-		binary.LittleEndian.PutUint16(out[2*i:], F32ToBF16(x))
-	}
-	return out
+	return encode(xs, 2, func(b []byte, x float32) { binary.LittleEndian.PutUint16(b, F32ToBF16(x)) })
 }
 
 // EncodeF32 returns the little-endian bytes of xs.
 func EncodeF32(xs []float32) []byte {
-	out := make([]byte, 4*len(xs))
+	return encode(xs, 4, func(b []byte, x float32) { binary.LittleEndian.PutUint32(b, math.Float32bits(x)) })
+}
+
+// EncodeI32 returns the little-endian bytes of xs.
+func EncodeI32(xs []int32) []byte {
+	return encode(xs, 4, func(b []byte, x int32) { binary.LittleEndian.PutUint32(b, uint32(x)) })
+}
+
+// encode lays xs out in size bytes each, written by put.
+func encode[T any](xs []T, size int, put func([]byte, T)) []byte {
+	out := make([]byte, size*len(xs))
 	for i, x := range xs {
-		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(x))
+		put(out[size*i:], x)
 	}
 	return out
 }

@@ -10,27 +10,11 @@ import (
 )
 
 func encodeF16(xs []float32) []byte {
-	out := make([]byte, 2*len(xs))
-	for i, x := range xs {
-		binary.LittleEndian.PutUint16(out[2*i:], F32ToF16(x))
-	}
-	return out
-}
-
-func encodeI32(xs []int32) []byte {
-	out := make([]byte, 4*len(xs))
-	for i, x := range xs {
-		binary.LittleEndian.PutUint32(out[4*i:], uint32(x))
-	}
-	return out
+	return encode(xs, 2, func(b []byte, x float32) { binary.LittleEndian.PutUint16(b, F32ToF16(x)) })
 }
 
 func encodeI64(xs []int64) []byte {
-	out := make([]byte, 8*len(xs))
-	for i, x := range xs {
-		binary.LittleEndian.PutUint64(out[8*i:], uint64(x))
-	}
-	return out
+	return encode(xs, 8, func(b []byte, x int64) { binary.LittleEndian.PutUint64(b, uint64(x)) })
 }
 
 // sampleTensors covers every dtype plus scalar and zero-size shapes.
@@ -40,7 +24,7 @@ func sampleTensors() []Tensor {
 		{Name: "z.f32", DType: F32, Shape: []int{2, 3}, Data: EncodeF32(fs)},
 		{Name: "a.bf16", DType: BF16, Shape: []int{3, 2}, Data: EncodeBF16(fs)},
 		{Name: "m.f16", DType: F16, Shape: []int{6}, Data: encodeF16(fs)},
-		{Name: "i.i32", DType: I32, Shape: []int{3}, Data: encodeI32([]int32{-7, 0, math.MaxInt32})},
+		{Name: "i.i32", DType: I32, Shape: []int{3}, Data: EncodeI32([]int32{-7, 0, math.MaxInt32})},
 		{Name: "i.i64", DType: I64, Shape: []int{2}, Data: encodeI64([]int64{math.MinInt32, 42})},
 		{Name: "scalar", DType: F32, Shape: []int{}, Data: EncodeF32([]float32{3})},
 		{Name: "empty", DType: BF16, Shape: []int{0, 4}, Data: nil},

@@ -12,24 +12,31 @@ import (
 // the given added_tokens list.
 func withAddedTokens(t *testing.T, added []map[string]any) *Tokenizer {
 	t.Helper()
-	data, err := Synthetic(50, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
-		t.Fatal(err)
-	}
-	m["added_tokens"] = added
-	data, err = json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, data := editedSynthetic(t, 50, func(m map[string]any) { m["added_tokens"] = added })
 	tk, err := Parse(data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tk
+}
+
+// editedSynthetic returns the Synthetic tokenizer.json of n merges, and the
+// same with edit applied to its JSON object.
+func editedSynthetic(t *testing.T, n int, edit func(m map[string]any)) (orig, edited []byte) {
+	t.Helper()
+	orig, err := Synthetic(n, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(orig, &m); err != nil {
+		t.Fatal(err)
+	}
+	edit(m)
+	if edited, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	return orig, edited
 }
 
 func tok(content string, opts ...string) map[string]any {
@@ -150,22 +157,15 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestParseLegacyMerges(t *testing.T) {
-	data, err := Synthetic(100, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
-		t.Fatal(err)
-	}
-	model := m["model"].(map[string]any)
-	var legacy []string
-	for _, p := range model["merges"].([]any) {
-		pair := p.([]any)
-		legacy = append(legacy, pair[0].(string)+" "+pair[1].(string))
-	}
-	model["merges"] = legacy
-	data2, _ := json.Marshal(m)
+	data, data2 := editedSynthetic(t, 100, func(m map[string]any) {
+		model := m["model"].(map[string]any)
+		var legacy []string
+		for _, p := range model["merges"].([]any) {
+			pair := p.([]any)
+			legacy = append(legacy, pair[0].(string)+" "+pair[1].(string))
+		}
+		model["merges"] = legacy
+	})
 	a, err := Parse(data)
 	if err != nil {
 		t.Fatal(err)

@@ -14,13 +14,26 @@ func pieces(sp splitter, s string) []string {
 	return out
 }
 
+// split is an input and the pieces it splits into.
+type split struct {
+	in   string
+	want []string
+}
+
+// checkSplits checks the pieces sp cuts each case's input into.
+func checkSplits(t *testing.T, sp splitter, cases []split) {
+	t.Helper()
+	for _, c := range cases {
+		if got := pieces(sp, c.in); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("split(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
 // Expected splits are derived by hand from the regex's leftmost-first,
 // backtracking semantics (see the comments in pretok.go).
 func TestQwenSplit(t *testing.T) {
-	cases := []struct {
-		in   string
-		want []string
-	}{
+	checkSplits(t, qwenSplitter(1), []split{
 		{"Hello world", []string{"Hello", " world"}},
 		{"   x", []string{"  ", " x"}},
 		{"x   ", []string{"x", "   "}},
@@ -81,13 +94,7 @@ func TestQwenSplit(t *testing.T) {
 		{"(a)[b]", []string{"(a", ")[", "b", "]"}},
 		{"<|im_end|>", []string{"<|", "im", "_end", "|>"}},
 		{"", nil},
-	}
-	sp := qwenSplitter(1)
-	for _, c := range cases {
-		if got := pieces(sp, c.in); !reflect.DeepEqual(got, c.want) {
-			t.Errorf("split(%q) = %q, want %q", c.in, got, c.want)
-		}
-	}
+	})
 }
 
 func TestLlama3Split(t *testing.T) {
@@ -99,10 +106,7 @@ func TestLlama3Split(t *testing.T) {
 }
 
 func TestGPT2Split(t *testing.T) {
-	cases := []struct {
-		in   string
-		want []string
-	}{
+	checkSplits(t, gpt2Split, []split{
 		{"Hello world", []string{"Hello", " world"}},
 		{"   x", []string{"  ", " x"}},
 		{"123 456", []string{"123", " 456"}},
@@ -110,12 +114,7 @@ func TestGPT2Split(t *testing.T) {
 		{"a\n\nb", []string{"a", "\n", "\n", "b"}},
 		{"x  ", []string{"x", "  "}},
 		{"a!! ??", []string{"a", "!!", " ??"}},
-	}
-	for _, c := range cases {
-		if got := pieces(gpt2Split, c.in); !reflect.DeepEqual(got, c.want) {
-			t.Errorf("split(%q) = %q, want %q", c.in, got, c.want)
-		}
-	}
+	})
 }
 
 // The pieces always tile the input.

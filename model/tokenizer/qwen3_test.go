@@ -19,21 +19,31 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-var (
-	qwenOnce sync.Once
-	qwenTok  *Tokenizer
-	qwenErr  error
-)
+// qwen3Tok loads the real Qwen3 tokenizer from path, once per test binary
+// (the path is the same on every call).
+var qwen3Tok = onceTokenizer(Load)
 
-// qwen3 loads the real Qwen3 tokenizer once per test binary.
+// qwen3 is the real Qwen3 tokenizer.
 func qwen3(t testing.TB) *Tokenizer {
 	t.Helper()
-	path := tokenizertest.Qwen3Path(t)
-	qwenOnce.Do(func() { qwenTok, qwenErr = Load(path) })
-	if qwenErr != nil {
-		t.Fatalf("Load(%s): %v", path, qwenErr)
+	return qwen3Tok(t, tokenizertest.Qwen3Path(t))
+}
+
+// onceTokenizer makes load's tokenizer of src (a file, or a name for the
+// errors) once and hands it to every test that asks; a load error fails
+// each of them.
+func onceTokenizer(load func(src string) (*Tokenizer, error)) func(t testing.TB, src string) *Tokenizer {
+	var once sync.Once
+	var tok *Tokenizer
+	var err error
+	return func(t testing.TB, src string) *Tokenizer {
+		t.Helper()
+		once.Do(func() { tok, err = load(src) })
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		return tok
 	}
-	return qwenTok
 }
 
 func readCorpus(t testing.TB) []string {

@@ -3,8 +3,8 @@ package tokenizer
 import (
 	"bytes"
 	"math/rand/v2"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"unicode/utf8"
 
@@ -13,26 +13,18 @@ import (
 
 var syntheticSpecials = []string{"<|endoftext|>", "<|im_start|>", "<|im_end|>"}
 
-var (
-	synOnce sync.Once
-	synTok  *Tokenizer
-	synErr  error
-)
+// syntheticTok is the synthetic tokenizer of 400 merges, made once.
+var syntheticTok = onceTokenizer(func(string) (*Tokenizer, error) {
+	data, err := Synthetic(400, syntheticSpecials)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data)
+})
 
 func synthetic(t testing.TB) *Tokenizer {
 	t.Helper()
-	synOnce.Do(func() {
-		data, err := Synthetic(400, syntheticSpecials)
-		if err != nil {
-			synErr = err
-			return
-		}
-		synTok, synErr = Parse(data)
-	})
-	if synErr != nil {
-		t.Fatal(synErr)
-	}
-	return synTok
+	return syntheticTok(t, "Synthetic(400)")
 }
 
 func TestSyntheticDeterministic(t *testing.T) {
@@ -140,15 +132,8 @@ func TestCacheConsistency(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for range 500 {
 		s := randomText(r)
-		first := tk.Encode(s)
-		second := tk.Encode(s)
-		if len(first) != len(second) {
-			t.Fatalf("cached encoding of %q differs", s)
-		}
-		for i := range first {
-			if first[i] != second[i] {
-				t.Fatalf("cached encoding of %q differs", s)
-			}
+		if first, second := tk.Encode(s), tk.Encode(s); !slices.Equal(first, second) {
+			t.Fatalf("cached encoding of %q differs: %v, then %v", s, first, second)
 		}
 	}
 }

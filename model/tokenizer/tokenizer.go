@@ -152,16 +152,26 @@ func Parse(data []byte) (*Tokenizer, error) {
 	return t, nil
 }
 
-func (t *Tokenizer) parseNormalizer(raw json.RawMessage, depth int) error {
+// component decodes one tokenizer.json component, a what (normalizer,
+// pre_tokenizer or decoder) nested depth deep; nil when the field is null.
+func component(raw json.RawMessage, depth int, what string) (*jsonComponent, error) {
 	if isNull(raw) {
-		return nil
+		return nil, nil
 	}
 	if depth > 8 {
-		return fmt.Errorf("tokenizer: normalizer nesting too deep")
+		return nil, fmt.Errorf("tokenizer: %s nesting too deep", what)
 	}
 	var c jsonComponent
 	if err := json.Unmarshal(raw, &c); err != nil {
-		return fmt.Errorf("tokenizer: invalid normalizer: %w", err)
+		return nil, fmt.Errorf("tokenizer: invalid %s: %w", what, err)
+	}
+	return &c, nil
+}
+
+func (t *Tokenizer) parseNormalizer(raw json.RawMessage, depth int) error {
+	c, err := component(raw, depth, "normalizer")
+	if c == nil || err != nil {
+		return err
 	}
 	switch c.Type {
 	case "NFC":
@@ -185,15 +195,9 @@ func (t *Tokenizer) parseNormalizer(raw json.RawMessage, depth int) error {
 }
 
 func (t *Tokenizer) parsePreTokenizer(raw json.RawMessage, depth int) error {
-	if isNull(raw) {
-		return nil
-	}
-	if depth > 8 {
-		return fmt.Errorf("tokenizer: pre_tokenizer nesting too deep")
-	}
-	var c jsonComponent
-	if err := json.Unmarshal(raw, &c); err != nil {
-		return fmt.Errorf("tokenizer: invalid pre_tokenizer: %w", err)
+	c, err := component(raw, depth, "pre_tokenizer")
+	if c == nil || err != nil {
+		return err
 	}
 	if t.byteLevel {
 		return fmt.Errorf("tokenizer: unsupported pre_tokenizer %q after ByteLevel", c.Type)
@@ -237,12 +241,9 @@ func (t *Tokenizer) parsePreTokenizer(raw json.RawMessage, depth int) error {
 }
 
 func (t *Tokenizer) parseDecoder(raw json.RawMessage) error {
-	if isNull(raw) {
-		return nil
-	}
-	var c jsonComponent
-	if err := json.Unmarshal(raw, &c); err != nil {
-		return fmt.Errorf("tokenizer: invalid decoder: %w", err)
+	c, err := component(raw, 0, "decoder")
+	if c == nil || err != nil {
+		return err
 	}
 	if c.Type != "ByteLevel" {
 		return fmt.Errorf("tokenizer: unsupported decoder %q", c.Type)

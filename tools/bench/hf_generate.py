@@ -5,11 +5,11 @@
         [--batch 1,8] [--prompt-len 128] [--new-tokens 64] [--prefill 1024]
 
 DIR is a checkpoint written by `cohort make-model` (nested Qwen3.5 config, tensors under
-model.language_model.*). As tools/hfref/make_fixtures.py does, the script builds
-Qwen3_5ForCausalLM from the config's text_config and loads the weights with the
-`model.language_model.` prefix mapped to `model.` (strict: every parameter must be loaded).
+model.language_model.*). It is loaded by tools/hfref/bf16ref.py's load_hf: Qwen3_5ForCausalLM
+built from the config's text_config, with the `model.language_model.` prefix mapped to `model.`
+(strict: every parameter must be loaded), in float32 with SDPA attention.
 
-For each dtype it measures, with greedy decoding and EOS disabled:
+For each dtype it measures, with greedy decoding and EOS disabled (through tools/hfref/hfbench.py's Bench):
   * decode ms/token at each batch size: model.generate(max_new_tokens=N) on B random prompts of
     prompt-len tokens; a streamer timestamps every generated token (after a device sync), and
     ms/token = (time of the last token - time of the first) / (N - 1): the first token comes from
@@ -17,14 +17,12 @@ For each dtype it measures, with greedy decoding and EOS disabled:
   * prefill tok/s: one forward of a single prompt (use_cache=True, logits_to_keep=1), median of 3
     after a warm-up.
 
-Only torch, transformers and safetensors are used. No network (HF_HUB_OFFLINE=1).
+Only torch, transformers, safetensors and numpy (through bf16ref) are used. No network
+(HF_HUB_OFFLINE=1).
 """
 
 import argparse
-import json
 import os
-import platform
-import statistics
 import sys
 import time
 
@@ -32,11 +30,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-NESTED_PREFIX = "model.language_model."
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hfref"))
+import bf16ref  # noqa: E402  (the checkpoint loader)
+from hfbench import Bench  # noqa: E402  (the generate and forward timings)
 
-
-def say(msg):
-    print(msg, flush=True)
+say = bf16ref.say
+ints = bf16ref.ints
 
 
 def die(msg):
@@ -44,146 +43,23 @@ def die(msg):
     sys.exit(1)
 
 
-def ints(s):
-    return [int(x) for x in s.split(",") if x.strip()]
-
-
-def load_config(model_dir):
-    """The text config: through Qwen3_5Config (nested) or Qwen3_5TextConfig (flat)."""
-    import transformers
-
-    with open(os.path.join(model_dir, "config.json")) as f:
-        raw = json.load(f)
-    if "text_config" in raw:
-        try:
-            return transformers.Qwen3_5Config.from_pretrained(model_dir).text_config, raw, "Qwen3_5Config.text_config"
-        except Exception as e:  # noqa: BLE001
-            say(f"WARN: Qwen3_5Config.from_pretrained failed ({type(e).__name__}: {e}); using text_config directly")
-            return transformers.Qwen3_5TextConfig.from_dict(dict(raw["text_config"])), raw, "Qwen3_5TextConfig.from_dict"
-    return transformers.Qwen3_5TextConfig.from_pretrained(model_dir), raw, "Qwen3_5TextConfig (flat)"
-
-
-def hf_name(fname):
-    """Checkpoint tensor name -> Qwen3_5ForCausalLM parameter name (None: not a text weight)."""
-    if fname.startswith("model.visual.") or fname.startswith("mtp."):
-        return None
-    if fname.startswith(NESTED_PREFIX):
-        return "model." + fname[len(NESTED_PREFIX):]
-    return fname  # flat checkpoints: model.* and lm_head.weight
-
-
-def read_state(model_dir, device):
-    from safetensors.torch import load_file
-
-    files = sorted(f for f in os.listdir(model_dir) if f.endswith(".safetensors"))
-    if not files:
-        die(f"no .safetensors files in {model_dir}")
-    sd = {}
-    for f in files:
-        for k, v in load_file(os.path.join(model_dir, f), device=str(device)).items():
-            n = hf_name(k)
-            if n is not None:
-                sd[n] = v
-    return sd
-
-
-def build_model(cfg, sd, device, torch):
-    from transformers import Qwen3_5ForCausalLM
-
-    for attr, val in (("eos_token_id", None), ("_attn_implementation", "sdpa")):
-        try:
-            setattr(cfg, attr, val)
-        except Exception as e:  # noqa: BLE001
-            say(f"WARN: could not set config.{attr}={val!r}: {e}")
-    with torch.device(device):
-        model = Qwen3_5ForCausalLM(cfg)
-    model.to(device=device, dtype=torch.float32)
-    model.eval()
-    res = model.load_state_dict(sd, strict=False)
-    params = dict(model.named_parameters(remove_duplicate=False))
-    missing = [k for k in res.missing_keys if k in params]
-    tied = False
-    if "lm_head.weight" in missing and "lm_head.weight" not in sd:
-        if model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr():
-            model.lm_head.weight = model.model.embed_tokens.weight
-        missing.remove("lm_head.weight")
-        tied = True
-    if missing or res.unexpected_keys:
-        die(f"load_state_dict: missing {missing[:8]}, unexpected {list(res.unexpected_keys)[:8]}")
+def bench_decode(b, batch, prompt_len, new_tokens):
+    """Decode ms/token at one batch size: Bench.decode (streamer timestamps) or, if the streamer
+    fails, generate(N) - generate(1)."""
     try:
-        model.generation_config.eos_token_id = None
-        model.generation_config.pad_token_id = 0
-    except Exception as e:  # noqa: BLE001
-        say(f"WARN: could not edit generation_config: {e}")
-    return model, tied
-
-
-class Stamps:
-    """A generate() streamer that timestamps each generated step (the first put is the prompt)."""
-
-    def __init__(self, torch):
-        self.torch = torch
-        self.times = []
-        self.seen_prompt = False
-
-    def put(self, value):
-        if not self.seen_prompt:
-            self.seen_prompt = True
-            return
-        self.torch.cuda.synchronize()
-        self.times.append(time.perf_counter())
-
-    def end(self):
-        pass
-
-
-def generate(model, ids, new_tokens, torch, streamer=None):
-    kw = dict(
-        attention_mask=torch.ones_like(ids),
-        max_new_tokens=new_tokens,
-        min_new_tokens=new_tokens,
-        do_sample=False,
-        eos_token_id=None,
-        pad_token_id=0,
-        use_cache=True,
-    )
-    if streamer is not None:
-        kw["streamer"] = streamer
-    with torch.no_grad():
-        out = model.generate(ids, **kw)
-    seqs = out if torch.is_tensor(out) else out.sequences
-    if seqs.shape[1] != ids.shape[1] + new_tokens:
-        die(f"generate returned {seqs.shape[1] - ids.shape[1]} new tokens, want {new_tokens}")
-    return seqs
-
-
-def bench_decode(model, batch, prompt_len, new_tokens, vocab, device, torch):
-    g = torch.Generator().manual_seed(1000 + batch)
-    ids = torch.randint(0, vocab, (batch, prompt_len), generator=g).to(device)
-    generate(model, ids, 4, torch)  # warm-up at this batch size
-    torch.cuda.synchronize()
-    st = Stamps(torch)
-    t0 = time.perf_counter()
-    try:
-        generate(model, ids, new_tokens, torch, streamer=st)
-        torch.cuda.synchronize()
-        total = time.perf_counter() - t0
-        if len(st.times) != new_tokens:
-            raise RuntimeError(f"streamer saw {len(st.times)} steps, want {new_tokens}")
-        decode_s = st.times[-1] - st.times[0]
-        method = "streamer timestamps"
+        return {**b.decode(batch, prompt_len, new_tokens), "method": "streamer timestamps"}
     except Exception as e:  # noqa: BLE001
         say(f"WARN: streamer timing failed ({type(e).__name__}: {e}); timing generate(N) - generate(1)")
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        generate(model, ids, new_tokens, torch)
-        torch.cuda.synchronize()
-        total = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        generate(model, ids, 1, torch)
-        torch.cuda.synchronize()
-        decode_s = total - (time.perf_counter() - t1)
-        method = "generate(N) - generate(1)"
+    ids = b.prompt(batch, prompt_len, 1000 + batch)
+    b.sync()
+    t0 = time.perf_counter()
+    b.generate(ids, new_tokens)
+    b.sync()
+    total = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    b.generate(ids, 1)
+    b.sync()
+    decode_s = total - (time.perf_counter() - t1)
     steps = new_tokens - 1
     return {
         "batch": batch,
@@ -192,29 +68,8 @@ def bench_decode(model, batch, prompt_len, new_tokens, vocab, device, torch):
         "steps": steps,
         "decode_s": decode_s,
         "generate_total_s": total,
-        "method": method,
+        "method": "generate(N) - generate(1)",
     }
-
-
-def bench_prefill(model, length, vocab, device, torch, runs=3):
-    g = torch.Generator().manual_seed(2000 + length)
-    ids = torch.randint(0, vocab, (1, length), generator=g).to(device)
-
-    def once():
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        with torch.no_grad():
-            try:
-                model(input_ids=ids, use_cache=True, logits_to_keep=1)
-            except TypeError:
-                model(input_ids=ids, use_cache=True)
-        torch.cuda.synchronize()
-        return time.perf_counter() - t
-
-    once()  # warm-up
-    times = [once() for _ in range(runs)]
-    med = statistics.median(times)
-    return {"tokens": length, "ms": med * 1e3, "tok_per_s": length / med, "runs_ms": [t * 1e3 for t in times]}
 
 
 def main():
@@ -237,42 +92,29 @@ def main():
     device = torch.device(args.device)
     if device.type != "cuda" or not torch.cuda.is_available():
         die("this baseline needs a CUDA device")
-    gdn = {}
-    for name in ("is_flash_linear_attention_available", "is_causal_conv1d_available"):
-        fn = getattr(transformers.utils, name, None)
-        try:
-            gdn[name] = bool(fn()) if fn else None
-        except Exception:  # noqa: BLE001
-            gdn[name] = None
+    env = bf16ref.env_info()
+    gdn = env["gdn_kernels"]
     report = {
         "what": "Hugging Face transformers Qwen3_5ForCausalLM.generate (greedy, EOS off) and forward, one GPU",
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "model": args.model,
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
+        **env,
         "gpu": torch.cuda.get_device_name(device),
-        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
-        "gdn_kernels": gdn,
         "prompt_len": args.prompt_len,
         "new_tokens": args.new_tokens,
         "results": [],
     }
     say(f"torch {torch.__version__}, transformers {transformers.__version__}, {report['gpu']}, GDN kernels {gdn}")
 
-    t = time.perf_counter()
-    cfg, raw, how = load_config(args.model)
+    model, info = bf16ref.load_hf(args.model, device)
+    how = info["config_source"]
     report["config_source"] = how
-    report["preset"] = raw.get("cohort_preset")
-    sd = read_state(args.model, device)
-    model, tied = build_model(cfg, sd, device, torch)
-    del sd
-    torch.cuda.empty_cache()
-    report["tied_lm_head"] = tied
+    report["preset"] = info.get("preset")
+    report["tied_lm_head"] = info.get("tied_lm_head", False)
     report["attn_implementation"] = getattr(model.config, "_attn_implementation", None)
-    report["params"] = sum(p.numel() for p in model.parameters())
-    report["load_s"] = time.perf_counter() - t
-    vocab = min(cfg.vocab_size, 256)
+    report["params"] = info["params"]
+    report["load_s"] = info["load_s"]
+    bench = Bench(model, device, min(info["vocab"], 256), torch)
     say(f"loaded {report['params'] / 1e9:.2f}B parameters in {report['load_s']:.1f}s ({how}; attention {report['attn_implementation']})")
 
     # f32 first (the weights were loaded in f32), then cast in place to bf16.
@@ -282,11 +124,11 @@ def main():
         torch.cuda.empty_cache()
         res = {"dtype": dt, "decode": [], "prefill": []}
         for b in ints(args.batch):
-            d = bench_decode(model, b, args.prompt_len, args.new_tokens, vocab, device, torch)
+            d = bench_decode(bench, b, args.prompt_len, args.new_tokens)
             say(f"  {dt} decode batch {b}: {d['ms_per_token']:.2f} ms/token, {d['tok_per_s']:.1f} tok/s ({d['method']})")
             res["decode"].append(d)
         for n in ints(args.prefill):
-            p = bench_prefill(model, n, vocab, device, torch)
+            p = bench.prefill(n, 3)
             say(f"  {dt} prefill {n}: {p['ms']:.1f} ms, {p['tok_per_s']:.0f} tok/s")
             res["prefill"].append(p)
         res["max_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
@@ -302,11 +144,7 @@ def main():
     for r in report["results"]:
         for p in r["prefill"]:
             say(f"{r['dtype']:>6} {p['tokens']:>7} {p['ms']:>9.1f} {p['tok_per_s']:>10.0f}")
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(report, f, indent=2)
-            f.write("\n")
-        say(f"wrote {args.out}")
+    bf16ref.write_json(args.out, report)
 
 
 def ints_or_names(s):

@@ -35,8 +35,8 @@ HF references, per dtype:
                   rounding of the logits themselves, about 0.03 at |logit| ~ 8);
   hf-f32          the model in float32 (TF32 off) on the same weights.
 
-The checkpoint is loaded as tools/bench/hf_generate.py does (verified on the 4b-shape checkpoint
-of `cohort make-model`): Qwen3_5ForCausalLM built from the config's text_config, weights read
+The checkpoint is loaded by load_hf, which hfbench.py and tools/bench/hf_generate.py share
+(verified on the 4b-shape checkpoint of `cohort make-model`): Qwen3_5ForCausalLM built from the config's text_config, weights read
 with safetensors and the `model.language_model.` prefix mapped to `model.` (strict; a tied LM head
 shares the embedding). `--loader from_pretrained` tries Qwen3_5ForCausalLM.from_pretrained(DIR)
 instead. Only torch, transformers, safetensors, numpy and the standard library are used; no

@@ -75,6 +75,17 @@ FULL_INTERVAL = 4
 
 PROMPT_LENS = [1, 63, 64, 65, 130, 300]
 NEW_TOKENS = 32
+
+# How every fixture's greedy continuation is generated, as recorded in its ref.json.
+GENERATE_KWARGS = {
+    "max_new_tokens": NEW_TOKENS,
+    "min_new_tokens": NEW_TOKENS,
+    "do_sample": False,
+    "eos_token_id": None,
+    "pad_token_id": 0,
+    "use_cache": True,
+    "attention_mask": "all ones",
+}
 CALIB_LEN = 64
 TARGET_STD = 3.0
 STD_LO, STD_HI = 2.5, 3.5
@@ -399,26 +410,20 @@ def config_json(fx):
     return c
 
 
+# The text_fields an HF config object must carry as written (check_hf_config).
+CHECKED_FIELDS = (
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "linear_num_key_heads", "linear_num_value_heads",
+    "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim", "hidden_act",
+    "rms_norm_eps", "attention_bias",
+)
+
+
 def check_hf_config(cfg, fx):
     """Return a list of problems with an HF text config object (empty when it matches the fixture)."""
-    want = {
-        "vocab_size": VOCAB,
-        "hidden_size": HIDDEN,
-        "intermediate_size": INTER,
-        "num_hidden_layers": LAYERS,
-        "num_attention_heads": N_HEADS,
-        "num_key_value_heads": N_KV,
-        "head_dim": HEAD_DIM,
-        "linear_num_key_heads": fx["nk"],
-        "linear_num_value_heads": fx["nv"],
-        "linear_key_head_dim": LIN_DK,
-        "linear_value_head_dim": LIN_DV,
-        "linear_conv_kernel_dim": CONV_K,
-        "hidden_act": "silu",
-        "rms_norm_eps": EPS,
-        "attention_bias": False,
-        "tie_word_embeddings": bool(fx["tied"]),
-    }
+    fields = text_fields(fx)
+    want = {k: fields[k] for k in CHECKED_FIELDS}
+    want["tie_word_embeddings"] = bool(fx["tied"])
     problems = []
     for k, v in want.items():
         got = getattr(cfg, k, "<missing>")
@@ -974,15 +979,17 @@ def run_generate(model, ids, device):
     return seq, step_logits
 
 
-def reference_run(model, fx, device):
+def reference_run(model, prompt, vocab, device):
+    """The references of every prompt length: forward logits, the greedy continuation and its step
+    logits, checked against a teacher-forced no-cache forward. prompt(L) makes the L-token prompt."""
     tensors, prompts, greedy, checks = {}, {}, {}, {}
     top1_last = {}
     worst = 0.0
     for L in PROMPT_LENS:
-        ids = make_prompt(fx, L)
+        ids = prompt(L)
         logits, _ = forward_logits(model, ids, device)
-        if tuple(logits.shape) != (L, VOCAB):
-            die(f"logits shape {tuple(logits.shape)} != {(L, VOCAB)}")
+        if tuple(logits.shape) != (L, vocab):
+            die(f"logits shape {tuple(logits.shape)} != {(L, vocab)}")
         seq, step = run_generate(model, ids, device)
         new = seq[L:]
         # Teacher-forced no-cache forward over prompt + continuation.
@@ -991,7 +998,7 @@ def reference_run(model, fx, device):
         tf_argmax = tf_steps.argmax(-1)
         c = {"teacher_forced_argmax_mismatches": int((tf_argmax != new).sum().item())}
         if step is not None:
-            if tuple(step.shape) != (NEW_TOKENS, VOCAB):
+            if tuple(step.shape) != (NEW_TOKENS, vocab):
                 die(f"generate step logits shape {tuple(step.shape)}")
             if not torch.equal(step.argmax(-1), new):
                 die(
@@ -1018,6 +1025,34 @@ def reference_run(model, fx, device):
         checks[str(L)] = c
         top1_last[str(L)] = int(logits[-1].argmax().item())
     return tensors, prompts, greedy, checks, top1_last, worst
+
+
+def run_fields(prompts, greedy, logit_std, env):
+    """The ref.json fields of a reference run: its inputs and outputs and what computed them."""
+    return {
+        "prompts": prompts,
+        "greedy": greedy,
+        "logit_std": round(logit_std, 6),
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "device": env["device"],
+        "dtype": "float32",
+    }
+
+
+def write_refs(d, tensors, inputs, ref):
+    """Write ref.safetensors (tensors) and ref.json (ref, plus the size and sha256 of the files
+    of inputs that exist and of ref.safetensors) into d."""
+    save_file(tensors, os.path.join(d, "ref.safetensors"), metadata={"format": "pt"})
+    files = {}
+    for fn in tuple(inputs) + ("ref.safetensors",):
+        p = os.path.join(d, fn)
+        if os.path.exists(p):
+            files[fn] = {"bytes": os.path.getsize(p), "sha256": sha256_file(p)}
+    ref["files"] = files
+    with open(os.path.join(d, "ref.json"), "w") as f:
+        json.dump(ref, f, indent=1)
+        f.write("\n")
 
 
 def crosscheck(fx, d, device, ref_logits_65):
@@ -1129,7 +1164,7 @@ def run_fixture(fx, out_root, device, env, do_crosscheck):
         warn(f"reference logit std {logit_std:.6f} differs from calibration {history[-1]}")
 
     # 3. Reference outputs.
-    tensors, prompts, greedy, checks, top1_last, worst = reference_run(model, fx, device)
+    tensors, prompts, greedy, checks, top1_last, worst = reference_run(model, lambda L: make_prompt(fx, L), VOCAB, device)
     cross = None
     if do_crosscheck:
         cross = crosscheck(fx, d, device, tensors["logits.65"])
@@ -1139,21 +1174,9 @@ def run_fixture(fx, out_root, device, env, do_crosscheck):
             warn(f"  cross-check {cross.get('class')}.from_pretrained did not match (informational): {cross}")
     del model
 
-    save_file(tensors, os.path.join(d, "ref.safetensors"), metadata={"format": "pt"})
-    files = {}
-    for fn in ("config.json", SINGLE_FILE) + SHARD_FILES + (INDEX_FILE, "ref.safetensors"):
-        p = os.path.join(d, fn)
-        if os.path.exists(p):
-            files[fn] = {"bytes": os.path.getsize(p), "sha256": sha256_file(p)}
     ref = {
         "fixture": name,
-        "prompts": prompts,
-        "greedy": greedy,
-        "logit_std": round(logit_std, 6),
-        "transformers": transformers.__version__,
-        "torch": torch.__version__,
-        "device": env["device"],
-        "dtype": "float32",
+        **run_fields(prompts, greedy, logit_std, env),
         "gdn_path": env["gdn_path"],
         "kernel_availability": env["avail"],
         "attn_implementation": "eager",
@@ -1169,23 +1192,12 @@ def run_fixture(fx, out_root, device, env, do_crosscheck):
         "skipped_checkpoint_tensors": skipped,
         "seed": fx["seed"],
         "calibration": {"target_std": TARGET_STD, "prompt_len": CALIB_LEN, "std_history": history},
-        "generate_kwargs": {
-            "max_new_tokens": NEW_TOKENS,
-            "min_new_tokens": NEW_TOKENS,
-            "do_sample": False,
-            "eos_token_id": None,
-            "pad_token_id": 0,
-            "use_cache": True,
-            "attention_mask": "all ones",
-        },
+        "generate_kwargs": GENERATE_KWARGS,
         "checks": checks,
         "top1_last": top1_last,
         "hf_from_pretrained_check": cross,
-        "files": files,
     }
-    with open(os.path.join(d, "ref.json"), "w") as f:
-        json.dump(ref, f, indent=1)
-        f.write("\n")
+    write_refs(d, tensors, ("config.json", SINGLE_FILE) + SHARD_FILES + (INDEX_FILE,), ref)
 
     sizes = ", ".join(f"{fn} {human(os.path.getsize(os.path.join(d, fn)))}" for fn in sorted(os.listdir(d)))
     total = sum(os.path.getsize(os.path.join(d, fn)) for fn in os.listdir(d))
@@ -1262,74 +1274,25 @@ def run_qwen3(d, device, env):
         die(f"{d}/config.json: architectures {cfg_json.get('architectures')}, want ['Qwen3ForCausalLM']")
     vocab = int(cfg_json["vocab_size"])
     model, shares = load_qwen3_model(d, device)
-    tensors, prompts, greedy, checks, top1_last = {}, {}, {}, {}, {}
-    worst = 0.0
-    for L in PROMPT_LENS:
-        ids = qwen3_prompt(vocab, L)
-        logits, _ = forward_logits(model, ids, device)
-        if tuple(logits.shape) != (L, vocab):
-            die(f"logits shape {tuple(logits.shape)} != {(L, vocab)}")
-        seq, step = run_generate(model, ids, device)
-        new = seq[L:]
-        tf, _ = forward_logits(model, seq[None, :], device)
-        tf_steps = tf[L - 1 : L - 1 + NEW_TOKENS]
-        c = {"teacher_forced_argmax_mismatches": int((tf_steps.argmax(-1) != new).sum().item())}
-        if step is not None:
-            if not torch.equal(step.argmax(-1), new):
-                die(f"prompt {L}: generate() did not pick the argmax of its own logits at every step")
-            top2 = torch.topk(step, 2, dim=-1).values
-            c["min_top1_margin"] = round((top2[:, 0] - top2[:, 1]).min().item(), 6)
-            diff = (step - tf_steps).abs().max().item()
-            c["decode_vs_forward_max_abs"] = diff
-            worst = max(worst, diff)
-            if diff > 5e-2:
-                die(f"prompt {L}: HF cached decode logits differ from no-cache forward by {diff:.3e}")
-            tensors[f"greedy_logits.{L}"] = step.contiguous()
-        tensors[f"logits.{L}"] = logits.contiguous()
-        prompts[str(L)] = [int(x) for x in ids[0].tolist()]
-        greedy[str(L)] = [int(x) for x in new.tolist()]
-        checks[str(L)] = c
-        top1_last[str(L)] = int(logits[-1].argmax().item())
+    tensors, prompts, greedy, checks, top1_last, worst = reference_run(model, lambda L: qwen3_prompt(vocab, L), vocab, device)
     logit_std = tensors["logits.65"].std().item()
     if not (1.0 <= logit_std <= 10.0):
         warn(f"logit std {logit_std:.3f} outside [1, 10]: the references may be too flat or too peaky")
     del model
-    save_file(tensors, os.path.join(d, "ref.safetensors"), metadata={"format": "pt"})
-    files = {}
-    for fn in QWEN3_FILES + ("ref.safetensors",):
-        p = os.path.join(d, fn)
-        files[fn] = {"bytes": os.path.getsize(p), "sha256": sha256_file(p)}
     ref = {
         "fixture": os.path.basename(os.path.normpath(d)),
         "architecture": "Qwen3ForCausalLM",
-        "prompts": prompts,
-        "greedy": greedy,
-        "logit_std": round(logit_std, 6),
-        "transformers": transformers.__version__,
-        "torch": torch.__version__,
-        "device": env["device"],
-        "dtype": "float32",
+        **run_fields(prompts, greedy, logit_std, env),
         "gdn_path": "none (attention only)",
         "attn_implementation": "eager",
         "precision": env["precision"],
         "hf_shares_lm_head_with_embedding": bool(shares),
         "seed": QWEN3_SEED,
-        "generate_kwargs": {
-            "max_new_tokens": NEW_TOKENS,
-            "min_new_tokens": NEW_TOKENS,
-            "do_sample": False,
-            "eos_token_id": None,
-            "pad_token_id": 0,
-            "use_cache": True,
-            "attention_mask": "all ones",
-        },
+        "generate_kwargs": GENERATE_KWARGS,
         "checks": checks,
         "top1_last": top1_last,
-        "files": files,
     }
-    with open(os.path.join(d, "ref.json"), "w") as f:
-        json.dump(ref, f, indent=1)
-        f.write("\n")
+    write_refs(d, tensors, QWEN3_FILES, ref)
     tops = " ".join(f"{k}:{v}" for k, v in top1_last.items())
     line = f"[{ref['fixture']}] Qwen3 logit_std={logit_std:.3f} top1_last[{tops}] decode_vs_forward<={worst:.1e}"
     say(line)

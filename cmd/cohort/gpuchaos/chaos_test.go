@@ -14,10 +14,9 @@ import (
 	"time"
 
 	"cohort/actors"
+	"cohort/cmd/cohort/gpuranks"
 	"cohort/internal/testmodels/archtest"
 	"cohort/internal/testmodels/servetest"
-	"cohort/kernels"
-	"cohort/kernels/cuda"
 	"cohort/model"
 	"cohort/nccl"
 	"cohort/supervision"
@@ -61,7 +60,8 @@ func TestGPUChaos(t *testing.T) {
 			}
 		},
 	}
-	wireGPUs(&cfg, []int{1, 0}) // rank 0 on GPU 1
+	devices := []int{1, 0} // rank 0 on GPU 1, as cmd/cohort's configureDevices places --devices 1,0
+	cfg.NewBackend, cfg.LockThread, cfg.NewComms = gpuranks.Factory(devices), true, gpuranks.Comms(devices)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -227,30 +227,5 @@ func runToEnd(ctx context.Context, eng *actors.Engine, r actors.Request, onToken
 				return ids, nil
 			}
 		}
-	}
-}
-
-// wireGPUs places rank r on GPU devices[r] with NCCL communicators, as
-// cmd/cohort's configureDevices does for --device cuda --devices.
-func wireGPUs(cfg *actors.Config, devices []int) {
-	cfg.LockThread = true
-	cfg.NewBackend = func(shard model.Shard, comm nccl.Communicator) (kernels.Backend, error) {
-		dev := devices[shard.Rank]
-		be, err := cuda.New(cuda.Options{Device: dev, Comm: comm})
-		if err != nil {
-			return nil, fmt.Errorf("rank %d on GPU %d: %w", shard.Rank, dev, err)
-		}
-		if err := be.InitCollectives(context.Background()); err != nil {
-			be.Close()
-			return nil, fmt.Errorf("rank %d on GPU %d: %w", shard.Rank, dev, err)
-		}
-		return be, nil
-	}
-	cfg.NewComms = func(size int) ([]nccl.Communicator, error) {
-		g, err := nccl.NewDeviceGroup(devices[:size])
-		if err != nil {
-			return nil, err
-		}
-		return g.Comms(), nil
 	}
 }

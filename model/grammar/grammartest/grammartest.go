@@ -33,17 +33,17 @@ func testdata() string {
 // subset and 2–4 compact instances that validate against it, with object
 // properties in the order the schema declares them.
 type Schema struct {
-	Name   string // the file name without .json, e.g. "001-bare-string"
-	Schema json.RawMessage
-	Valid  []json.RawMessage
+	Name   string            `json:"-"` // the file name without .json, e.g. "001-bare-string"
+	Schema json.RawMessage   `json:"schema"`
+	Valid  []json.RawMessage `json:"valid"`
 }
 
 // Unsupported is one file of testdata/unsupported: a schema that uses
 // Keyword, a keyword outside the supported subset (possibly nested deep).
 type Unsupported struct {
-	Name    string
-	Schema  json.RawMessage
-	Keyword string
+	Name    string          `json:"-"`
+	Schema  json.RawMessage `json:"schema"`
+	Keyword string          `json:"keyword"`
 }
 
 var corpusFileName = regexp.MustCompile(`^(\d{3})-[a-z0-9]+(?:-[a-z0-9]+)*\.json$`)
@@ -96,37 +96,40 @@ func readStrict(t testing.TB, path string, v any) {
 // Corpus reads every file of testdata/schemas, in name order.
 func Corpus(t testing.TB) []Schema {
 	t.Helper()
-	dir := filepath.Join(testdata(), "schemas")
-	var out []Schema
-	for _, n := range corpusFiles(t, dir) {
-		var f struct {
-			Schema json.RawMessage   `json:"schema"`
-			Valid  []json.RawMessage `json:"valid"`
+	return readCorpus(t, "schemas", func(s *Schema) string {
+		if len(s.Schema) == 0 {
+			return "no schema"
 		}
-		readStrict(t, filepath.Join(dir, n), &f)
-		if len(f.Schema) == 0 {
-			t.Fatalf("%s: no schema", n)
-		}
-		out = append(out, Schema{Name: strings.TrimSuffix(n, ".json"), Schema: f.Schema, Valid: f.Valid})
-	}
-	return out
+		return ""
+	}, func(s *Schema, name string) { s.Name = name })
 }
 
 // UnsupportedCorpus reads every file of testdata/unsupported, in name order.
 func UnsupportedCorpus(t testing.TB) []Unsupported {
 	t.Helper()
-	dir := filepath.Join(testdata(), "unsupported")
-	var out []Unsupported
+	return readCorpus(t, "unsupported", func(u *Unsupported) string {
+		if len(u.Schema) == 0 || u.Keyword == "" {
+			return "needs a schema and a keyword"
+		}
+		return ""
+	}, func(u *Unsupported, name string) { u.Name = name })
+}
+
+// readCorpus reads every file of testdata/sub, in name order, into a T
+// each: lacks says what a file is missing ("" when nothing), and name sets
+// an entry's name (the file name without .json).
+func readCorpus[T any](t testing.TB, sub string, lacks func(*T) string, name func(*T, string)) []T {
+	t.Helper()
+	dir := filepath.Join(testdata(), sub)
+	var out []T
 	for _, n := range corpusFiles(t, dir) {
-		var f struct {
-			Schema  json.RawMessage `json:"schema"`
-			Keyword string          `json:"keyword"`
-		}
+		var f T
 		readStrict(t, filepath.Join(dir, n), &f)
-		if len(f.Schema) == 0 || f.Keyword == "" {
-			t.Fatalf("%s: needs a schema and a keyword", n)
+		if what := lacks(&f); what != "" {
+			t.Fatalf("%s: %s", n, what)
 		}
-		out = append(out, Unsupported{Name: strings.TrimSuffix(n, ".json"), Schema: f.Schema, Keyword: f.Keyword})
+		name(&f, strings.TrimSuffix(n, ".json"))
+		out = append(out, f)
 	}
 	return out
 }
