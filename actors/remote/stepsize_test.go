@@ -23,31 +23,7 @@ import (
 // generated lengths 10 and 1,000 must be the same size, and so must every
 // decode step that adds no page.
 func TestStepSizeIndependentOfLength(t *testing.T) {
-	tm := presetModel(t, "echo")
-	sizes := &stepSizes{}
-	var executors sync.WaitGroup
-	cfg := actors.Config{Checkpoint: tm.ck, Tokenizer: tm.tok, TP: 1, Capacity: benchCapacity, MaxPrefillTokens: 512, MaxRows: 64,
-		Placement: func(*actor.ActorSystem, actors.Config) (actors.Placer, error) {
-			return &sizingPlacer{sizes: sizes, executors: &executors}, nil
-		}}
-	e, err := actors.Start(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := actors.Request{Prompt: []int32{9, 8, 7, 6, 5}, MaxTokens: 1000, IgnoreEOS: true, StopTokenIDs: []int32{1},
-		Params: sample.Params{RepetitionPenalty: 1.3, LogitBias: []sample.TokenBias{{ID: 3, Bias: 1}}, MinTokens: 2, StopIDs: []int32{1}}}
-	ids, _, _ := collect(t, mustSubmit(t, e, req))
-	e.Close()
-	executors.Wait()
-	if len(ids) != req.MaxTokens {
-		t.Fatalf("got %d tokens, want %d", len(ids), req.MaxTokens)
-	}
-	got := sizes.get()
-	// Step 1 admits the request and prefills its prompt, drawing token 1;
-	// step k > 1 feeds token k-1, so the request holds k-1 tokens.
-	if len(got) != req.MaxTokens {
-		t.Fatalf("%d steps, want %d", len(got), req.MaxTokens)
-	}
+	got := stepSizesOfLongRequest(t, 1000)
 	at := func(generated int) stepSize { return got[generated] } // the step feeding token `generated`
 	if a, b := at(10), at(999); a.bytes != b.bytes || a.newPages > 0 || b.newPages > 0 {
 		t.Errorf("RunStep bytes at generated length 10: %d (%d new pages), at 999: %d (%d new pages)", a.bytes, a.newPages, b.bytes, b.newPages)
@@ -58,6 +34,51 @@ func TestStepSizeIndependentOfLength(t *testing.T) {
 		}
 	}
 	t.Logf("RunStep bytes: admission + prefill %d, decode at length 10 %d, at 999 %d", got[0].bytes, at(10).bytes, at(999).bytes)
+}
+
+// BenchmarkStepBytes reports the wire bytes of the step that admits a
+// request and of its decode steps at generated lengths 10 and 999 (the
+// same: a step sends what changed), for issue 13's acceptance.
+func BenchmarkStepBytes(b *testing.B) {
+	for range b.N {
+		got := stepSizesOfLongRequest(b, 1000)
+		b.ReportMetric(float64(got[0].bytes), "admit-B")
+		b.ReportMetric(float64(got[10].bytes), "len10-B")
+		b.ReportMetric(float64(got[999].bytes), "len999-B")
+	}
+}
+
+// stepSizesOfLongRequest serves one request of maxTokens tokens on the echo
+// model and returns the wire size of every step it took, in order (step k
+// feeds token k).
+func stepSizesOfLongRequest(tb testing.TB, maxTokens int) []stepSize {
+	tb.Helper()
+	tm := presetModel(tb, "echo")
+	sizes := &stepSizes{}
+	var executors sync.WaitGroup
+	cfg := actors.Config{Checkpoint: tm.ck, Tokenizer: tm.tok, TP: 1, Capacity: benchCapacity, MaxPrefillTokens: 512, MaxRows: 64,
+		Placement: func(*actor.ActorSystem, actors.Config) (actors.Placer, error) {
+			return &sizingPlacer{sizes: sizes, executors: &executors}, nil
+		}}
+	e, err := actors.Start(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req := actors.Request{Prompt: []int32{9, 8, 7, 6, 5}, MaxTokens: maxTokens, IgnoreEOS: true, StopTokenIDs: []int32{1},
+		Params: sample.Params{RepetitionPenalty: 1.3, LogitBias: []sample.TokenBias{{ID: 3, Bias: 1}}, MinTokens: 2, StopIDs: []int32{1}}}
+	ids, _, _ := collect(tb, mustSubmit(tb, e, req))
+	e.Close()
+	executors.Wait()
+	if len(ids) != req.MaxTokens {
+		tb.Fatalf("got %d tokens, want %d", len(ids), req.MaxTokens)
+	}
+	got := sizes.get()
+	// Step 1 admits the request and prefills its prompt, drawing token 1;
+	// step k > 1 feeds token k-1, so the request holds k-1 tokens.
+	if len(got) != req.MaxTokens {
+		tb.Fatalf("%d steps, want %d", len(got), req.MaxTokens)
+	}
+	return got
 }
 
 // stepSize is one RunStep as a rank received it.
