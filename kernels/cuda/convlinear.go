@@ -2,11 +2,7 @@
 
 package cuda
 
-import (
-	"fmt"
-
-	"cohort/kernels"
-)
+import "cohort/kernels"
 
 // ConvLinears returns x·wᵢᵀ for every w with the first output passed
 // through the causal conv (kernels.ConvLinear). For a decode batch that the
@@ -27,9 +23,8 @@ func (b *Backend) ConvLinears(x, conv kernels.Tensor, states kernels.StatePool, 
 	T, K := xt.dims()
 	C, cK := p.cfg.ConvDim(), p.cfg.ConvKernel
 	wt := b.tensor(op, conv)
-	if wt.n != C*cK || wt.shape[0] != C || wt.shape[len(wt.shape)-1] != cK {
-		panic(fmt.Sprintf("cuda: %s: conv weight %v, state pool convDim %d K %d", op, wt.shape, C, cK))
-	}
+	// The conv's input is the first projection's output, [T, convDim].
+	check(op, kernels.CheckConv1d([]int{T, C}, wt.shape, p.cfg))
 	check(op, kernels.CheckBatch(bt, T, true))
 	_, _, slot := b.seqMeta(op, p, layer, bt)
 	args, out, tiles := b.mmaSegments(op, T, ws)
