@@ -94,6 +94,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	batchList := fs.String("batch", "1,8,32", "decode batch sizes (concurrent requests), comma-separated")
 	promptLen := fs.Int("prompt-len", 128, "prompt tokens of each decode request")
 	decodeTokens := fs.Int("decode-tokens", 64, "tokens each decode request generates (ignore_eos)")
+	stepDeadline := fs.Duration("step-deadline", time.Minute, "a step's replies must all arrive within this (raise it under a profiler such as ncu)")
 	prefillList := fs.String("prefill", "1024,8192", "prefill lengths to time (one request, max_tokens 1), comma-separated")
 	ttftLen := fs.Int("ttft-len", 1024, "prompt tokens of the TTFT measurement (0: skip)")
 	ttftRuns := fs.Int("ttft-runs", 3, "TTFT repetitions (the median is reported)")
@@ -204,7 +205,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 			kvTokens = max(kvTokens, int64(*mixedDecoders)*int64(*promptLen+*mixedTokens+2*pageSize)+2*int64(*mixedPrompt+2*pageSize))
 		}
 		kv := size.TokenBytes * kvTokens
-		budget = int64(maxBatch)*state + max(int64(maxBatch)*state, kv) + 16<<20
+		budget = 2*max(int64(maxBatch)*state, kv) + 16<<20
 	}
 
 	report := &benchReport{
@@ -237,7 +238,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 			Checkpoint: ck, Tokenizer: tok, TP: run.tp, NewBackend: newBackend, LockThread: lockThread,
 			Capacity: model.CapacityInput{Budget: budget, ElemBytes: elemBytes, PageSize: pageSize,
 				MaxSeqs: max(64, maxBatch), MaxModelLen: maxModelLen},
-			MaxPrefillTokens: maxPrefill, MaxRows: max(64, maxBatch),
+			MaxPrefillTokens: maxPrefill, MaxRows: max(64, maxBatch), StepDeadline: *stepDeadline,
 		})
 	}
 	eng, err := startEngine(*maxPrefill)
@@ -261,6 +262,14 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if _, err := b.run(ctx, maxBatch, 16, 3); err != nil {
 		return fmt.Errorf("bench: warm-up: %w", err)
+	}
+	// A prompt of a full prefill step: the engine sizes prefill steps from
+	// the largest step it has measured (at most 8× it), so without this the
+	// first timed prefill would be split into smaller warm-up steps.
+	if len(prefills) > 0 {
+		if _, err := b.run(ctx, 1, min(slices.Max(prefills), *maxPrefill), 1); err != nil {
+			return fmt.Errorf("bench: warm-up: %w", err)
+		}
 	}
 	fmt.Fprintf(stdout, "warm-up done (%.1fs)\n", time.Since(start).Seconds()-report.LoadSeconds)
 

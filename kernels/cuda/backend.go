@@ -104,6 +104,7 @@ type Backend struct {
 	occ         map[string]int     // blocks per SM of a kernel at a block size (occupancy)
 	mmaCnt      devptr             // its tile counters (zero between launches)
 	pdl         pdlMode            // which launches use programmatic dependent launch (sm_90+, COHORT_CUDA_PDL)
+	profile     profileWindow      // steps a profiler collects (COHORT_CUDA_PROFILE_ROWS)
 	lastLaunch  string             // the kernel launched last (for pdlGEMV)
 	fuse        bool               // fused decode kernels (COHORT_CUDA_FUSE=0 turns them off)
 	plans       map[ltKey]ltPlan   // prepared cuBLASLt matmuls by shape
@@ -183,6 +184,7 @@ func New(o Options) (*Backend, error) {
 		}
 	}
 	b.fuse = os.Getenv("COHORT_CUDA_FUSE") != "0"
+	b.profile = newProfileWindow()
 	if b.gemvTune, err = gemvTuningFromEnv(); err != nil {
 		return nil, err
 	}
@@ -312,6 +314,7 @@ func (b *Backend) MemInfo() (free, total int64, err error) { return memInfo() }
 // last reset. Weights, KV caches and state pools are not affected. Tensors
 // from before the reset must not be used again (ops panic if they are).
 func (b *Backend) ResetScratch() {
+	b.profile.end()
 	b.abandonGraph()
 	b.inStep = false
 	clear(b.meta)

@@ -24,6 +24,7 @@ func (b *Backend) Embedding(table kernels.Tensor, ids []int32, vocabStart int) k
 	if sameInts(ids, b.stepIn.Tokens) {
 		gen = func(in *kernels.StepInputs) []int32 { return in.Tokens }
 	}
+	b.profile.step(len(ids))
 	dids := b.uploadInts(op, ids, gen)
 	kernel := "embedding_f32"
 	if tt.bf16 {
