@@ -314,11 +314,44 @@ func (b *Backend) linearBF16(op string, y, x, w *Tensor, T, K, N int) {
 		b.launch(op, "gemv_bf16", [3]int{(N + gemvWarps - 1) / gemvWarps, 1, 1}, [3]int{32, gemvWarps, 1}, 0,
 			y.ptr, x.ptr, w.ptr, T, K, N)
 	default:
-		n := int64(T) * int64(K)
-		xb := b.allocScratch(op, n*2)
-		b.launch(op, "f32_to_bf16", [3]int{b.grid1(n, 256), 1, 1}, [3]int{256, 1, 1}, 0, xb, x.ptr, n)
-		b.ltGemm(op, ltKey{bf16: true, transA: true, m: N, n: T, k: K, lda: K, ldb: K, ldd: N}, w.ptr, xb, y.ptr)
+		b.ltGemmBF16(op, y, b.rowsBF16(op, x, T, K), w, T, K, N)
 	}
+}
+
+// rowsBF16 returns x [T, K] rounded to bf16 in scratch: cuBLASLt's B
+// operand for the bf16 weights.
+func (b *Backend) rowsBF16(op string, x *Tensor, T, K int) devptr {
+	n := int64(T) * int64(K)
+	xb := b.allocScratch(op, n*2)
+	b.launch(op, "f32_to_bf16", [3]int{b.grid1(n, 256), 1, 1}, [3]int{256, 1, 1}, 0, xb, x.ptr, n)
+	return xb
+}
+
+// ltGemmBF16 is y[T, N] = xb[T, K]·w[N, K]ᵀ on cuBLASLt, xb from rowsBF16.
+func (b *Backend) ltGemmBF16(op string, y *Tensor, xb devptr, w *Tensor, T, K, N int) {
+	b.ltGemm(op, ltKey{bf16: true, transA: true, m: N, n: T, k: K, lda: K, ldb: K, ldd: N}, w.ptr, xb, y.ptr)
+}
+
+// ltFits reports whether Linear of x [T, K] and bf16 weights ws runs on
+// cuBLASLt (rows too many for the GEMVs), so that several weights read
+// against the same x can share its one bf16 copy.
+func (b *Backend) ltFits(op string, xt *Tensor, ws []kernels.Tensor) bool {
+	T, K := xt.dims()
+	return len(xt.shape) == 2 && T > 0 && K > 0 && !b.mmaFits(T, K) && !b.gemvFits(T, K) && allBF16(b, op, K, ws)
+}
+
+// linearsLt is Linears on cuBLASLt: x is rounded to bf16 once for all ws.
+func (b *Backend) linearsLt(op string, xt *Tensor, ws []kernels.Tensor) []kernels.Tensor {
+	T, K := xt.dims()
+	xb := b.rowsBF16(op, xt, T, K)
+	out := make([]kernels.Tensor, len(ws))
+	for i, w := range ws {
+		wt := b.weight(op, w)
+		y := b.newTensor(op, T, wt.shape[0])
+		b.ltGemmBF16(op, y, xb, wt, T, K, wt.shape[0])
+		out[i] = y
+	}
+	return out
 }
 
 // Linears returns x·wᵢᵀ for every w (kernels.FusedLinear). Up to four bf16
@@ -328,6 +361,9 @@ func (b *Backend) Linears(x kernels.Tensor, ws ...kernels.Tensor) []kernels.Tens
 	const op = "Linears"
 	xt := b.tensor(op, x)
 	T, K := xt.dims()
+	if b.ltFits(op, xt, ws) {
+		return b.linearsLt(op, xt, ws)
+	}
 	if len(ws) > 4 || len(xt.shape) != 2 || !b.mmaFits(T, K) || !allBF16(b, op, K, ws) {
 		out := make([]kernels.Tensor, len(ws))
 		for i, w := range ws {
@@ -379,6 +415,10 @@ func (b *Backend) SwiGLULinear(x, gate, up kernels.Tensor) kernels.Tensor {
 	const op = "SwiGLULinear"
 	xt, gt, ut := b.tensor(op, x), b.weight(op, gate), b.weight(op, up)
 	T, K := xt.dims()
+	if pair := []kernels.Tensor{gate, up}; gt.shape[0] == ut.shape[0] && b.ltFits(op, xt, pair) {
+		gu := b.linearsLt(op, xt, pair)
+		return b.SwiGLU(gu[0], gu[1])
+	}
 	if len(xt.shape) != 2 || !b.mmaFits(T, K) || !allBF16(b, op, K, []kernels.Tensor{gate, up}) || gt.shape[0] != ut.shape[0] {
 		return b.SwiGLU(b.Linear(x, gate), b.Linear(x, up))
 	}

@@ -186,8 +186,8 @@ func (b *Backend) CausalConv1d(x, w kernels.Tensor, states kernels.StatePool, la
 		return y
 	}
 	start, length, slot := b.seqMeta(op, p, layer, bt)
-	const block = 128
-	b.launch(op, "conv1d_f32", [3]int{(convDim + block - 1) / block, len(bt.Seqs), 1}, [3]int{block, 1, 1}, 0,
+	const channels, lanes = 32, 8 // a block: 32 channels × 8 token lanes
+	b.launch(op, "conv1d_f32", [3]int{(convDim + channels - 1) / channels, len(bt.Seqs), 1}, [3]int{channels, lanes, 1}, 0,
 		y.ptr, xt.ptr, wt.ptr, p.conv, start, length, slot, convDim, K, p.slots, layer)
 	return y
 }

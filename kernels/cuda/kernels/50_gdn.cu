@@ -4,64 +4,56 @@
 
 #define CONV_MAX_K 8
 
-// conv1d_run is conv1d_f32 for one channel with K taps known at compile
-// time (the window stays in registers).
-template <int K>
-__device__ __forceinline__ void conv1d_run(float *y, const float *x, const float *w, float *st, int start, int len, int C, int c) {
-	constexpr int hist = K - 1;
-	float win[hist > 0 ? hist : 1], wk[K];
-#pragma unroll
-	for (int j = 0; j < K; j++) wk[j] = w[(long long)c * K + j];
-#pragma unroll
-	for (int j = 0; j < hist; j++) win[j] = st[(long long)j * C + c];
-	for (int t = 0; t < len; t++) {
-		long long i = (long long)(start + t) * C + c;
-		float u = x[i];
-		float acc = 0.0f;
-#pragma unroll
-		for (int j = 0; j < hist; j++) acc += wk[j] * win[j];
-		acc += wk[hist] * u;
-		y[i] = silu_ref(acc);
-#pragma unroll
-		for (int j = 0; j + 1 < hist; j++) win[j] = win[j + 1];
-		if (hist > 0) win[hist - 1] = u;
-	}
-#pragma unroll
-	for (int j = 0; j < hist; j++) st[(long long)j * C + c] = win[j];
+// conv_in returns raw input p of a sequence (p < 0: the conv state's
+// entry hist + p, the inputs before this step).
+__device__ __forceinline__ float conv_in(const float *x, const float *st, int start, int hist, int C, int c, int p) {
+	return p >= 0 ? x[(long long)(start + p) * C + c] : st[(long long)(hist + p) * C + c];
 }
 
-// conv1d_f32: thread (channel c, sequence s) runs the depthwise causal conv
-// plus SiLU over the sequence's rows, continuing from its conv state and
-// leaving the last K-1 raw inputs in it. Grid (ceil(C/block), seqs).
+// conv1d_rows writes the conv plus SiLU of the tokens threadIdx.y,
+// threadIdx.y + blockDim.y, … of channel c, the terms in the order of the
+// recurrent form (oldest tap first, the new input last). KC is K when known
+// at compile time (the taps stay in registers), else 0.
+template <int KC>
+__device__ __forceinline__ void conv1d_rows(float *y, const float *x, const float *w, const float *st, int start, int len, int C, int c, int k) {
+	const int K = KC > 0 ? KC : k, hist = K - 1;
+	float wk[KC > 0 ? KC : CONV_MAX_K];
+#pragma unroll
+	for (int j = 0; j < K; j++) wk[j] = w[(long long)c * K + j];
+	for (int t = threadIdx.y; t < len; t += blockDim.y) {
+		float acc = 0.0f;
+#pragma unroll
+		for (int j = 0; j < hist; j++) acc += wk[j] * conv_in(x, st, start, hist, C, c, t - hist + j);
+		acc += wk[hist] * x[(long long)(start + t) * C + c];
+		y[(long long)(start + t) * C + c] = silu_ref(acc);
+	}
+}
+
+// conv1d_f32: block (32 channels, blockDim.y token lanes) runs the
+// depthwise causal conv plus SiLU over one sequence's rows, every token on
+// its own (the taps before the step come from the conv state), then leaves
+// the last K-1 raw inputs in the state once every lane has read it. Grid
+// (ceil(C/32), seqs); K ≤ CONV_MAX_K.
 extern "C" __global__ void conv1d_f32(float *y, const float *x, const float *w, float *convState,
 		const int *seqStart, const int *seqLen, const int *seqSlot, int C, int K, int slots, int layer) {
 	PDL_LAUNCH();
 	PDL_WAIT();
 	int c = blockIdx.x * blockDim.x + threadIdx.x;
-	int s = blockIdx.y;
-	if (c >= C) return;
-	float *st = convState + ((long long)layer * slots + seqSlot[s]) * (K - 1) * C;
+	int s = blockIdx.y, hist = K - 1;
+	float *st = convState + ((long long)layer * slots + seqSlot[s]) * hist * C;
 	int start = seqStart[s], len = seqLen[s];
-	switch (K) {
-	case 2: conv1d_run<2>(y, x, w, st, start, len, C, c); return;
-	case 3: conv1d_run<3>(y, x, w, st, start, len, C, c); return;
-	case 4: conv1d_run<4>(y, x, w, st, start, len, C, c); return;
+	if (c < C) {
+		switch (K) {
+		case 2: conv1d_rows<2>(y, x, w, st, start, len, C, c, K); break;
+		case 3: conv1d_rows<3>(y, x, w, st, start, len, C, c, K); break;
+		case 4: conv1d_rows<4>(y, x, w, st, start, len, C, c, K); break;
+		default: conv1d_rows<0>(y, x, w, st, start, len, C, c, K);
+		}
 	}
-	int hist = K - 1;
-	float win[CONV_MAX_K], wk[CONV_MAX_K];
-	for (int j = 0; j < hist; j++) win[j] = st[(long long)j * C + c];
-	for (int j = 0; j < K; j++) wk[j] = w[(long long)c * K + j];
-	for (int t = 0; t < len; t++) {
-		long long i = (long long)(start + t) * C + c;
-		float u = x[i];
-		float acc = 0.0f;
-		for (int j = 0; j < hist; j++) acc += wk[j] * win[j];
-		acc += wk[hist] * u;
-		y[i] = silu_ref(acc);
-		for (int j = 0; j + 1 < hist; j++) win[j] = win[j + 1];
-		if (hist > 0) win[hist - 1] = u;
-	}
-	for (int j = 0; j < hist; j++) st[(long long)j * C + c] = win[j];
+	__syncthreads();
+	if (c >= C || threadIdx.y != 0 || len == 0) return;
+	// Ascending j reads state entries (j + len) before they are written.
+	for (int j = 0; j < hist; j++) st[(long long)j * C + c] = conv_in(x, st, start, hist, C, c, len - hist + j);
 }
 
 // gdn_qk_norm_f32: block (row r, head y) l2-normalizes head y of the q
