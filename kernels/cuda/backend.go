@@ -83,7 +83,8 @@ type Backend struct {
 
 	mod   module
 	funcs map[string]function
-	image string // what was loaded: arch and whether it came from the cache
+	smem  map[string]int // dynamic shared memory a kernel was opted in to (allowSmem)
+	image string         // what was loaded: arch and whether it came from the cache
 
 	gemm     string // "cublaslt" or "tiled"
 	gemmNote string // why the tiled GEMM is used, if it is
