@@ -29,11 +29,11 @@ __device__ __forceinline__ void conv1d_rows(float *y, const float *x, const floa
 	}
 }
 
-// conv1d_f32: block (32 channels, blockDim.y token lanes) runs the
+// conv1d_f32: block (blockDim.x channels, blockDim.y token lanes) runs the
 // depthwise causal conv plus SiLU over one sequence's rows, every token on
 // its own (the taps before the step come from the conv state), then leaves
 // the last K-1 raw inputs in the state once every lane has read it. Grid
-// (ceil(C/32), seqs); K ≤ CONV_MAX_K.
+// (ceil(C/blockDim.x), seqs); K ≤ CONV_MAX_K.
 extern "C" __global__ void conv1d_f32(float *y, const float *x, const float *w, float *convState,
 		const int *seqStart, const int *seqLen, const int *seqSlot, int C, int K, int slots, int layer) {
 	PDL_LAUNCH();
@@ -135,6 +135,7 @@ extern "C" __global__ void gdn_recurrent_f32(float *out, const float *qh, const 
 }
 
 #define GDN_ROWS_MAX 16
+#define GDN_ROWS_WIDE 32
 
 // gdn_cols_at is a thread's place in the column-split GDN kernels: block
 // (sequence s of len tokens from row start, v head h, column chunk
@@ -165,18 +166,21 @@ __device__ __forceinline__ gdn_cols_at gdn_cols_place(float *sm, float *rec, con
 }
 
 // gdn_cols_load reads, and gdn_cols_store writes back, the state rows
-// w, w + nw, ... of column c of S [dk][dv] that a lane holds in st.
-__device__ __forceinline__ void gdn_cols_load(float st[GDN_ROWS_MAX], const float *S, int dk, int dv, int c, bool col, int w, int nw) {
+// w, w + nw, ... (at most ROWS of them) of column c of S [dk][dv] that a
+// lane holds in st.
+template <int ROWS>
+__device__ __forceinline__ void gdn_cols_load(float st[ROWS], const float *S, int dk, int dv, int c, bool col, int w, int nw) {
 #pragma unroll
-	for (int i = 0; i < GDN_ROWS_MAX; i++) {
+	for (int i = 0; i < ROWS; i++) {
 		int d = w + i * nw;
 		st[i] = (col && d < dk) ? S[(long long)d * dv + c] : 0.0f;
 	}
 }
 
-__device__ __forceinline__ void gdn_cols_store(const float st[GDN_ROWS_MAX], float *S, int dk, int dv, int c, bool col, int w, int nw) {
+template <int ROWS>
+__device__ __forceinline__ void gdn_cols_store(const float st[ROWS], float *S, int dk, int dv, int c, bool col, int w, int nw) {
 #pragma unroll
-	for (int i = 0; i < GDN_ROWS_MAX; i++) {
+	for (int i = 0; i < ROWS; i++) {
 		int d = w + i * nw;
 		if (col && d < dk) S[(long long)d * dv + c] = st[i];
 	}
@@ -186,11 +190,12 @@ __device__ __forceinline__ void gdn_cols_store(const float st[GDN_ROWS_MAX], flo
 // shared memory): decay, u = Sᵀk summed over the warps, the delta rule with
 // the column's value vj, and o = Sᵀq, which warp 0 stores to *out when out
 // is set. Every thread of the block calls it.
-__device__ __forceinline__ void gdn_cols_token(float st[GDN_ROWS_MAX], const float *sq, const float *sk, float *redU, float *redO,
+template <int ROWS>
+__device__ __forceinline__ void gdn_cols_token(float st[ROWS], const float *sq, const float *sk, float *redU, float *redO,
 		int dk, int w, int nw, int lane, float decay, float bt, float vj, float *out) {
 	float u = 0.0f;
 #pragma unroll
-	for (int i = 0; i < GDN_ROWS_MAX; i++) {
+	for (int i = 0; i < ROWS; i++) {
 		int d = w + i * nw;
 		if (d < dk) {
 			st[i] = st[i] * decay;
@@ -204,7 +209,7 @@ __device__ __forceinline__ void gdn_cols_token(float st[GDN_ROWS_MAX], const flo
 	float delta = bt * (vj - u);
 	float o = 0.0f;
 #pragma unroll
-	for (int i = 0; i < GDN_ROWS_MAX; i++) {
+	for (int i = 0; i < ROWS; i++) {
 		int d = w + i * nw;
 		if (d < dk) {
 			st[i] = st[i] + sk[d] * delta;
@@ -230,16 +235,15 @@ __device__ __forceinline__ void gdn_cols_token(float st[GDN_ROWS_MAX], const flo
 // summed per warp and then over the warps through shared memory.
 // Dynamic shared memory: (2*dk + 2*32*blockDim.y) floats. The launch bound
 // keeps the register count low enough for a block of up to 1024 threads.
-extern "C" __global__ void __launch_bounds__(1024) gdn_recurrent_cols_f32(float *out, const float *qh, const float *kh, const float *mixed,
+template <int ROWS>
+__device__ __forceinline__ void gdn_recurrent_cols(float *out, const float *qh, const float *kh, const float *mixed,
 		const float *g, const float *beta, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
 		int nk, int nv, int dk, int dv, int convDim, int slots, int layer) {
-	PDL_LAUNCH();
-	PDL_WAIT();
 	extern __shared__ float sm[];
 	gdn_cols_at p = gdn_cols_place(sm, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, slots, layer);
 	if (p.len <= 0) return;
-	float st[GDN_ROWS_MAX];
-	gdn_cols_load(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
+	float st[ROWS];
+	gdn_cols_load<ROWS>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
 	for (int t = 0; t < p.len; t++) {
 		long long r = p.start + t;
 		__syncthreads(); // the previous token is done with sq, sk and redU
@@ -251,9 +255,29 @@ extern "C" __global__ void __launch_bounds__(1024) gdn_recurrent_cols_f32(float 
 		float decay = (float)exp((double)g[r * nv + p.h]);
 		float bt = beta[r * nv + p.h];
 		float vj = p.col ? mixed[r * convDim + p.vOff + (long long)p.h * dv + p.c] : 0.0f;
-		gdn_cols_token(st, p.sq, p.sk, p.redU, p.redO, dk, p.w, p.nw, p.lane, decay, bt, vj, p.col ? out + r * nv * dv + (long long)p.h * dv + p.c : nullptr);
+		gdn_cols_token<ROWS>(st, p.sq, p.sk, p.redU, p.redO, dk, p.w, p.nw, p.lane, decay, bt, vj, p.col ? out + r * nv * dv + (long long)p.h * dv + p.c : nullptr);
 	}
-	gdn_cols_store(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
+	gdn_cols_store<ROWS>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
+}
+
+extern "C" __global__ void __launch_bounds__(1024) gdn_recurrent_cols_f32(float *out, const float *qh, const float *kh, const float *mixed,
+		const float *g, const float *beta, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
+		int nk, int nv, int dk, int dv, int convDim, int slots, int layer) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	gdn_recurrent_cols<GDN_ROWS_MAX>(out, qh, kh, mixed, g, beta, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, convDim, slots, layer);
+}
+
+// gdn_recurrent_cols_wide_f32 is gdn_recurrent_cols_f32 with up to
+// GDN_ROWS_WIDE state rows a thread: a block of few warps (dk/32 for decode
+// batches), so each thread has more loads in flight and the sums cross fewer
+// warps. At most 256 threads.
+extern "C" __global__ void __launch_bounds__(256) gdn_recurrent_cols_wide_f32(float *out, const float *qh, const float *kh, const float *mixed,
+		const float *g, const float *beta, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
+		int nk, int nv, int dk, int dv, int convDim, int slots, int layer) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	gdn_recurrent_cols<GDN_ROWS_WIDE>(out, qh, kh, mixed, g, beta, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, convDim, slots, layer);
 }
 
 // block_sum2_d returns the sums of a and b over a block of (32, nw) threads
@@ -293,7 +317,7 @@ extern "C" __global__ void __launch_bounds__(512) gdn_decode_cols_f32(float *out
 	if (p.len <= 0) return;
 	float st[GDN_ROWS_MAX];
 	double *part = (double *)(p.redO + 32 * p.nw);
-	gdn_cols_load(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
+	gdn_cols_load<GDN_ROWS_MAX>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
 	float gdecay = -(float)exp((double)aLog[p.h]), bias = dtBias[p.h];
 	for (int t = 0; t < p.len; t++) {
 		long long r = p.start + t;
@@ -318,7 +342,7 @@ extern "C" __global__ void __launch_bounds__(512) gdn_decode_cols_f32(float *out
 		float bt = sigmoid_ref(braw[r * nv + p.h]);
 		float decay = (float)exp((double)(gdecay * softplus_ref(araw[r * nv + p.h] + bias)));
 		float vj = p.col ? row[p.vOff + (long long)p.h * dv + p.c] : 0.0f;
-		gdn_cols_token(st, p.sq, p.sk, p.redU, p.redO, dk, p.w, p.nw, p.lane, decay, bt, vj, p.col ? out + r * nv * dv + (long long)p.h * dv + p.c : nullptr);
+		gdn_cols_token<GDN_ROWS_MAX>(st, p.sq, p.sk, p.redU, p.redO, dk, p.w, p.nw, p.lane, decay, bt, vj, p.col ? out + r * nv * dv + (long long)p.h * dv + p.c : nullptr);
 	}
-	gdn_cols_store(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
+	gdn_cols_store<GDN_ROWS_MAX>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
 }
