@@ -260,7 +260,7 @@ func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, st
 		}
 	}
 	name := "gdn_recurrent_cols_f32"
-	if w := (dk + gdnRowsWide - 1) / gdnRowsWide; gdnWide && allDecode(bt) && w <= 8 {
+	if w := (dk + gdnRowsWide - 1) / gdnRowsWide; gdnWide && allDecode(bt) && w <= 4 {
 		// Decode rows: a quarter of the warps, 32 rows a thread. Measured
 		// on the H200 at batch 128 the 16-warp form moved the state at
 		// 1.4 TB/s (9.1 of a 17.2 ms step).

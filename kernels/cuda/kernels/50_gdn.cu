@@ -236,10 +236,9 @@ __device__ __forceinline__ void gdn_cols_token(float st[ROWS], const float *sq, 
 // Dynamic shared memory: (2*dk + 2*32*blockDim.y) floats. The launch bound
 // keeps the register count low enough for a block of up to 1024 threads.
 template <int ROWS>
-__device__ __forceinline__ void gdn_recurrent_cols(float *out, const float *qh, const float *kh, const float *mixed,
+__device__ __forceinline__ void gdn_recurrent_cols(float *sm, float *out, const float *qh, const float *kh, const float *mixed,
 		const float *g, const float *beta, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
 		int nk, int nv, int dk, int dv, int convDim, int slots, int layer) {
-	extern __shared__ float sm[];
 	gdn_cols_at p = gdn_cols_place(sm, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, slots, layer);
 	if (p.len <= 0) return;
 	float st[ROWS];
@@ -265,19 +264,22 @@ extern "C" __global__ void __launch_bounds__(1024) gdn_recurrent_cols_f32(float 
 		int nk, int nv, int dk, int dv, int convDim, int slots, int layer) {
 	PDL_LAUNCH();
 	PDL_WAIT();
-	gdn_recurrent_cols<GDN_ROWS_MAX>(out, qh, kh, mixed, g, beta, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, convDim, slots, layer);
+	extern __shared__ float sm[];
+	gdn_recurrent_cols<GDN_ROWS_MAX>(sm, out, qh, kh, mixed, g, beta, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, convDim, slots, layer);
 }
 
 // gdn_recurrent_cols_wide_f32 is gdn_recurrent_cols_f32 with up to
 // GDN_ROWS_WIDE state rows a thread: a block of few warps (dk/32 for decode
 // batches), so each thread has more loads in flight and the sums cross fewer
-// warps. At most 256 threads.
-extern "C" __global__ void __launch_bounds__(256) gdn_recurrent_cols_wide_f32(float *out, const float *qh, const float *kh, const float *mixed,
+// warps. At most 4 warps, held to 96 registers (5 blocks an SM, no spills
+// for dk = 128 on sm_90).
+extern "C" __global__ void __launch_bounds__(128, 5) gdn_recurrent_cols_wide_f32(float *out, const float *qh, const float *kh, const float *mixed,
 		const float *g, const float *beta, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
 		int nk, int nv, int dk, int dv, int convDim, int slots, int layer) {
 	PDL_LAUNCH();
 	PDL_WAIT();
-	gdn_recurrent_cols<GDN_ROWS_WIDE>(out, qh, kh, mixed, g, beta, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, convDim, slots, layer);
+	extern __shared__ float sm[];
+	gdn_recurrent_cols<GDN_ROWS_WIDE>(sm, out, qh, kh, mixed, g, beta, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, convDim, slots, layer);
 }
 
 // block_sum2_d returns the sums of a and b over a block of (32, nw) threads
