@@ -281,14 +281,55 @@ __device__ __forceinline__ bool mma_last_tile(int *done) {
 	return last;
 }
 
+#define MMA_NORM_KEEP 6 // float4s of a row a thread of mma_add_rmsnorm keeps in registers
+
 // mma_add_rmsnorm writes, for each of the T rows of N columns, sum = r + d
 // and out = the zero-centered RMSNorm of sum (add_rmsnorm_f32's
 // arithmetic: the squares summed in double); d is read from L2, where the
-// other blocks wrote it.
+// other blocks wrote it. When a row fits the block's registers as float4s
+// (N ≤ 4·MMA_NORM_KEEP·blockDim.x), every load of the row is issued before
+// any is used: one memory round trip a row, not one a loop iteration.
 __device__ __forceinline__ void mma_add_rmsnorm(float *sum, float *out, const float *r, const float *d, const float *w, int T, int N, float eps) {
+	const int n4 = N >> 2;
+	const unsigned long long align = (unsigned long long)sum | (unsigned long long)out | (unsigned long long)r |
+		(unsigned long long)d | (unsigned long long)w;
+	const bool vec = (N & 3) == 0 && (align & 15) == 0 && n4 <= MMA_NORM_KEEP * (int)blockDim.x;
 	for (int t = 0; t < T; t++) {
 		long long off = (long long)t * N;
 		double ss = 0;
+		if (vec) {
+			const float4 *r4 = (const float4 *)(r + off), *d4 = (const float4 *)(d + off), *w4 = (const float4 *)w;
+			float4 *s4 = (float4 *)(sum + off), *o4 = (float4 *)(out + off);
+			float4 sv[MMA_NORM_KEEP], wv[MMA_NORM_KEEP];
+#pragma unroll
+			for (int k = 0; k < MMA_NORM_KEEP; k++) {
+				int j = threadIdx.x + k * blockDim.x;
+				if (j < n4) {
+					float4 a = r4[j], b = __ldcg(d4 + j);
+					wv[k] = __ldg(w4 + j);
+					sv[k] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+				}
+			}
+#pragma unroll
+			for (int k = 0; k < MMA_NORM_KEEP; k++) {
+				int j = threadIdx.x + k * blockDim.x;
+				if (j < n4) {
+					float4 v = sv[k];
+					s4[j] = v;
+					ss += (double)v.x * (double)v.x + (double)v.y * (double)v.y + (double)v.z * (double)v.z + (double)v.w * (double)v.w;
+				}
+			}
+			float inv = inv_rms(block_sum_d(ss), N, eps);
+#pragma unroll
+			for (int k = 0; k < MMA_NORM_KEEP; k++) {
+				int j = threadIdx.x + k * blockDim.x;
+				if (j < n4) {
+					float4 v = sv[k], u = wv[k];
+					o4[j] = make_float4(v.x * inv * (1.0f + u.x), v.y * inv * (1.0f + u.y), v.z * inv * (1.0f + u.z), v.w * inv * (1.0f + u.w));
+				}
+			}
+			continue;
+		}
 		for (int j = threadIdx.x; j < N; j += blockDim.x) {
 			float v = r[off + j] + __ldcg(d + off + j);
 			sum[off + j] = v;
