@@ -194,6 +194,28 @@ func (b *Backend) CausalConv1d(x, w kernels.Tensor, states kernels.StatePool, la
 	return y
 }
 
+// gdnDecodeKernel returns the fused decode kernel (norms, gates and the
+// recurrence in one launch) for bt and its warps a block, or "" when bt
+// takes the separate kernels. gdn_decode_cols_f32 (16 warps for dk 128)
+// runs when its grid fits one wave: its blocks hold twice the registers,
+// and measured on the H200 it saved 87 µs a step at batch 1 but made batch
+// 8 and 32 slower (5.85 against 5.39 ms/token, 10.0 against 8.1). Larger
+// decode batches take gdn_decode_cols_wide_f32 (4 warps, 32 rows a thread)
+// unless COHORT_CUDA_GDN_WIDE is 0 or "unfused".
+func (b *Backend) gdnDecodeKernel(bt *kernels.Batch, cfg kernels.GDNConfig, warps int) (string, int) {
+	dk, dv := cfg.KeyDim, cfg.ValueDim
+	if !b.fuse || !allDecode(bt) {
+		return "", 0
+	}
+	if warps <= 16 && (dk+warps-1)/warps <= gdnRowsMax && len(bt.Seqs)*cfg.ValueHeads*((dv+31)/32) <= b.sms {
+		return "gdn_decode_cols_f32", warps
+	}
+	if w := (dk + gdnRowsWide - 1) / gdnRowsWide; gdnWide && gdnWideFused && w <= 4 {
+		return "gdn_decode_cols_wide_f32", w
+	}
+	return "", 0
+}
+
 // convLanes is the token lanes of a conv1d_f32 block (256 threads, the rest
 // channels): as many as the longest sequence has tokens, up to 8, so that
 // decode rows (one token each) do not leave 7 of 8 threads idle.
@@ -229,16 +251,12 @@ func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, st
 	}
 	scale := 1 / float32(math.Sqrt(float64(dk)))
 	warps := min(max((dk+7)/8, 1), 32)
-	if b.fuse && allDecode(bt) && warps <= 16 && (dk+warps-1)/warps <= gdnRowsMax && len(bt.Seqs)*nv*((dv+31)/32) <= b.sms {
+	if name, w := b.gdnDecodeKernel(bt, cfg, warps); name != "" {
 		// Decode rows: the q/k norms and the gates are computed by the
-		// recurrent kernel itself (two launches fewer per layer). Its
-		// blocks hold twice the registers, so it runs only when they fit
-		// one wave: measured on the H200 it saved 87 µs a step at batch 1
-		// but made batch 8 and 32 slower (5.85 against 5.39 ms/token, 10.0
-		// against 8.1).
+		// recurrent kernel itself (two launches fewer per layer).
 		start, length, slot := b.seqMeta(op, p, layer, bt)
-		b.launch(op, "gdn_decode_cols_f32", [3]int{len(bt.Seqs), nv, (dv + 31) / 32}, [3]int{32, warps, 1},
-			(2*dk+2*32*warps)*4+2*warps*8,
+		b.launch(op, name, [3]int{len(bt.Seqs), nv, (dv + 31) / 32}, [3]int{32, w, 1},
+			(2*dk+2*32*w)*4+2*w*8,
 			out.ptr, mt.ptr, bt2.ptr, at.ptr, alt.ptr, dtt.ptr, p.rec, start, length, slot,
 			nk, nv, dk, dv, convDim, p.slots, layer, scale)
 		return out
@@ -290,6 +308,10 @@ const (
 	gdnRowsWide = 32
 )
 
-// gdnWide sends decode batches to gdn_recurrent_cols_wide_f32
-// (COHORT_CUDA_GDN_WIDE=0 keeps them on gdn_recurrent_cols_f32).
-var gdnWide = os.Getenv("COHORT_CUDA_GDN_WIDE") != "0"
+// gdnWide sends decode batches to the wide kernels, gdnWideFused to the
+// fused one (COHORT_CUDA_GDN_WIDE=0: neither, the 16-warp kernels;
+// "unfused": gdn_recurrent_cols_wide_f32 after separate norms and gates).
+var (
+	gdnWide      = os.Getenv("COHORT_CUDA_GDN_WIDE") != "0"
+	gdnWideFused = os.Getenv("COHORT_CUDA_GDN_WIDE") != "unfused"
+)

@@ -19,6 +19,15 @@ import (
 // chunked form for pieces of more than gdnChunkMin tokens (70, 130, 64 and
 // 65 here) and the recurrent form for the rest.
 func TestGDNMatchesCPU(t *testing.T) {
+	t.Run("fused", func(t *testing.T) { testGDNMatchesCPU(t) })
+	// Decode batches of more than a wave then take the wide recurrent
+	// kernel after separate norms and gates.
+	defer func(v bool) { gdnWideFused = v }(gdnWideFused)
+	gdnWideFused = false
+	t.Run("unfused", func(t *testing.T) { testGDNMatchesCPU(t) })
+}
+
+func testGDNMatchesCPU(t *testing.T) {
 	p := newPair(t)
 	for _, cfg := range []kernels.GDNConfig{
 		{KeyHeads: 2, ValueHeads: 4, KeyDim: 32, ValueDim: 48, ConvKernel: 4},

@@ -308,18 +308,16 @@ __device__ __forceinline__ void block_sum2_d(double &a, double &b, double *part,
 // GDN layer's decode needs two launches fewer. At most 16 warps (dk up to
 // 128), so that the state rows stay in registers. Dynamic shared memory:
 // (2*dk + 2*32*blockDim.y) floats and 2*blockDim.y doubles.
-extern "C" __global__ void __launch_bounds__(512) gdn_decode_cols_f32(float *out, const float *mixed,
+template <int ROWS>
+__device__ __forceinline__ void gdn_decode_cols(float *sm, float *out, const float *mixed,
 		const float *braw, const float *araw, const float *aLog, const float *dtBias, float *rec,
 		const int *seqStart, const int *seqLen, const int *seqSlot,
 		int nk, int nv, int dk, int dv, int convDim, int slots, int layer, float scale) {
-	PDL_LAUNCH();
-	PDL_WAIT();
-	extern __shared__ float sm[];
 	gdn_cols_at p = gdn_cols_place(sm, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, slots, layer);
 	if (p.len <= 0) return;
-	float st[GDN_ROWS_MAX];
+	float st[ROWS];
 	double *part = (double *)(p.redO + 32 * p.nw);
-	gdn_cols_load<GDN_ROWS_MAX>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
+	gdn_cols_load<ROWS>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
 	float gdecay = -(float)exp((double)aLog[p.h]), bias = dtBias[p.h];
 	for (int t = 0; t < p.len; t++) {
 		long long r = p.start + t;
@@ -344,7 +342,29 @@ extern "C" __global__ void __launch_bounds__(512) gdn_decode_cols_f32(float *out
 		float bt = sigmoid_ref(braw[r * nv + p.h]);
 		float decay = (float)exp((double)(gdecay * softplus_ref(araw[r * nv + p.h] + bias)));
 		float vj = p.col ? row[p.vOff + (long long)p.h * dv + p.c] : 0.0f;
-		gdn_cols_token<GDN_ROWS_MAX>(st, p.sq, p.sk, p.redU, p.redO, dk, p.w, p.nw, p.lane, decay, bt, vj, p.col ? out + r * nv * dv + (long long)p.h * dv + p.c : nullptr);
+		gdn_cols_token<ROWS>(st, p.sq, p.sk, p.redU, p.redO, dk, p.w, p.nw, p.lane, decay, bt, vj, p.col ? out + r * nv * dv + (long long)p.h * dv + p.c : nullptr);
 	}
-	gdn_cols_store<GDN_ROWS_MAX>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
+	gdn_cols_store<ROWS>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
+}
+
+#define GDN_DECODE_ARGS float *out, const float *mixed, const float *braw, const float *araw, const float *aLog, \
+		const float *dtBias, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot, int nk, int nv, \
+		int dk, int dv, int convDim, int slots, int layer, float scale
+#define GDN_DECODE_PASS out, mixed, braw, araw, aLog, dtBias, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, convDim, slots, layer, scale
+
+extern "C" __global__ void __launch_bounds__(512) gdn_decode_cols_f32(GDN_DECODE_ARGS) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	extern __shared__ float sm[];
+	gdn_decode_cols<GDN_ROWS_MAX>(sm, GDN_DECODE_PASS);
+}
+
+// gdn_decode_cols_wide_f32 is gdn_decode_cols_f32 with the blocks of
+// gdn_recurrent_cols_wide_f32 (at most 4 warps, GDN_ROWS_WIDE rows a
+// thread), for decode batches whose grid takes more than one wave.
+extern "C" __global__ void __launch_bounds__(128, 4) gdn_decode_cols_wide_f32(GDN_DECODE_ARGS) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	extern __shared__ float sm[];
+	gdn_decode_cols<GDN_ROWS_WIDE>(sm, GDN_DECODE_PASS);
 }
