@@ -527,6 +527,7 @@ type Tensor struct {
 	n       int
 	ptr     devptr
 	bf16    bool   // elements are bfloat16 (only weights, read by Linear and Embedding)
+	twin    devptr // scratch bf16 copy of the elements that the producing kernel wrote (see twinFor), or 0
 	scratch bool   // lives in the scratch arena
 	epoch   uint64 // the arena epoch it was allocated in
 	freed   bool

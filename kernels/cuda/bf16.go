@@ -320,8 +320,11 @@ func (b *Backend) linearBF16(op string, y, x, w *Tensor, T, K, N int) {
 }
 
 // rowsBF16 returns x [T, K] rounded to bf16 in scratch: cuBLASLt's B
-// operand for the bf16 weights.
+// operand for the bf16 weights (x's twin when its producer wrote one).
 func (b *Backend) rowsBF16(op string, x *Tensor, T, K int) devptr {
+	if x.twin != 0 && bf16Twins {
+		return x.twin
+	}
 	n := int64(T) * int64(K)
 	xb := b.allocScratch(op, n*2)
 	b.launch(op, "f32_to_bf16", [3]int{b.grid1(n, 256), 1, 1}, [3]int{256, 1, 1}, 0, xb, x.ptr, n)
@@ -332,6 +335,26 @@ func (b *Backend) rowsBF16(op string, x *Tensor, T, K int) devptr {
 func (b *Backend) ltGemmBF16(op string, y *Tensor, xb devptr, w *Tensor, T, K, N int) {
 	b.ltGemm(op, ltKey{bf16: true, transA: true, m: N, n: T, k: K, lda: K, ldb: K, ldd: N}, w.ptr, xb, y.ptr)
 }
+
+// twinFor gives t, a producer's new [rows, cols] output, a bf16 twin for
+// the kernel to fill when a Linear would read t on cuBLASLt (too many rows
+// for the GEMVs), and returns it (0: none, and the kernel writes none).
+// Outputs with twins are never changed in place after their kernel.
+// COHORT_CUDA_TWINS=0 turns them off.
+func (b *Backend) twinFor(op string, t *Tensor) devptr {
+	if !bf16Twins || b.weights != "bf16" || len(t.shape) != 2 {
+		return 0
+	}
+	if T, K := t.dims(); T == 0 || K == 0 || b.mmaFits(T, K) || b.gemvFits(T, K) {
+		return 0
+	}
+	t.twin = b.allocScratch(op, int64(t.n)*2)
+	return t.twin
+}
+
+// bf16Twins turns twinFor on (COHORT_CUDA_TWINS=0: off, for side-by-side
+// runs).
+var bf16Twins = os.Getenv("COHORT_CUDA_TWINS") != "0"
 
 // ltFits reports whether Linear of x [T, K] and bf16 weights ws runs on
 // cuBLASLt (rows too many for the GEMVs), so that several weights read
