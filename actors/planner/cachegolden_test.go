@@ -2,7 +2,6 @@ package planner
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -29,39 +28,8 @@ func TestCacheGolden(t *testing.T) {
 	}
 	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
 			s := &cacheScript{t: t, prompts: map[RequestID][]int32{}}
-			var out strings.Builder
-			for _, b := range parseScript(t, file, string(data)) {
-				var got []string
-				for _, cmd := range b.cmds {
-					lines, err := s.run(cmd)
-					if err != nil {
-						t.Fatalf("%s:%d: %s: %v", file, b.line, cmd, err)
-					}
-					got = append(got, lines...)
-				}
-				for _, c := range b.comments {
-					out.WriteString(c + "\n")
-				}
-				if len(b.cmds) == 0 {
-					out.WriteString("\n")
-					continue
-				}
-				out.WriteString(strings.Join(b.cmds, "\n") + "\n----\n" + strings.Join(got, "\n") + "\n\n")
-				if !*update && strings.Join(got, "\n") != strings.Join(b.want, "\n") {
-					t.Errorf("%s:%d: %s\ngot:\n%s\nwant:\n%s", file, b.line, strings.Join(b.cmds, "; "),
-						strings.Join(got, "\n"), strings.Join(b.want, "\n"))
-				}
-			}
-			if *update {
-				if err := os.WriteFile(file, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			runScript(t, file, s.run)
 		})
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"cohort/actors"
 	"cohort/internal/testmodels/modelgen"
 	"cohort/model"
+	"cohort/model/sample"
 	"cohort/model/tokenizer"
 )
 
@@ -39,6 +40,9 @@ type chatConfig struct {
 	TurnTokens    int `json:"turn_tokens"`
 	ReplyTokens   int `json:"reply_tokens"`
 	Conversations int `json:"conversations"`
+	// Temperature, when positive, makes every other conversation sample
+	// seeded (seed = its index) instead of greedy.
+	Temperature float64 `json:"temperature,omitempty"`
 }
 
 // chatTurn is one turn index over every conversation.
@@ -123,6 +127,7 @@ func parseChatFlags(args []string, stdout io.Writer) (*chatFlags, error) {
 	fs.IntVar(&f.cfg.TurnTokens, "chat-turn-tokens", 100, "tokens of each user message")
 	fs.IntVar(&f.cfg.ReplyTokens, "chat-reply-tokens", 100, "tokens of each reply (EOS ignored)")
 	fs.IntVar(&f.cfg.Conversations, "chat-conversations", 32, "concurrent conversations")
+	fs.Float64Var(&f.cfg.Temperature, "chat-temperature", 0, "sample every other conversation at this temperature, seeded (0: all greedy)")
 	fs.IntVar(&f.maxPrefill, "max-prefill-tokens", 2048, "prefill tokens per engine step (as serve)")
 	fs.IntVar(&f.budgetMiB, "kv-budget-mib", 0, "memory per rank for KV pages, request state and snapshots, in MiB (0: enough for the workload)")
 	fs.IntVar(&f.snapshotsMiB, "prefix-cache-snapshots-mib", 0, "memory per rank for the cache's state snapshots, in MiB (0: six a conversation)")
@@ -138,8 +143,8 @@ func parseChatFlags(args []string, stdout io.Writer) (*chatFlags, error) {
 		return nil, errors.New("bench --chat: give exactly one of --model and --preset")
 	case run.tp < 1 || f.maxPrefill < 1 || f.budgetMiB < 0 || f.snapshotsMiB < 0:
 		return nil, errors.New("bench --chat: --tp and --max-prefill-tokens must be positive, the MiB flags not negative")
-	case c.System < 1 || c.Turns < 1 || c.TurnTokens < 2 || c.ReplyTokens < 1 || c.Conversations < 1:
-		return nil, errors.New("bench --chat: the --chat-* sizes must be positive (--chat-turn-tokens at least 2)")
+	case c.System < 1 || c.Turns < 1 || c.TurnTokens < 2 || c.ReplyTokens < 1 || c.Conversations < 1 || c.Temperature < 0:
+		return nil, errors.New("bench --chat: the --chat-* sizes must be positive (--chat-turn-tokens at least 2), --chat-temperature not negative")
 	}
 	return f, nil
 }
@@ -361,6 +366,9 @@ func (b *chatBench) converse(ctx context.Context, eng *actors.Engine, i int) ([]
 	for turn, user := range b.users[i] {
 		prompt := slices.Concat(history, user, b.open)
 		req := actors.Request{Prompt: prompt, MaxTokens: b.f.cfg.ReplyTokens, IgnoreEOS: true, Boundaries: slices.Clone(boundaries)}
+		if t := b.f.cfg.Temperature; t > 0 && i%2 == 1 {
+			req.Params = sample.Params{Temperature: t, Seed: uint64(i)}
+		}
 		submit := time.Now()
 		reply, ev, err := chatTurnOnce(ctx, eng, req)
 		if err != nil {

@@ -11,13 +11,13 @@ import (
 )
 
 // TestBenchChat runs the chat benchmark on a small shape of the tiny
-// preset: both runs report every turn, the replies agree, and the cache
-// serves most of the later turns' prompts.
+// preset (one conversation seeded): both runs report every turn, the
+// replies agree, and the cache serves most of the later turns' prompts.
 func TestBenchChat(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "chat.json")
 	var stdout bytes.Buffer
 	args := []string{"bench", "--chat", "--preset", "tiny", "--chat-system", "96", "--chat-turns", "3", "--chat-turn-tokens", "12",
-		"--chat-reply-tokens", "20", "--chat-conversations", "3", "--json", out}
+		"--chat-reply-tokens", "20", "--chat-conversations", "3", "--chat-temperature", "0.8", "--json", out}
 	if err := dispatch(context.Background(), args, &stdout); err != nil {
 		t.Fatalf("bench --chat: %v\n%s", err, stdout.String())
 	}
