@@ -43,6 +43,13 @@ type Config struct {
 	Capacity         model.CapacityInput
 	MaxPrefillTokens int // per-step prefill token budget
 	MaxRows          int // per-step sequence cap
+	// DisablePrefixCache turns the prefix cache off; it is on by default
+	// (docs/prefix-cache.md): the KV pages of full token blocks are shared
+	// by content between requests, and a request resumes after its longest
+	// cached prefix that ends in a snapshot of its slot state. The
+	// snapshots take Capacity.Snapshots bytes per rank (0: an eighth of the
+	// budget, model.AutoSnapshots).
+	DisablePrefixCache bool
 	// MaxPending bounds the requests the engine holds (running + queued);
 	// Submit fails with ErrOverloaded beyond it. 0 means 16 × the slots.
 	MaxPending int
@@ -120,6 +127,12 @@ func (c *Config) defaults() {
 	if c.Capacity.MaxModelLen == 0 {
 		c.Capacity.MaxModelLen = c.Checkpoint.Config.MaxPositions
 	}
+	switch {
+	case c.DisablePrefixCache:
+		c.Capacity.Snapshots = 0
+	case c.Capacity.Snapshots == 0:
+		c.Capacity.Snapshots = -1 // automatic
+	}
 	if c.EOS == nil {
 		var tok model.TokenIDs
 		if c.Tokenizer != nil {
@@ -137,6 +150,8 @@ type Info struct {
 	KVPages     int // minimum over ranks
 	PageSize    int
 	VocabSize   int
+	PrefixCache bool // prefix caching is on
+	Snapshots   int  // the prefix cache's state snapshot places (minimum over ranks)
 }
 
 // Engine is the Go API over the actor system: submit requests, read their
@@ -382,6 +397,14 @@ func (e *Engine) Stats(ctx context.Context) (planner.Stats, error) {
 		return planner.Stats{}, err
 	}
 	return res.(planner.Stats), nil
+}
+
+// ResetPrefixCache empties the prefix cache (vLLM's /reset_prefix_cache):
+// no cached page or snapshot is matched again; pages held by running
+// requests are freed when they end.
+func (e *Engine) ResetPrefixCache(ctx context.Context) error {
+	_, err := e.ask(ctx, &resetPrefixCache{})
+	return err
 }
 
 // SupervisionStats returns what supervision detected and did.

@@ -105,6 +105,9 @@ type querySupervision struct{}
 // queryInfo asks for the engine's shape and capacity.
 type queryInfo struct{}
 
+// resetPrefixCache asks the scheduler to empty the prefix cache.
+type resetPrefixCache struct{}
+
 func (*ShardReady) engineMessage()           {}
 func (*StepCompleted) engineMessage()        {}
 func (*RankLost) engineMessage()             {}
@@ -120,6 +123,7 @@ func (*FinishRequest) engineMessage()        {}
 func (*queryStats) engineMessage()           {}
 func (*querySupervision) engineMessage()     {}
 func (*queryInfo) engineMessage()            {}
+func (*resetPrefixCache) engineMessage()     {}
 
 // --- request family ---
 
@@ -135,6 +139,9 @@ type TokenGenerated struct {
 	Err       error // with Finish "error": why the request ended
 	// ScheduledAt is set on a request's first token: when its prefill first ran.
 	ScheduledAt time.Time
+	// CachedTokens, on a request's first token, is how many prompt tokens
+	// its first admission resumed from the prefix cache.
+	CachedTokens int
 }
 
 // PromptScored carries the logprob of one prompt token (position Pos,

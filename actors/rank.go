@@ -167,6 +167,7 @@ func (r *Rank) load(ctx actor.Context, msg *LoadShard) {
 				return err
 			}
 			out.st = out.m.NewState(out.be, out.capacity.Slots, out.capacity.Pages, out.capacity.PageSize)
+			allocSnapshots(out.st, &out.capacity)
 			return nil
 		})
 		if out.be != nil && out.err != nil {
@@ -237,6 +238,9 @@ func executeStep(be kernels.Backend, m model.Model, st model.State, seqs *seqCac
 		rows[i] = o.Row
 	}
 	logits, err := m.Forward(be, st, msg.Tokens, b, rows)
+	if err == nil {
+		err = seqs.save(st, msg)
+	}
 	if err != nil || !sampleHere || len(rows) == 0 {
 		return nil, err
 	}
@@ -309,6 +313,16 @@ func plainArgmax(rows []drawRow) bool {
 		}
 	}
 	return true
+}
+
+// allocSnapshots makes the prefix cache's snapshot places the capacity
+// plan set aside; a state that keeps none (or a model without slot state)
+// reports none.
+func allocSnapshots(st model.State, c *model.Capacity) {
+	ss, ok := st.(model.SnapshotState)
+	if c.Snapshots == 0 || !ok || ss.AllocSnapshots(c.Snapshots) == 0 {
+		c.Snapshots = 0
+	}
 }
 
 // budgetFromDevice fills an unset (0) capacity budget with the device's free

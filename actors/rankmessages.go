@@ -48,8 +48,13 @@ type RunStep struct {
 	Tokens   []int32    // the tokens to compute, flat, in Seqs order
 	Seqs     []StepSeq
 	Outputs  []OutputRow // rows whose logits are sampled (rank 0 samples)
-	ReplyTo  *actor.PID
-	Trace    trace.SpanContext // the engine step's span, the parent of each rank's span of the step
+	// Saves are the prefix cache's snapshots to take after the forward
+	// pass: each request's slot state into a place (every rank its shard,
+	// under the same place). Restores come with admissions and run before
+	// it.
+	Saves   []SnapshotSave
+	ReplyTo *actor.PID
+	Trace   trace.SpanContext // the engine step's span, the parent of each rank's span of the step
 }
 
 // AdmitSeq is a request as the ranks keep it from its admission (the step
@@ -59,6 +64,21 @@ type AdmitSeq struct {
 	Slot      int
 	PromptLen int // tokens before this length are the prompt; the rest were generated
 	Sampling  Sampling
+	// Cached is how many leading tokens the request resumes from the
+	// prefix cache: their KV is in its first pages, and the slot takes the
+	// state of snapshot place Restore (-1: none, the model keeps no slot
+	// state) before the step. History holds those tokens when the request
+	// is penalized (the sampling rank's history needs them); else nil.
+	Cached  int
+	Restore int
+	History []int32
+}
+
+// SnapshotSave copies request ID's slot state into snapshot place Place
+// after a step's forward pass.
+type SnapshotSave struct {
+	ID    planner.RequestID
+	Place int
 }
 
 // Sampling is how a request's tokens are drawn and reported.

@@ -45,6 +45,11 @@ type Request struct {
 	// tokens it allows, and the request ends (finish "stop") once it is
 	// complete. It must come from the engine's Grammars cache.
 	Grammar *grammar.Grammar
+	// Boundaries are prompt offsets where later requests are likely to
+	// part from this one: the chat template's (the end of the system and
+	// tool part, the end of each earlier turn). The prefix cache keeps a
+	// state snapshot at the last block boundary at or before each.
+	Boundaries []int
 	// Trace is the span of the request's caller (the HTTP server span);
 	// the engine step spans that run the request join its trace (see
 	// startStepSpan). The zero value leaves the steps in traces of their
@@ -97,6 +102,9 @@ func (a *requestActor) Receive(ctx actor.Context) {
 
 func (a *requestActor) token(ctx actor.Context, msg *TokenGenerated) {
 	a.usage.CompletionTokens = msg.N
+	if msg.N == 1 {
+		a.usage.CachedTokens = msg.CachedTokens
+	}
 	ev := Event{Token: msg.Result.Token.ID, Logprob: msg.Result.Token.Logprob, Top: msg.Result.Top, HasToken: true,
 		ScheduledAt: msg.ScheduledAt, PromptLogprobs: a.prompt}
 	a.prompt = nil

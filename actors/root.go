@@ -63,6 +63,9 @@ func (r *engineRoot) Receive(ctx actor.Context) {
 		ctx.Respond(r.sup.stats.snapshot(r.sup.poisoned()))
 	case *queryInfo:
 		ctx.Respond(r.sched.info)
+	case *resetPrefixCache:
+		r.sched.resetPrefixCache()
+		ctx.Respond(true)
 	default:
 		ReportUnexpected("engine root", msg)
 	}

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"cohort/actors/planner"
+	"cohort/actors/prefix"
 	"cohort/model"
 	"cohort/model/sample"
 	"cohort/supervision"
@@ -66,6 +67,19 @@ type liveRequest struct {
 	// step with it last completed; beyond Config.MaxReplays it ends with an
 	// error instead of being replayed again.
 	failedSteps int
+	// cache is the request's side of the prefix cache.
+	cache reqPrefix
+}
+
+// reqPrefix is what the scheduler keeps of a request for the prefix cache:
+// the hash of its last full block, which names the next one its tokens
+// fill (the planner keeps the chain), and the prompt tokens its first
+// admission resumed (its usage's cached tokens).
+type reqPrefix struct {
+	on         bool
+	lastBlock  prefix.Hash
+	admitted   bool
+	cachedToks int
 }
 
 type inflightStep struct {
@@ -87,13 +101,21 @@ type inflightStep struct {
 // serves now, for the watchdog).
 func (s *scheduler) admit(ctx actor.Context, msg *AdmitRequest, serving bool) {
 	r := msg.Req
-	err := s.plan.Add(planner.Request{ID: r.ID, PromptLen: len(r.Prompt), MaxNewTokens: r.MaxTokens,
-		MaxChunk: s.promptChunk(r)})
-	if err != nil {
+	l := &liveRequest{req: r, pid: msg.PID, out: newCompletion(r, s.cfg.EOS)}
+	pr := planner.Request{ID: r.ID, PromptLen: len(r.Prompt), MaxNewTokens: r.MaxTokens, MaxChunk: s.promptChunk(r),
+		NoResume: r.PromptLogprobs, Boundaries: r.Boundaries}
+	if s.info.PrefixCache {
+		pr.Blocks = prefix.BlockHashes(r.Prompt, s.info.PageSize)
+		l.cache.on = true
+		if n := len(pr.Blocks); n > 0 {
+			l.cache.lastBlock = pr.Blocks[n-1]
+		}
+	}
+	if err := s.plan.Add(pr); err != nil {
 		ctx.Send(msg.PID, &RequestRejected{Err: err})
 		return
 	}
-	s.live[r.ID] = &liveRequest{req: r, pid: msg.PID, out: newCompletion(r, s.cfg.EOS)}
+	s.live[r.ID] = l
 	s.watchProgress(time.Now(), serving) // a request arriving at an idle engine starts the watchdog's clock
 }
 
@@ -120,21 +142,32 @@ func (s *scheduler) open(caps model.Capacity, now time.Time) error {
 			return err
 		}
 	}
+	s.plan.ResetCache() // a rebuilt group's memory is new: nothing is cached in it
 	s.progress.Mark(now)
 	return nil
+}
+
+// resetPrefixCache empties the prefix cache (Engine.ResetPrefixCache).
+func (s *scheduler) resetPrefixCache() {
+	if s.plan != nil {
+		s.plan.ResetCache()
+	}
 }
 
 // createPlanner sizes the planner from the first group (capacity is the
 // minimum over ranks; rebuilds keep the same configuration).
 func (s *scheduler) createPlanner(caps model.Capacity) error {
+	ck := s.cfg.Checkpoint
+	stateless := ck.Arch.StateSize(ck.Config, model.Shard{Rank: 0, Size: s.cfg.TP}, max(1, s.cfg.Capacity.ElemBytes)).SlotBytes == 0
 	p, err := planner.New(planner.Config{MaxPrefillTokens: s.cfg.MaxPrefillTokens, MaxRows: s.cfg.MaxRows,
-		Slots: caps.Slots, KVPages: caps.Pages, PageSize: caps.PageSize, MaxModelLen: s.cfg.Capacity.MaxModelLen})
+		Slots: caps.Slots, KVPages: caps.Pages, PageSize: caps.PageSize, MaxModelLen: s.cfg.Capacity.MaxModelLen,
+		PrefixCache: !s.cfg.DisablePrefixCache, Snapshots: caps.Snapshots, PagesOnly: stateless})
 	if err != nil {
 		return err
 	}
 	s.plan = p
 	s.info = Info{TP: s.cfg.TP, MaxModelLen: s.cfg.Capacity.MaxModelLen, Slots: caps.Slots, KVPages: caps.Pages,
-		PageSize: caps.PageSize, VocabSize: s.cfg.Checkpoint.Config.VocabSize}
+		PageSize: caps.PageSize, VocabSize: ck.Config.VocabSize, PrefixCache: !s.cfg.DisablePrefixCache, Snapshots: caps.Snapshots}
 	return nil
 }
 
@@ -184,8 +217,11 @@ func (s *scheduler) nextStep(replyTo *actor.PID, gen uint64) *RunStep {
 			l.scheduled = now
 		}
 		if slices.Contains(plan.Reset, sp.Slot) { // the plan assigned its slot: admitted
-			step.Admitted = append(step.Admitted, l.admission(sp.Slot))
+			step.Admitted = append(step.Admitted, l.admission(sp))
 			l.sentPages = 0
+		}
+		if sp.Save >= 0 {
+			step.Saves = append(step.Saves, SnapshotSave{ID: sp.ID, Place: sp.Save})
 		}
 		start := len(step.Tokens)
 		step.Tokens = append(step.Tokens, l.out.tokens[sp.Cached:sp.Cached+sp.Len]...)
@@ -202,12 +238,21 @@ func (s *scheduler) nextStep(replyTo *actor.PID, gen uint64) *RunStep {
 	return step
 }
 
-// admission is what the ranks keep of the request from its admission on
-// slot until it is finished.
-func (l *liveRequest) admission(slot int) AdmitSeq {
+// admission is what the ranks keep of the request from its admission (the
+// plan's sp) until it is finished: with the prefix cache, the tokens it
+// resumes after and the snapshot to restore. The first admission's cached
+// tokens are the request's usage.
+func (l *liveRequest) admission(sp planner.SeqPlan) AdmitSeq {
 	r := l.req
-	return AdmitSeq{ID: r.ID, Slot: slot, PromptLen: len(r.Prompt),
-		Sampling: Sampling{Params: r.Params, TopN: r.TopLogprobs, Logprobs: r.Logprobs}}
+	a := AdmitSeq{ID: r.ID, Slot: sp.Slot, PromptLen: len(r.Prompt),
+		Sampling: Sampling{Params: r.Params, TopN: r.TopLogprobs, Logprobs: r.Logprobs}, Cached: sp.Cached, Restore: sp.Restore}
+	if sp.Cached > 0 && r.Params.Penalized() {
+		a.History = slices.Clone(l.out.tokens[:sp.Cached])
+	}
+	if !l.cache.admitted {
+		l.cache.admitted, l.cache.cachedToks = true, min(sp.Cached, len(r.Prompt))
+	}
+	return a
 }
 
 // maskOutputs sets each constrained row's mask: the tokens its grammar
@@ -394,15 +439,27 @@ func (s *scheduler) record(f *inflightStep, send func(*actor.PID, requestMessage
 // message for the request actor.
 func (s *scheduler) addToken(id planner.RequestID, l *liveRequest, res sample.Result) *TokenGenerated {
 	end := l.out.add(res.Token.ID)
+	s.extendBlocks(id, l)
 	ev := &TokenGenerated{Result: res, N: l.out.generated(), Finish: end.reason, StopToken: end.stopToken, Err: end.err}
 	if ev.N == 1 {
-		ev.ScheduledAt = l.scheduled
+		ev.ScheduledAt, ev.CachedTokens = l.scheduled, l.cache.cachedToks
 	}
 	if end.reason != "" {
 		s.plan.Finish(id)
 		delete(s.live, id)
 	}
 	return ev
+}
+
+// extendBlocks names the block a request's new token completed, for the
+// prefix cache (the planner caches it once it is computed).
+func (s *scheduler) extendBlocks(id planner.RequestID, l *liveRequest) {
+	ps, n := s.info.PageSize, len(l.out.tokens)
+	if !l.cache.on || n%ps != 0 {
+		return
+	}
+	l.cache.lastBlock = prefix.Chain(l.cache.lastBlock, l.out.tokens[n-ps:])
+	s.plan.AddBlock(id, l.cache.lastBlock)
 }
 
 func (s *scheduler) planStats() planner.Stats {

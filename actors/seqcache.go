@@ -51,12 +51,9 @@ func (c *seqCache) apply(st model.State, msg *RunStep) (*kernels.Batch, []drawRo
 		delete(c.seqs, id)
 	}
 	for _, a := range msg.Admitted {
-		st.Reset(a.Slot)
-		s := &seqState{slot: a.Slot, promptLen: a.PromptLen, sampling: a.Sampling}
-		if c.history && a.Sampling.Params.Penalized() {
-			s.history = &sample.History{}
+		if err := c.admit(st, a); err != nil {
+			return nil, nil, fmt.Errorf("actors: step %d: %w", msg.Step, err)
 		}
-		c.seqs[a.ID] = s
 	}
 	b := &kernels.Batch{Positions: make([]int32, 0, len(msg.Tokens)), Seqs: make([]kernels.Seq, len(msg.Seqs))}
 	for i, q := range msg.Seqs {
@@ -84,6 +81,50 @@ func (c *seqCache) apply(st model.State, msg *RunStep) (*kernels.Batch, []drawRo
 		rows[i] = drawRow{OutputRow: o, sampling: &s.sampling, index: s.computed - s.promptLen, history: s.history}
 	}
 	return b, rows, nil
+}
+
+// admit records an admitted request and prepares its slot: zeroed, then,
+// for a request that resumes from the prefix cache, restored from its
+// snapshot (before any forward pass of the step).
+func (c *seqCache) admit(st model.State, a AdmitSeq) error {
+	st.Reset(a.Slot)
+	s := &seqState{slot: a.Slot, promptLen: a.PromptLen, sampling: a.Sampling}
+	if c.history && a.Sampling.Params.Penalized() {
+		s.history = &sample.History{}
+	}
+	if a.Cached > 0 && a.Restore >= 0 {
+		ss, ok := st.(model.SnapshotState)
+		if !ok {
+			return fmt.Errorf("request %d resumes from snapshot %d, but the state %T keeps none", a.ID, a.Restore, st)
+		}
+		ss.Restore(a.Restore, a.Slot)
+	}
+	if s.history != nil && len(a.History) != a.Cached {
+		return fmt.Errorf("request %d resumes after %d tokens with a history of %d", a.ID, a.Cached, len(a.History))
+	}
+	s.advance(a.History)
+	s.computed = a.Cached
+	c.seqs[a.ID] = s
+	return nil
+}
+
+// save takes the step's snapshots, after its forward pass.
+func (c *seqCache) save(st model.State, msg *RunStep) error {
+	if len(msg.Saves) == 0 {
+		return nil
+	}
+	ss, ok := st.(model.SnapshotState)
+	if !ok {
+		return fmt.Errorf("actors: step %d saves snapshots, but the state %T keeps none", msg.Step, st)
+	}
+	for _, sv := range msg.Saves {
+		s := c.seqs[sv.ID]
+		if s == nil {
+			return fmt.Errorf("actors: step %d saves request %d, which this rank has not admitted", msg.Step, sv.ID)
+		}
+		ss.Save(s.slot, sv.Place)
+	}
+	return nil
 }
 
 // advance records tokens computed for the sequence: its count and, for a

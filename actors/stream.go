@@ -13,6 +13,9 @@ import (
 type Usage struct {
 	PromptTokens     int
 	CompletionTokens int
+	// CachedTokens is how many prompt tokens were resumed from the prefix
+	// cache (OpenAI's prompt_tokens_details.cached_tokens).
+	CachedTokens int
 }
 
 // Event is one step of a request's output. The last event has Finish set

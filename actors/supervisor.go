@@ -169,6 +169,9 @@ func (s *supervisor) shardReady(msg *ShardReady) (caps model.Capacity, loaded bo
 	if g.ready == 0 || msg.Capacity.Pages < g.caps.Pages {
 		g.caps.Pages = msg.Capacity.Pages
 	}
+	if g.ready == 0 || msg.Capacity.Snapshots < g.caps.Snapshots {
+		g.caps.Snapshots = msg.Capacity.Snapshots
+	}
 	g.caps.PageSize = msg.Capacity.PageSize
 	if g.ready++; g.ready < len(g.ranks) {
 		return caps, false, nil

@@ -63,6 +63,7 @@ func (e *stepEngine) Info() actors.Info                            { return e.in
 func (e *stepEngine) Stats(context.Context) (planner.Stats, error) { return planner.Stats{}, nil }
 func (e *stepEngine) Ready() (bool, string)                        { return true, "" }
 func (e *stepEngine) Pending() int                                 { return e.queued() }
+func (e *stepEngine) ResetPrefixCache(context.Context) error       { return nil }
 
 // queued is how many requests the engine holds.
 func (e *stepEngine) queued() int {

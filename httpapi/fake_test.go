@@ -56,6 +56,7 @@ type fakeEngine struct {
 	reqs     []actors.Request
 	streams  []*fakeStream
 	pending  atomic.Int64
+	resets   atomic.Int64     // ResetPrefixCache calls
 	submits  chan *fakeStream // if set, each new stream is sent here
 }
 
@@ -95,7 +96,7 @@ func (f *fakeEngine) submit(c actors.Checked) (eventStream, error) {
 
 func (f *fakeEngine) Info() actors.Info { return f.info }
 func (f *fakeEngine) Stats(context.Context) (planner.Stats, error) {
-	return planner.Stats{Running: 3, Waiting: 2, UsedPages: 25, Preemptions: 7}, nil
+	return planner.Stats{Running: 3, Waiting: 2, UsedPages: 25, Preemptions: 7, PrefixQueries: 900, PrefixHits: 810}, nil
 }
 func (f *fakeEngine) Ready() (bool, string) {
 	f.mu.Lock()
@@ -103,6 +104,10 @@ func (f *fakeEngine) Ready() (bool, string) {
 	return f.notReady == "", f.notReady
 }
 func (f *fakeEngine) Pending() int { return int(f.pending.Load()) }
+func (f *fakeEngine) ResetPrefixCache(context.Context) error {
+	f.resets.Add(1)
+	return nil
+}
 
 // set changes the engine's behaviour while it serves.
 func (f *fakeEngine) set(change func(*fakeEngine)) {

@@ -181,9 +181,13 @@ func (g *generation) check() ([]actors.Checked, []int, error) {
 	checked := make([]actors.Checked, 0, j.choices())
 	prompts := make([]int, 0, j.choices())
 	for p, prompt := range j.prompts {
+		var turns []int
+		if j.chat {
+			turns = g.s.turnStarts(prompt)
+		}
 		for i := 0; i < j.n; i++ {
 			r := j.base
-			r.Prompt, r.MaxTokens = prompt, j.maxTokens[p]
+			r.Prompt, r.MaxTokens, r.Boundaries = prompt, j.maxTokens[p], turns
 			r.Trace = g.span.SpanContext()
 			switch {
 			case j.seeded:
@@ -199,6 +203,25 @@ func (g *generation) check() ([]actors.Checked, []int, error) {
 		}
 	}
 	return checked, prompts, nil
+}
+
+// turnStarts marks where each message of a rendered conversation begins
+// (after the first): the ends of the system and tool part and of every
+// earlier turn, where the next requests of a conversation part from this
+// one. The prefix cache keeps a state snapshot there. A message opens with
+// the template's <|im_start|> token; without one there are no marks.
+func (s *Server) turnStarts(prompt []int32) []int {
+	start, ok := s.tok.TokenID("<|im_start|>")
+	if !ok {
+		return nil
+	}
+	var out []int
+	for i, id := range prompt {
+		if id == start && i > 0 {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // refused counts a refused submission in the metrics and returns its error.
@@ -439,7 +462,23 @@ func (g *generation) appendUsage(b []byte) []byte {
 	b = appendInt(b, c)
 	b = append(b, `,"total_tokens":`...)
 	b = appendInt(b, p+c)
-	return append(b, '}')
+	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
+	b = appendInt(b, g.cachedTokens())
+	return append(b, "}}"...)
+}
+
+// cachedTokens is how many of the prompt tokens the prefix cache served:
+// for each prompt, those of its first choice (the others share its prompt
+// tokens in the usage).
+func (g *generation) cachedTokens() int {
+	n, seen := 0, make([]bool, len(g.j.prompts))
+	for _, c := range g.choices {
+		if c.prompt < len(seen) && !seen[c.prompt] {
+			seen[c.prompt] = true
+			n += c.usage.CachedTokens
+		}
+	}
+	return n
 }
 
 // tokenText is a token's text, as in logprobs.

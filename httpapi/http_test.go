@@ -115,7 +115,7 @@ func TestSSEFraming(t *testing.T) {
 	hi := len(s.tok.Encode("hi"))
 	chatHi := len(s.tok.Encode("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"))
 	usage := func(p, c int) string {
-		return fmt.Sprintf(`usage={"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}`, p, c, p+c)
+		return fmt.Sprintf(`usage={"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d,"prompt_tokens_details":{"cached_tokens":0}}`, p, c, p+c)
 	}
 	tests := []struct {
 		name, path, body string

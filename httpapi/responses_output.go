@@ -410,7 +410,9 @@ func (r *responder) appendUsage(b []byte) []byte {
 	}
 	b = append(b, `{"input_tokens":`...)
 	b = appendInt(b, in)
-	b = append(b, `,"input_tokens_details":{"cached_tokens":0},"output_tokens":`...)
+	b = append(b, `,"input_tokens_details":{"cached_tokens":`...)
+	b = appendInt(b, r.g.cachedTokens())
+	b = append(b, `},"output_tokens":`...)
 	b = appendInt(b, out)
 	b = append(b, `,"output_tokens_details":{"reasoning_tokens":`...)
 	b = appendInt(b, min(reasoning, out))

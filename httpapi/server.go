@@ -79,6 +79,8 @@ type Engine interface {
 	Stats(ctx context.Context) (planner.Stats, error)
 	Ready() (bool, string)
 	Pending() int
+	// ResetPrefixCache empties the prefix cache (POST /reset_prefix_cache).
+	ResetPrefixCache(ctx context.Context) error
 }
 
 // Options configure a Server.
@@ -184,6 +186,7 @@ type backend interface {
 	Stats(ctx context.Context) (planner.Stats, error)
 	Ready() (bool, string)
 	Pending() int
+	ResetPrefixCache(ctx context.Context) error
 }
 
 // eventStream is what the edge reads from a submitted request.
@@ -323,6 +326,7 @@ func (s *Server) gauges() metrics.Gauges {
 	defer cancel()
 	if st, err := s.eng.Stats(ctx); err == nil {
 		g.Running, g.Waiting, g.Preemptions = st.Running, st.Waiting, st.Preemptions
+		g.PrefixQueries, g.PrefixHits = st.PrefixQueries, st.PrefixHits
 		if kv := s.eng.Info().KVPages; kv > 0 {
 			g.KVUsage = float64(st.UsedPages) / float64(kv)
 		}
@@ -395,6 +399,7 @@ var routes = map[string]route{
 	"/tokenize":            {http.MethodPost, (*Server).handleTokenize},
 	"/detokenize":          {http.MethodPost, (*Server).handleDetokenize},
 	"/debug/faults":        {http.MethodPost, (*Server).handleFault},
+	"/reset_prefix_cache":  {http.MethodPost, (*Server).handleResetPrefixCache},
 }
 
 // serve routes one request.
@@ -489,6 +494,17 @@ func (s *Server) handleReady(*call) reply {
 		return errorReply(notReady(reason))
 	}
 	return jsonReply(http.StatusOK, []byte(`{"status":"ready"}`))
+}
+
+// handleResetPrefixCache empties the prefix cache, as vLLM's endpoint of
+// that name does.
+func (s *Server) handleResetPrefixCache(*call) reply {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.eng.ResetPrefixCache(ctx); err != nil {
+		return errorReply(internal("%v", err))
+	}
+	return jsonReply(http.StatusOK, []byte(`{"status":"reset"}`))
 }
 
 func (s *Server) handleMetrics(c *call) reply {

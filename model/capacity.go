@@ -25,7 +25,17 @@ type CapacityInput struct {
 	PageSize    int   // tokens per KV page
 	MaxSeqs     int   // upper bound on concurrent requests
 	MaxModelLen int   // longest request (prompt + generation) that must fit alone
+	// Snapshots is the bytes of state snapshot places for the prefix cache,
+	// set aside before slots and pages are sized: 0 none, negative
+	// AutoSnapshots of what is available. Each place is one slot's state
+	// (StateSize.SlotBytes); a model without slot state needs none.
+	Snapshots int64
 }
+
+// AutoSnapshots is the share of the available memory (budget − reserve −
+// scratch) that CapacityInput.Snapshots < 0 gives the snapshots: an
+// eighth, within what leaves one request of MaxModelLen room.
+const AutoSnapshots = 8
 
 // Capacity is what one rank can hold.
 type Capacity struct {
@@ -35,6 +45,7 @@ type Capacity struct {
 	Pages       int   // KV pages
 	PageSize    int
 	MaxModelLen int
+	Snapshots   int // state snapshot places (the prefix cache)
 }
 
 // PlanCapacity sizes the rank of shard s for the checkpoint's architecture
@@ -45,8 +56,11 @@ func (c *Checkpoint) PlanCapacity(s Shard, in CapacityInput) (Capacity, error) {
 
 // PlanCapacity splits the budget between request slots and KV pages: at most
 // half of it goes to state slots (capped by MaxSeqs; a model without slot
-// state gets MaxSeqs slots for free), the rest to pages. It fails, listing
-// the numbers, when even one request of MaxModelLen tokens does not fit.
+// state gets MaxSeqs slots for free), the rest to pages. The prefix cache's
+// state snapshots (CapacityInput.Snapshots) are set aside first, so the
+// slots and pages it reports are what admission really has. It fails,
+// listing the numbers, when even one request of MaxModelLen tokens does not
+// fit (beside the snapshots asked for in bytes).
 func PlanCapacity(size StateSize, s Shard, in CapacityInput) (Capacity, error) {
 	out := Capacity{StateBytes: size.SlotBytes, PageSize: in.PageSize, MaxModelLen: in.MaxModelLen}
 	out.PageBytes = size.TokenBytes * int64(in.PageSize)
@@ -58,6 +72,12 @@ func PlanCapacity(size StateSize, s Shard, in CapacityInput) (Capacity, error) {
 			"one request needs %d B of slot state + %d pages × %d B of KV for %d tokens = %d B (page size %d, max seqs %d)",
 			s.Rank, in.Budget, in.Reserve, in.Scratch, avail, out.StateBytes, needPages, out.PageBytes, in.MaxModelLen, one, in.PageSize, in.MaxSeqs)
 	}
+	out.Snapshots = snapshotPlaces(in, out.StateBytes, avail-one)
+	if in.Snapshots > 0 && out.StateBytes > 0 && int64(out.Snapshots) < in.Snapshots/out.StateBytes {
+		return out, fmt.Errorf("model: capacity: %d B of state snapshots leave no room for one request of %d tokens on rank %d (%d B available, %d B for the request)",
+			in.Snapshots, in.MaxModelLen, s.Rank, avail, one)
+	}
+	avail -= int64(out.Snapshots) * out.StateBytes
 	slots := int64(in.MaxSeqs)
 	if out.StateBytes > 0 {
 		slots = min(slots, max(1, (avail/2)/out.StateBytes))
@@ -65,4 +85,17 @@ func PlanCapacity(size StateSize, s Shard, in CapacityInput) (Capacity, error) {
 	out.Slots = int(slots)
 	out.Pages = int((avail - slots*out.StateBytes) / out.PageBytes)
 	return out, nil
+}
+
+// snapshotPlaces is how many snapshot places of slotBytes the input asks
+// for, within spare bytes (what one request of MaxModelLen leaves).
+func snapshotPlaces(in CapacityInput, slotBytes, spare int64) int {
+	if slotBytes <= 0 || in.Snapshots == 0 {
+		return 0
+	}
+	want := in.Snapshots
+	if want < 0 {
+		want = (in.Budget - in.Reserve - in.Scratch) / AutoSnapshots
+	}
+	return int(min(want, spare) / slotBytes)
 }

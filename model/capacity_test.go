@@ -39,3 +39,41 @@ func TestPlanCapacityWithoutSlotState(t *testing.T) {
 		t.Fatalf("got %+v", got)
 	}
 }
+
+// TestPlanCapacitySnapshots: snapshot places come out of the budget before
+// slots and pages, the automatic share is an eighth of what is available,
+// a model without slot state gets none, and an explicit size that leaves
+// no room for one request fails.
+func TestPlanCapacitySnapshots(t *testing.T) {
+	size := StateSize{SlotBytes: 1 << 20, TokenBytes: 1024, KVLayers: 4}
+	base := CapacityInput{Budget: 64 << 20, Reserve: 8 << 20, ElemBytes: 2, PageSize: 16, MaxSeqs: 8, MaxModelLen: 256}
+	for _, c := range []struct {
+		name      string
+		snapshots int64
+		slotBytes int64
+		want      int
+	}{
+		{"none", 0, 1 << 20, 0},
+		{"explicit", 10 << 20, 1 << 20, 10},
+		{"auto: an eighth of 56 MiB", -1, 1 << 20, 7},
+		{"no slot state", -1, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in, sz := base, size
+			in.Snapshots, sz.SlotBytes = c.snapshots, c.slotBytes
+			got, err := PlanCapacity(sz, Single, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			used := int64(got.Snapshots+got.Slots)*got.StateBytes + int64(got.Pages)*got.PageBytes
+			if got.Snapshots != c.want || used > in.Budget-in.Reserve {
+				t.Fatalf("%d places (want %d), %d B used of %d", got.Snapshots, c.want, used, in.Budget-in.Reserve)
+			}
+		})
+	}
+	in := base
+	in.Snapshots = 60 << 20
+	if _, err := PlanCapacity(size, Single, in); err == nil || !strings.Contains(err.Error(), "snapshots leave no room") {
+		t.Fatalf("snapshots larger than the budget: %v", err)
+	}
+}

@@ -55,6 +55,21 @@ type State interface {
 	Reset(slot int)
 }
 
+// SnapshotState is implemented by states whose per-slot part (for Qwen3.5,
+// every GDN layer's conv and recurrent state) can be copied into snapshot
+// places of their own, for the prefix cache: the rank saves a slot at a
+// block boundary the plan names, and restores it into the slot of a
+// request that resumes there. KV pages are shared as they are and need no
+// copy.
+type SnapshotState interface {
+	State
+	// AllocSnapshots makes n places and returns the bytes of one (0: the
+	// state cannot be snapshotted, no place was made).
+	AllocSnapshots(n int) int64
+	Save(slot, place int)    // copy slot's state into place
+	Restore(place, slot int) // copy place into slot's state
+}
+
 var lastID atomic.Uint64
 
 // NewID returns a process-unique, never reused, non-zero identity for a

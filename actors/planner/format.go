@@ -10,6 +10,7 @@ import (
 //
 //	step 3
 //	  seq 1 slot=0 cached=16 len=1 pages=[0 1] sample
+//	  seq 2 slot=1 cached=32 len=9 pages=[0 1 2 3] sample restore=0 save=1
 //	  freed 2 slot=1 pages=[2 3]
 //	  reset [1]
 //
@@ -28,6 +29,12 @@ func (p Plan) String() string {
 		b.WriteString(" pages=" + formatPages(s.Pages))
 		if s.Sample {
 			b.WriteString(" sample")
+		}
+		if s.Restore >= 0 && s.Cached > 0 {
+			b.WriteString(" restore=" + strconv.Itoa(s.Restore))
+		}
+		if s.Save >= 0 {
+			b.WriteString(" save=" + strconv.Itoa(s.Save))
 		}
 	}
 	for _, f := range p.Freed {

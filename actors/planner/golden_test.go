@@ -70,41 +70,47 @@ func TestGolden(t *testing.T) {
 	}
 	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			blocks := parseScript(t, file, string(data))
 			var s script
-			var out strings.Builder
-			for _, b := range blocks {
-				var got []string
-				for _, cmd := range b.cmds {
-					lines, err := s.run(cmd)
-					if err != nil {
-						t.Fatalf("%s:%d: %s: %v", file, b.line, cmd, err)
-					}
-					got = append(got, lines...)
-				}
-				for _, c := range b.comments {
-					out.WriteString(c + "\n")
-				}
-				if len(b.cmds) == 0 {
-					out.WriteString("\n")
-					continue
-				}
-				out.WriteString(strings.Join(b.cmds, "\n") + "\n----\n" + strings.Join(got, "\n") + "\n\n")
-				if !*update && strings.Join(got, "\n") != strings.Join(b.want, "\n") {
-					t.Errorf("%s:%d: %s\ngot:\n%s\nwant:\n%s", file, b.line, strings.Join(b.cmds, "; "),
-						strings.Join(got, "\n"), strings.Join(b.want, "\n"))
-				}
-			}
-			if *update {
-				if err := os.WriteFile(file, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			runScript(t, file, s.run)
 		})
+	}
+}
+
+// runScript runs a golden file's commands with run and compares each
+// block's output with the file's (with -update, rewrites the file).
+func runScript(t *testing.T, file string, run func(cmd string) ([]string, error)) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	for _, b := range parseScript(t, file, string(data)) {
+		var got []string
+		for _, cmd := range b.cmds {
+			lines, err := run(cmd)
+			if err != nil {
+				t.Fatalf("%s:%d: %s: %v", file, b.line, cmd, err)
+			}
+			got = append(got, lines...)
+		}
+		for _, c := range b.comments {
+			out.WriteString(c + "\n")
+		}
+		if len(b.cmds) == 0 {
+			out.WriteString("\n")
+			continue
+		}
+		out.WriteString(strings.Join(b.cmds, "\n") + "\n----\n" + strings.Join(got, "\n") + "\n\n")
+		if !*update && strings.Join(got, "\n") != strings.Join(b.want, "\n") {
+			t.Errorf("%s:%d: %s\ngot:\n%s\nwant:\n%s", file, b.line, strings.Join(b.cmds, "; "),
+				strings.Join(got, "\n"), strings.Join(b.want, "\n"))
+		}
+	}
+	if *update {
+		if err := os.WriteFile(file, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

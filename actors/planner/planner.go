@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"cohort/actors/prefix"
 )
 
 // RequestID identifies a request; ids are unique among live requests.
@@ -23,6 +25,17 @@ type Config struct {
 	KVPages          int // total KV pages
 	PageSize         int // tokens per page
 	MaxModelLen      int // context length: prompt + max new tokens must fit
+	// PrefixCache caches the KV pages of full blocks by content, shares
+	// them read-only between requests and resumes a request after the
+	// longest cached prefix of its tokens that ends in a state snapshot
+	// (see cache.go).
+	PrefixCache bool
+	// Snapshots is the number of state snapshot places the ranks hold
+	// (with PrefixCache; 0: none, so only PagesOnly models resume).
+	Snapshots int
+	// PagesOnly says the model keeps no per-slot state (its state is all
+	// KV): a request resumes after any cached block, with no snapshot.
+	PagesOnly bool
 }
 
 // Validate reports the first field that is out of range.
@@ -43,6 +56,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("planner: invalid config: %s = %d, must be in [1, %d]", f.name, f.v, maxField)
 		}
 	}
+	if c.Snapshots < 0 || c.Snapshots > maxField {
+		return fmt.Errorf("planner: invalid config: Snapshots = %d, must be in [0, %d]", c.Snapshots, maxField)
+	}
 	return nil
 }
 
@@ -60,6 +76,20 @@ type Request struct {
 	// step budget does): a request that needs the logits of every prompt
 	// row keeps them small.
 	MaxChunk int
+	// Blocks are the chained hashes of the prompt's full blocks of
+	// PageSize tokens (prefix.BlockHashes), for PrefixCache. A request
+	// without them neither resumes from the cache nor adds to it; AddBlock
+	// extends them as generated tokens fill blocks.
+	Blocks []prefix.Hash
+	// NoResume keeps the request from resuming from the cache (it needs
+	// every prompt row computed: prompt logprobs); its blocks are still
+	// cached for others.
+	NoResume bool
+	// Boundaries are prompt offsets where later requests are likely to
+	// part from this one (the chat template's: the end of the system and
+	// tool part, the end of each earlier turn). A prefill chunk is cut,
+	// and a snapshot taken, at the last block boundary at or before each.
+	Boundaries []int
 }
 
 // Rejection reasons (Rejection.Reason).
@@ -102,6 +132,7 @@ type request struct {
 	slot      int     // valid while running
 	maxChunk  int     // Request.MaxChunk
 	pages     []int32 // page table, valid while running
+	pc        reqCache
 }
 
 // remaining is the number of known tokens not computed yet.
@@ -133,6 +164,7 @@ type Planner struct {
 	preemptions   uint64
 
 	inflight *inflight // the latest plan, until Update applies it
+	cache    *cache    // nil without Config.PrefixCache
 }
 
 // inflight records what the latest plan scheduled, with the admission number
@@ -149,6 +181,8 @@ type entry struct {
 	len       int
 	sample    bool
 	prefill   bool // uses the prefill budget
+	restore   int  // snapshot place restored into the slot before the step; -1: none
+	save      save // the snapshot saved from the slot after the step (place -1: none)
 }
 
 // New returns a planner for cfg.
@@ -164,6 +198,9 @@ func New(cfg Config) (*Planner, error) {
 	p.freePages = make(minHeap[int32], 0, cfg.KVPages)
 	for pg := range cfg.KVPages {
 		p.freePages = append(p.freePages, int32(pg))
+	}
+	if cfg.PrefixCache {
+		p.cache = newCache(cfg)
 	}
 	return p, nil
 }
@@ -185,6 +222,8 @@ func (p *Planner) Add(r Request) error {
 		return reject(ReasonInvalid, "max_tokens must be at least 1, got ", itoa(r.MaxNewTokens))
 	case r.MaxChunk < 0:
 		return reject(ReasonInvalid, "the prefill chunk cap must not be negative, got ", itoa(r.MaxChunk))
+	case len(r.Blocks) > r.PromptLen/p.cfg.PageSize:
+		return reject(ReasonInvalid, itoa(len(r.Blocks)), " block hashes for a prompt of ", itoa(r.PromptLen), " tokens")
 	}
 	if _, ok := p.reqs[r.ID]; ok {
 		return reject(ReasonDuplicate, "request id ", strconv.FormatUint(uint64(r.ID), 10), " is already in use")
@@ -201,6 +240,9 @@ func (p *Planner) Add(r Request) error {
 			itoa(p.cfg.KVPages*p.cfg.PageSize), " tokens)")
 	}
 	q := &request{id: r.ID, known: r.PromptLen, maxChunk: r.MaxChunk, slot: -1}
+	if p.cache != nil {
+		q.pc = newReqCache(r, p.cfg.PageSize)
+	}
 	p.reqs[r.ID] = q
 	p.waiting = append(p.waiting, q)
 	return nil
@@ -236,9 +278,9 @@ func (p *Planner) release(r *request) {
 	p.freed = append(p.freed, Freed{ID: r.id, Slot: r.slot, Pages: r.pages})
 	p.freeSlots.push(r.slot)
 	for _, pg := range r.pages {
-		p.freePages.push(pg)
+		p.freePage(pg)
 	}
-	r.running, r.slot, r.pages, r.computed = false, -1, nil, 0
+	r.running, r.slot, r.pages, r.computed, r.pc.indexed = false, -1, nil, 0, 0
 }
 
 // Requeue puts a running request back at the front of the waiting queue with
@@ -256,8 +298,11 @@ func (p *Planner) requeue(r *request) {
 }
 
 // RequeueAll requeues every running request, keeping their admission order at
-// the front of the queue, and returns their ids in that order.
+// the front of the queue, and returns their ids in that order. It is called
+// when a step failed and the group is rebuilt, so it also empties the
+// prefix cache (ResetCache): the pages' and snapshots' contents are gone.
 func (p *Planner) RequeueAll() []RequestID {
+	p.abandonInflight()
 	all := slices.Clone(p.running)
 	ids := make([]RequestID, len(all))
 	for i, r := range all {
@@ -265,7 +310,7 @@ func (p *Planner) RequeueAll() []RequestID {
 		p.release(r)
 	}
 	p.waiting = append(all, p.waiting...)
-	p.inflight = nil
+	p.ResetCache()
 	return ids
 }
 
@@ -278,19 +323,33 @@ type Stats struct {
 	UsedPages   int
 	Preemptions uint64 // requests the planner preempted for pages
 	Step        uint64 // the latest non-empty plan's Step
+	// The prefix cache (zero without Config.PrefixCache). FreePages counts
+	// its idle pages: they are taken when no page is free.
+	CachedPages       int    // pages in the cache, held or idle
+	Snapshots         int    // snapshots kept (or being saved)
+	SnapshotEvictions uint64 // snapshots evicted for newer ones
+	// PrefixQueries is the prompt tokens of requests looked up at their
+	// first admission, PrefixHits how many of those resumed from the
+	// cache (vLLM's prefix_cache_queries and prefix_cache_hits).
+	PrefixQueries, PrefixHits uint64
 }
 
 // Stats returns the current occupancy.
 func (p *Planner) Stats() Stats {
-	return Stats{
+	st := Stats{
 		Running:     len(p.running),
 		Waiting:     len(p.waiting),
 		FreeSlots:   len(p.freeSlots),
-		FreePages:   len(p.freePages),
-		UsedPages:   p.cfg.KVPages - len(p.freePages),
+		FreePages:   p.available(),
+		UsedPages:   p.cfg.KVPages - p.available(),
 		Preemptions: p.preemptions,
 		Step:        p.step,
 	}
+	if c := p.cache; c != nil {
+		st.CachedPages, st.Snapshots, st.SnapshotEvictions = c.index.Cached(), c.snaps.Len(), c.snaps.Evicted()
+		st.PrefixQueries, st.PrefixHits = c.queries, c.hits
+	}
+	return st
 }
 
 func (s Stats) String() string {
@@ -302,5 +361,10 @@ func (s Stats) String() string {
 	b.WriteString(" used_pages=" + strconv.Itoa(s.UsedPages))
 	b.WriteString(" preemptions=" + strconv.FormatUint(s.Preemptions, 10))
 	b.WriteString(" step=" + strconv.FormatUint(s.Step, 10))
+	if s.CachedPages > 0 || s.Snapshots > 0 || s.PrefixQueries > 0 {
+		b.WriteString(" cached_pages=" + strconv.Itoa(s.CachedPages))
+		b.WriteString(" snapshots=" + strconv.Itoa(s.Snapshots))
+		b.WriteString(" prefix_hits=" + strconv.FormatUint(s.PrefixHits, 10) + "/" + strconv.FormatUint(s.PrefixQueries, 10))
+	}
 	return b.String()
 }

@@ -19,6 +19,13 @@ type SeqPlan struct {
 	Len    int     // tokens to compute now (1 for a decode row)
 	Pages  []int32 // all pages of the sequence, covering Cached+Len tokens
 	Sample bool    // this step computes the last known token, so a new token is sampled
+	// Restore, on an admission that resumes from the prefix cache (Cached
+	// > 0), is the snapshot place to copy into the slot before the step
+	// (-1: none; a model without slot state resumes without one).
+	Restore int
+	// Save is the snapshot place to copy the slot's state into after the
+	// step (-1: none): the state after Cached+Len tokens.
+	Save int
 }
 
 // Freed is a released slot and its pages.
@@ -37,13 +44,14 @@ type builder struct {
 	reset     []int
 }
 
-func (b *builder) add(r *request, n int, prefill bool) {
+func (b *builder) add(r *request, n int, prefill bool) *entry {
 	b.entries = append(b.entries, entry{r: r, admission: r.admission, cached: r.computed, len: n,
-		sample: r.computed+n == r.known, prefill: prefill})
+		sample: r.computed+n == r.known, prefill: prefill, restore: -1, save: save{place: -1}})
 	b.rows++
 	if prefill {
 		b.budget -= n
 	}
+	return &b.entries[len(b.entries)-1]
 }
 
 // drop removes r's entry, if any, returning its row and prefill tokens.
@@ -68,6 +76,7 @@ func (p *Planner) Schedule() Plan { return p.ScheduleWithin(p.cfg.MaxPrefillToke
 // sizes steps to what it measured they cost. Decode rows do not use the
 // budget.
 func (p *Planner) ScheduleWithin(maxPrefill int) Plan {
+	p.abandonInflight()
 	b := &builder{budget: min(max(maxPrefill, 1), p.cfg.MaxPrefillTokens)}
 	p.scheduleDecode(b)
 	p.scheduleRunningPrefill(b)
@@ -75,15 +84,16 @@ func (p *Planner) ScheduleWithin(maxPrefill int) Plan {
 		p.admit(b)
 	}
 	if len(b.entries) == 0 {
-		p.inflight = nil
 		return Plan{}
 	}
 	p.step++
 	plan := Plan{Step: p.step, Seqs: make([]SeqPlan, len(b.entries)), Freed: p.freed, Reset: b.reset}
 	p.freed = nil
-	for i, e := range b.entries {
+	for i := range b.entries { // the entries are final: reserve their snapshots
+		e := &b.entries[i]
+		p.planSave(e)
 		plan.Seqs[i] = SeqPlan{ID: e.r.id, Slot: e.r.slot, Cached: e.cached, Len: e.len,
-			Pages: slices.Clone(e.r.pages), Sample: e.sample}
+			Pages: slices.Clone(e.r.pages), Sample: e.sample, Restore: e.restore, Save: e.save.place}
 	}
 	slices.Sort(plan.Reset)
 	p.inflight = &inflight{step: p.step, entries: b.entries}
@@ -114,7 +124,7 @@ func (p *Planner) scheduleRunningPrefill(b *builder) {
 		if !r.running || r.remaining() < 2 {
 			continue
 		}
-		n := r.chunk(b.budget)
+		n := p.chunkLen(r, b.budget)
 		if p.maybeGrow(b, r, r.computed+n) {
 			b.add(r, n, true)
 		}
@@ -122,13 +132,16 @@ func (p *Planner) scheduleRunningPrefill(b *builder) {
 }
 
 // admit admits waiting requests, strictly FCFS, while a slot is free and the
-// first chunk's pages can be allocated.
+// first chunk's pages can be allocated. With the prefix cache a request
+// starts after its longest cached prefix (see resume).
 func (p *Planner) admit(b *builder) {
 	for len(p.waiting) > 0 && b.rows < p.cfg.MaxRows && b.budget > 0 && len(p.freeSlots) > 0 {
 		r := p.waiting[0]
-		n := r.chunk(b.budget)
-		need := p.pagesFor(n)
-		if need > len(p.freePages) {
+		restore := p.resume(r)
+		n := p.chunkLen(r, b.budget)
+		need := p.pagesFor(r.computed+n) - len(r.pages)
+		if need > p.available() {
+			p.unresume(r)
 			return
 		}
 		p.waiting = slices.Delete(p.waiting, 0, 1)
@@ -136,12 +149,12 @@ func (p *Planner) admit(b *builder) {
 		r.slot = p.freeSlots.pop()
 		r.admission = p.nextAdmission
 		p.nextAdmission++
-		r.pages = make([]int32, 0, need)
 		for range need {
-			r.pages = append(r.pages, p.freePages.pop())
+			r.pages = append(r.pages, p.takePage())
 		}
 		p.running = append(p.running, r)
-		b.add(r, n, true)
+		p.countQuery(r)
+		b.add(r, n, true).restore = restore
 		b.reset = append(b.reset, r.slot)
 	}
 }
@@ -155,16 +168,12 @@ func (p *Planner) admit(b *builder) {
 // fits alone), and a younger request never evicts an older one.
 func (p *Planner) maybeGrow(b *builder, r *request, n int) bool {
 	need := p.pagesFor(n) - len(r.pages)
-	if need > len(p.freePages) {
+	if need > p.available() {
 		i := slices.Index(p.running, r)
-		reclaimable := len(p.freePages)
-		for _, v := range p.running[i+1:] {
-			reclaimable += len(v.pages)
-		}
-		if need > reclaimable {
+		if need > p.available()+p.reclaimable(p.running[i+1:]) {
 			return false
 		}
-		for need > len(p.freePages) {
+		for need > p.available() {
 			victim := p.running[len(p.running)-1]
 			b.drop(victim)
 			p.requeue(victim)
@@ -173,7 +182,7 @@ func (p *Planner) maybeGrow(b *builder, r *request, n int) bool {
 		}
 	}
 	for range need {
-		r.pages = append(r.pages, p.freePages.pop())
+		r.pages = append(r.pages, p.takePage())
 	}
 	return true
 }
@@ -196,11 +205,13 @@ func (p *Planner) Update(plan Plan, sampled []RequestID) {
 	for _, e := range f.entries {
 		r := e.r
 		if !r.running || r.admission != e.admission || r.computed != e.cached {
+			p.applied(e, false)
 			continue
 		}
 		r.computed += e.len
 		if e.sample && got[r.id] {
 			r.known++
 		}
+		p.applied(e, true)
 	}
 }

@@ -28,15 +28,24 @@ func BlockHashes(tokens []int32, pageSize int) []Hash {
 	}
 	out := make([]Hash, 0, len(tokens)/pageSize)
 	var prev Hash
-	buf := make([]byte, len(prev)+4*pageSize)
 	for start := 0; start+pageSize <= len(tokens); start += pageSize {
-		copy(buf, prev[:])
-		for i, t := range tokens[start : start+pageSize] {
-			binary.LittleEndian.PutUint32(buf[len(prev)+4*i:], uint32(t))
-		}
-		sum := sha256.Sum256(buf)
-		copy(prev[:], sum[:len(prev)])
+		prev = Chain(prev, tokens[start:start+pageSize])
 		out = append(out, prev)
 	}
 	return out
+}
+
+// Chain is the hash of block after the block named prev (the zero Hash
+// before the first block): how a sequence's next full block is named as
+// its tokens grow.
+func Chain(prev Hash, block []int32) Hash {
+	buf := make([]byte, len(prev)+4*len(block))
+	copy(buf, prev[:])
+	for i, t := range block {
+		binary.LittleEndian.PutUint32(buf[len(prev)+4*i:], uint32(t))
+	}
+	sum := sha256.Sum256(buf)
+	var h Hash
+	copy(h[:], sum[:len(h)])
+	return h
 }

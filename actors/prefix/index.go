@@ -21,6 +21,9 @@ type block struct {
 	page int32
 	refs int
 	idle *list.Element // in Index.idle while refs == 0
+	// orphan: Reset forgot the block while requests still held it; it
+	// matches nothing and leaves the index at its last Release.
+	orphan bool
 }
 
 // NewIndex returns an empty index.
@@ -45,7 +48,7 @@ func (x *Index) Match(hashes []Hash) []int32 {
 // Acquire adds a holder to each cached page.
 func (x *Index) Acquire(pages []int32) error {
 	for _, p := range pages {
-		if _, ok := x.byPage[p]; !ok {
+		if b, ok := x.byPage[p]; !ok || b.orphan {
 			return fmt.Errorf("prefix: acquire page %d: not cached", p)
 		}
 	}
@@ -72,16 +75,42 @@ func (x *Index) Insert(h Hash, page int32) (bool, error) {
 }
 
 // Release drops one holder of a cached page; the last one leaves it idle,
-// the most recently used of the idle pages.
-func (x *Index) Release(page int32) error {
+// the most recently used of the idle pages. freed reports that the page
+// left the index instead (Reset had forgotten it while it was held): the
+// caller frees it.
+func (x *Index) Release(page int32) (freed bool, err error) {
 	b, ok := x.byPage[page]
 	if !ok {
-		return fmt.Errorf("prefix: release page %d: not cached", page)
+		return false, fmt.Errorf("prefix: release page %d: not cached", page)
 	}
-	if !drop(&b.refs, &b.idle, &x.idle, b) {
-		return fmt.Errorf("prefix: release page %d: no holder left (double release)", page)
+	if b.refs == 0 {
+		return false, fmt.Errorf("prefix: release page %d: no holder left (double release)", page)
 	}
-	return nil
+	if b.orphan {
+		if b.refs--; b.refs == 0 {
+			delete(x.byPage, page)
+			return true, nil
+		}
+		return false, nil
+	}
+	drop(&b.refs, &b.idle, &x.idle, b)
+	return false, nil
+}
+
+// Contains reports whether page is in the index (cached, or forgotten by
+// Reset but still held): its holders Release it instead of freeing it.
+func (x *Index) Contains(page int32) bool {
+	_, ok := x.byPage[page]
+	return ok
+}
+
+// Holders is the number of requests holding page (0 when it is idle or not
+// in the index).
+func (x *Index) Holders(page int32) int {
+	if b, ok := x.byPage[page]; ok {
+		return b.refs
+	}
+	return 0
 }
 
 // hold adds one count; the first takes the item (at *e) out of l.
@@ -93,17 +122,12 @@ func hold(n *int, e **list.Element, l *list.List) {
 	*n++
 }
 
-// drop takes one count off; the last puts v at the back of l (at *e). It
-// reports false, changing nothing, when the count is already zero.
-func drop(n *int, e **list.Element, l *list.List, v any) bool {
-	if *n == 0 {
-		return false
-	}
-	*n--
-	if *n == 0 {
+// drop takes one count off (the count must be positive); the last puts v
+// at the back of l (at *e).
+func drop(n *int, e **list.Element, l *list.List, v any) {
+	if *n--; *n == 0 {
 		*e = l.PushBack(v)
 	}
-	return true
 }
 
 // Evict removes the least recently released idle page from the cache and
@@ -119,14 +143,28 @@ func (x *Index) Evict() (int32, bool) {
 	return b.page, true
 }
 
-// Cached is the number of cached pages, Idle those without a holder.
+// Cached is the number of pages in the index (orphans included).
 func (x *Index) Cached() int { return len(x.byPage) }
 
 // Idle is the number of cached pages no request holds (the evictable ones).
 func (x *Index) Idle() int { return x.idle.Len() }
 
-// Reset forgets every page (a rebuilt rank group starts with an empty
-// cache: the pages' contents are gone).
-func (x *Index) Reset() {
-	*x = Index{byHash: map[Hash]*block{}, byPage: map[int32]*block{}}
+// Reset forgets every block (a rebuilt rank group starts with an empty
+// cache: the pages' contents are gone; or the cache was reset by hand). It
+// returns the idle pages, which the caller frees; a page still held leaves
+// the index at its last Release, which reports it freed.
+func (x *Index) Reset() []int32 {
+	var freed []int32
+	for e := x.idle.Front(); e != nil; e = e.Next() {
+		freed = append(freed, e.Value.(*block).page)
+	}
+	held := map[int32]*block{}
+	for p, b := range x.byPage {
+		if b.refs > 0 {
+			b.orphan = true
+			held[p] = b
+		}
+	}
+	*x = Index{byHash: map[Hash]*block{}, byPage: held}
+	return freed
 }

@@ -47,7 +47,7 @@ func TestIndexEvictionOrder(t *testing.T) {
 		}
 	}
 	for _, p := range []int32{12, 10, 13} {
-		if err := x.Release(p); err != nil {
+		if _, err := x.Release(p); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -82,13 +82,13 @@ func TestIndexErrors(t *testing.T) {
 	if _, err := x.Insert(BlockHashes([]int32{5, 6}, 2)[0], 3); err == nil {
 		t.Error("a page cached twice")
 	}
-	if err := x.Release(3); err != nil {
+	if _, err := x.Release(3); err != nil {
 		t.Fatal(err)
 	}
-	if err := x.Release(3); err == nil {
+	if _, err := x.Release(3); err == nil {
 		t.Error("double release accepted")
 	}
-	if err := x.Release(99); err == nil || x.Acquire([]int32{99}) == nil {
+	if _, err := x.Release(99); err == nil || x.Acquire([]int32{99}) == nil {
 		t.Error("release or acquire of an unknown page accepted")
 	}
 }
@@ -111,8 +111,8 @@ func TestIndexProperty(t *testing.T) {
 		if len(live) > 0 && (r.IntN(3) == 0 || len(free)+x.Idle() < 4) {
 			i := r.IntN(len(live))
 			for _, p := range live[i].pages {
-				if err := x.Release(p); err != nil {
-					t.Fatal(err)
+				if freed, err := x.Release(p); err != nil || freed {
+					t.Fatalf("release %d: freed %v, %v", p, freed, err)
 				}
 			}
 			free = append(free, live[i].own...)
@@ -189,39 +189,110 @@ func countOwn(live []testReq) int {
 	return n
 }
 
-// TestSnapshots: the budget holds, eviction goes least recently used first
-// and skips pinned snapshots, and the resume point is the longest cached
-// prefix that ends in a snapshot.
-func TestSnapshots(t *testing.T) {
-	h := BlockHashes(make([]int32, 40), 4) // 10 distinct chained hashes
-	s := NewSnapshots(300)
-	id1, _, _ := s.Add(h[1], 100)
-	id3, _, _ := s.Add(h[3], 100)
-	id5, _, _ := s.Add(h[5], 100)
-	if n, id := s.ResumePoint(h, 10); n != 6 || id != id5 {
-		t.Errorf("resume point %d %d, want 6 at the snapshot of block 5", n, id)
+// TestIndexReset: a reset frees the idle pages at once; a held page
+// matches nothing from then on and is freed by its last release, once.
+func TestIndexReset(t *testing.T) {
+	x := NewIndex()
+	h := BlockHashes([]int32{1, 2, 3, 4, 5, 6}, 2)
+	for i, hh := range h {
+		if ok, err := x.Insert(hh, int32(i)); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
 	}
-	if n, id := s.ResumePoint(h, 3); n != 2 || id != id1 {
-		t.Errorf("resume point with 3 cached blocks: %d %d, want 2", n, id)
-	}
-	// id1 was touched last, then id5: id3 is the least recently used.
-	if err := s.Pin(id3); err != nil {
+	if err := x.Acquire([]int32{1}); err != nil { // page 1: two holders
 		t.Fatal(err)
 	}
-	_, evicted, ok := s.Add(h[7], 150)
-	if !ok || !slices.Equal(evicted, []SnapshotID{id5, id1}) {
-		t.Errorf("evicted %v (ok %v), want [%d %d]: the pinned %d stays", evicted, ok, id5, id1, id3)
+	if _, err := x.Release(0); err != nil { // page 0 idle
+		t.Fatal(err)
 	}
-	if s.Used() > 300 || s.Len() != 2 {
-		t.Errorf("used %d of 300 in %d snapshots", s.Used(), s.Len())
+	if freed := x.Reset(); !slices.Equal(freed, []int32{0}) {
+		t.Fatalf("reset freed %v, want [0] (the idle page)", freed)
 	}
-	if _, _, ok := s.Add(h[8], 250); ok {
-		t.Error("a snapshot that cannot fit beside the pinned one was added")
+	if m := x.Match(h); len(m) != 0 || x.Acquire([]int32{1}) == nil {
+		t.Fatalf("after reset: match %v, or a forgotten page acquired", m)
 	}
-	if err := s.Unpin(id3); err != nil || s.Unpin(id3) == nil {
-		t.Errorf("unpin: %v; a second unpin must fail", err)
+	if ok, err := x.Insert(h[0], 7); !ok || err != nil {
+		t.Fatalf("insert after reset: %v %v", ok, err)
 	}
-	if s.Pin(999) == nil {
-		t.Error("pin of an unknown snapshot accepted")
+	for _, c := range []struct {
+		page  int32
+		freed bool
+	}{{1, false}, {1, true}, {2, true}} {
+		if freed, err := x.Release(c.page); err != nil || freed != c.freed {
+			t.Fatalf("release %d: freed %v (%v), want %v", c.page, freed, err, c.freed)
+		}
+	}
+	if _, err := x.Release(1); err == nil {
+		t.Error("a forgotten page released after it was freed")
+	}
+	if x.Cached() != 1 || x.Holders(7) != 1 {
+		t.Errorf("cached %d, holders of page 7 %d; want 1 and 1", x.Cached(), x.Holders(7))
+	}
+}
+
+// TestSnapshots: a reserved snapshot cannot be resumed from until it is
+// committed and is never evicted; committed ones go least recently used
+// first (a demoted one before all), and the resume point is the longest
+// cached prefix that ends in a committed snapshot.
+func TestSnapshots(t *testing.T) {
+	h := BlockHashes(make([]int32, 40), 4) // 10 distinct chained hashes
+	s := NewSnapshots(3)
+	reserve := func(i int) int {
+		t.Helper()
+		p, ok := s.Reserve(h[i])
+		if !ok {
+			t.Fatalf("reserve block %d: no place", i)
+		}
+		return p
+	}
+	p1, p3, p5 := reserve(1), reserve(3), reserve(5)
+	if p1 != 0 || p3 != 1 || p5 != 2 {
+		t.Errorf("places %d %d %d, want 0 1 2 (lowest free first)", p1, p3, p5)
+	}
+	if n, _ := s.ResumePoint(h, 10); n != 0 {
+		t.Errorf("resumed at %d blocks from reserved snapshots", n)
+	}
+	if _, ok := s.Reserve(h[7]); ok {
+		t.Error("a reservation evicted a reserved snapshot")
+	}
+	if _, ok := s.Reserve(h[3]); ok {
+		t.Error("block 3 reserved twice")
+	}
+	for _, c := range [][2]int{{1, p1}, {3, p3}, {5, p5}} {
+		if !s.Commit(h[c[0]], c[1]) {
+			t.Fatalf("commit block %d", c[0])
+		}
+	}
+	if s.Commit(h[1], p1) || s.Commit(h[2], p1) {
+		t.Error("a commit of a committed or never reserved snapshot succeeded")
+	}
+	if n, p := s.ResumePoint(h, 10); n != 6 || p != p5 {
+		t.Errorf("resume point %d at place %d, want 6 at %d", n, p, p5)
+	}
+	if n, p := s.ResumePoint(h, 3); n != 2 || p != p1 {
+		t.Errorf("resume point with 3 cached blocks: %d at %d, want 2 at %d", n, p, p1)
+	}
+	// Use order now: 3, 5, 1. Demoting 1 makes it the first to go.
+	s.Demote(h[1])
+	var got []int
+	for _, i := range []int{7, 8, 9} {
+		got = append(got, reserve(i))
+	}
+	if want := []int{p1, p3, p5}; !slices.Equal(got, want) {
+		t.Errorf("evicted places %v, want %v", got, want)
+	}
+	if s.Evicted() != 3 || s.Len() != 3 || s.Has(h[1]) {
+		t.Errorf("evicted %d, len %d, block 1 kept %v", s.Evicted(), s.Len(), s.Has(h[1]))
+	}
+	s.Cancel(h[9], got[2])
+	if s.Has(h[9]) || s.Len() != 2 {
+		t.Error("cancel kept the reservation")
+	}
+	s.Reset()
+	if s.Len() != 0 || s.Commit(h[7], got[0]) {
+		t.Error("reset kept a snapshot, or a reservation from before it committed")
+	}
+	if p := reserve(2); p != 0 {
+		t.Errorf("after reset the first place is %d, want 0", p)
 	}
 }

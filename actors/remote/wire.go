@@ -43,12 +43,13 @@ func traceFromPB(t *rankpb.Trace) trace.SpanContext {
 
 func capacityInputToPB(c model.CapacityInput) *rankpb.CapacityInput {
 	return &rankpb.CapacityInput{Budget: c.Budget, Reserve: c.Reserve, Scratch: c.Scratch, ElemBytes: int32(c.ElemBytes),
-		PageSize: int32(c.PageSize), MaxSeqs: int32(c.MaxSeqs), MaxModelLen: int32(c.MaxModelLen)}
+		PageSize: int32(c.PageSize), MaxSeqs: int32(c.MaxSeqs), MaxModelLen: int32(c.MaxModelLen), Snapshots: c.Snapshots}
 }
 
 func capacityInputFromPB(c *rankpb.CapacityInput) model.CapacityInput {
 	return model.CapacityInput{Budget: c.GetBudget(), Reserve: c.GetReserve(), Scratch: c.GetScratch(),
-		ElemBytes: int(c.GetElemBytes()), PageSize: int(c.GetPageSize()), MaxSeqs: int(c.GetMaxSeqs()), MaxModelLen: int(c.GetMaxModelLen())}
+		ElemBytes: int(c.GetElemBytes()), PageSize: int(c.GetPageSize()), MaxSeqs: int(c.GetMaxSeqs()), MaxModelLen: int(c.GetMaxModelLen()),
+		Snapshots: c.GetSnapshots()}
 }
 
 func stepToPB(s *actors.RunStep) (*rankpb.RunStep, error) {
@@ -65,6 +66,9 @@ func stepToPB(s *actors.RunStep) (*rankpb.RunStep, error) {
 	}
 	for _, q := range s.Seqs {
 		out.Seqs = append(out.Seqs, &rankpb.StepSeq{Id: uint64(q.ID), Len: int32(q.Len), NewPages: q.NewPages})
+	}
+	for _, sv := range s.Saves {
+		out.Saves = append(out.Saves, &rankpb.SnapshotSave{Id: uint64(sv.ID), Place: int32(sv.Place)})
 	}
 	for _, o := range s.Outputs {
 		row := &rankpb.OutputRow{Id: uint64(o.ID), Row: int32(o.Row), Score: o.Score, Target: o.Target, Pos: int32(o.Pos)}
@@ -91,6 +95,9 @@ func stepFromPB(s *rankpb.RunStep) (*actors.RunStep, error) {
 	for _, q := range s.Seqs {
 		out.Seqs = append(out.Seqs, actors.StepSeq{ID: planner.RequestID(q.Id), Len: int(q.Len), NewPages: q.NewPages})
 	}
+	for _, sv := range s.Saves {
+		out.Saves = append(out.Saves, actors.SnapshotSave{ID: planner.RequestID(sv.Id), Place: int(sv.Place)})
+	}
 	for _, o := range s.Outputs {
 		row := actors.OutputRow{ID: planner.RequestID(o.Id), Row: int(o.Row), Score: o.Score, Target: o.Target, Pos: int(o.Pos)}
 		if o.MaskVocab > 0 {
@@ -109,12 +116,12 @@ func admissionToPB(a actors.AdmitSeq) (*rankpb.AdmitSeq, error) {
 		return nil, fmt.Errorf("remote: request %d's sampling parameters: %w", a.ID, err)
 	}
 	return &rankpb.AdmitSeq{Id: uint64(a.ID), Slot: int32(a.Slot), PromptLen: int32(a.PromptLen), Params: params,
-		TopN: int32(a.Sampling.TopN), Logprobs: a.Sampling.Logprobs}, nil
+		TopN: int32(a.Sampling.TopN), Logprobs: a.Sampling.Logprobs, Cached: int32(a.Cached), Restore: int32(a.Restore), History: a.History}, nil
 }
 
 func admissionFromPB(a *rankpb.AdmitSeq) (actors.AdmitSeq, error) {
 	out := actors.AdmitSeq{ID: planner.RequestID(a.Id), Slot: int(a.Slot), PromptLen: int(a.PromptLen),
-		Sampling: actors.Sampling{TopN: int(a.TopN), Logprobs: a.Logprobs}}
+		Sampling: actors.Sampling{TopN: int(a.TopN), Logprobs: a.Logprobs}, Cached: int(a.Cached), Restore: int(a.Restore), History: a.History}
 	if err := json.Unmarshal(a.Params, &out.Sampling.Params); err != nil {
 		return out, fmt.Errorf("remote: request %d's sampling parameters: %w", a.Id, err)
 	}
@@ -150,7 +157,8 @@ func completedFromPB(c *rankpb.StepCompleted, where string) *actors.StepComplete
 
 func readyToPB(r *actors.ShardReady) *rankpb.ShardReady {
 	out := &rankpb.ShardReady{Generation: r.Generation, Rank: int32(r.Rank),
-		Capacity: &rankpb.Capacity{Slots: int32(r.Capacity.Slots), Pages: int32(r.Capacity.Pages), PageSize: int32(r.Capacity.PageSize)}}
+		Capacity: &rankpb.Capacity{Slots: int32(r.Capacity.Slots), Pages: int32(r.Capacity.Pages), PageSize: int32(r.Capacity.PageSize),
+			Snapshots: int32(r.Capacity.Snapshots)}}
 	if r.Err != nil {
 		out.Error = r.Err.Error()
 	}
@@ -160,7 +168,7 @@ func readyToPB(r *actors.ShardReady) *rankpb.ShardReady {
 func readyFromPB(r *rankpb.ShardReady, where string) *actors.ShardReady {
 	c := r.GetCapacity()
 	return &actors.ShardReady{Generation: r.Generation, Rank: int(r.Rank), Err: remoteErr(where, r.Error, false),
-		Capacity: model.Capacity{Slots: int(c.GetSlots()), Pages: int(c.GetPages()), PageSize: int(c.GetPageSize())}}
+		Capacity: model.Capacity{Slots: int(c.GetSlots()), Pages: int(c.GetPages()), PageSize: int(c.GetPageSize()), Snapshots: int(c.GetSnapshots())}}
 }
 
 // remoteErr rebuilds a rank's error on the engine side, naming where it ran.

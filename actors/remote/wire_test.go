@@ -6,6 +6,7 @@ import (
 
 	"cohort/actors"
 	"cohort/actors/planner"
+	"cohort/model"
 	"cohort/model/sample"
 )
 
@@ -34,8 +35,9 @@ func TestAdmissionWireRoundTrip(t *testing.T) {
 	}
 }
 
-// TestStepWireRoundTrip: a step's diffs (finished ids, admissions, new
-// tokens and pages), its output rows (drawn, masked and prompt-scored) and
+// TestStepWireRoundTrip: a step's diffs (finished ids, admissions with
+// their prefix-cache resume, new tokens and pages, snapshot saves), its
+// output rows (drawn, masked and prompt-scored) and
 // its samples survive the protobuf form.
 func TestStepWireRoundTrip(t *testing.T) {
 	mask := sample.NewMask(130)
@@ -43,8 +45,11 @@ func TestStepWireRoundTrip(t *testing.T) {
 	mask.Set(129)
 	step := &actors.RunStep{Generation: 3, Step: 9, Finished: []planner.RequestID{2, 5}, Tokens: []int32{4, 5, 6, 11},
 		Admitted: []actors.AdmitSeq{{ID: 7, Slot: 1, PromptLen: 3, Sampling: actors.Sampling{TopN: 2, Logprobs: true,
-			Params: sample.Params{Temperature: 0.5, Seed: 1}}}},
-		Seqs: []actors.StepSeq{{ID: 7, Len: 3, NewPages: []int32{2}}, {ID: 8, Len: 1}},
+			Params: sample.Params{Temperature: 0.5, Seed: 1}}, Restore: -1},
+			{ID: 9, Slot: 2, PromptLen: 40, Cached: 32, Restore: 4, History: []int32{1, 2, 3},
+				Sampling: actors.Sampling{Params: sample.Params{PresencePenalty: 1}}}},
+		Seqs:  []actors.StepSeq{{ID: 7, Len: 3, NewPages: []int32{2}}, {ID: 8, Len: 1}},
+		Saves: []actors.SnapshotSave{{ID: 7, Place: 0}, {ID: 8, Place: 12}},
 		Outputs: []actors.OutputRow{
 			{ID: 7, Row: 0, Score: true, Target: 5, Pos: 1},
 			{ID: 7, Row: 1, Score: true, Target: 6, Pos: 2},
@@ -68,5 +73,18 @@ func TestStepWireRoundTrip(t *testing.T) {
 	}}
 	if back := completedFromPB(completedToPB(done), "test"); !reflect.DeepEqual(back.Results, done.Results) {
 		t.Errorf("results\n got %+v\nwant %+v", back.Results, done.Results)
+	}
+}
+
+// TestCapacityWireRoundTrip: the capacity plan's input and the rank's
+// answer keep the prefix cache's snapshots.
+func TestCapacityWireRoundTrip(t *testing.T) {
+	in := model.CapacityInput{Budget: 1 << 30, Reserve: 1, Scratch: 2, ElemBytes: 2, PageSize: 16, MaxSeqs: 8, MaxModelLen: 4096, Snapshots: -1}
+	if got := capacityInputFromPB(capacityInputToPB(in)); got != in {
+		t.Errorf("capacity input %+v came back %+v", in, got)
+	}
+	r := &actors.ShardReady{Generation: 2, Rank: 1, Capacity: model.Capacity{Slots: 4, Pages: 100, PageSize: 16, Snapshots: 9}}
+	if got := readyFromPB(readyToPB(r), "test"); got.Capacity != r.Capacity {
+		t.Errorf("capacity %+v came back %+v", r.Capacity, got.Capacity)
 	}
 }

@@ -88,6 +88,9 @@ type ttftResult struct {
 }
 
 func runBench(ctx context.Context, args []string, stdout io.Writer) error {
+	if chatMode(args) {
+		return runBenchChat(ctx, args, stdout) // benchchat.go
+	}
 	fs, run := newPlacementFlagSet("bench", "tensor-parallel degree (ranks)")
 	fs.Lookup("model").Usage = "model directory (or use --preset)"
 	preset := fs.String("preset", "", "generate this preset into a temporary directory: "+strings.Join(modelgen.PresetNames(), ", "))

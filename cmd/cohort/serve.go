@@ -53,6 +53,8 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	policy.register(fs)
 	var sec securityFlags
 	sec.register(fs)
+	var cache prefixFlags
+	cache.register(fs)
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -119,6 +121,9 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		cfg.Placement = remote.Placement(remote.Config{Workers: list, Listen: *remoteListen, ModelDir: modelDir, RanksPerWorker: *ranksPerWorker,
 			Security: security})
 		logf("placing %d ranks on workers %s (this engine at %s)", run.tp, strings.Join(list, ", "), *remoteListen)
+	}
+	if err := cache.apply(&cfg); err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 	observer.hooks(&cfg)
 	if err := configureDevices(&cfg, run.device, run.devices); err != nil {

@@ -67,6 +67,9 @@ type Gauges struct {
 	Preemptions uint64  // cumulative preemptions (exported as a counter)
 	Ready       bool    // the server accepts requests
 	Pending     int     // requests admitted by the edge and not finished
+	// PrefixQueries and PrefixHits are the prompt tokens looked up in the
+	// prefix cache and those it served (cumulative; exported as counters).
+	PrefixQueries, PrefixHits uint64
 }
 
 // RequestMetrics describes one finished request. A zero TTFT or Queue means
@@ -117,6 +120,8 @@ func New(model string, gauges func() Gauges) *Registry {
 		{"cohort:ready", "1 when the server accepts requests, else 0."},
 		{"cohort:pending_requests", "Requests admitted by the HTTP edge and not yet finished."},
 		{"vllm:num_preemptions_total", "Cumulative number of preemptions from the engine."},
+		{"vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache, counted at each request's first admission."},
+		{"vllm:prefix_cache_hits_total", "Prompt tokens the prefix cache served of those looked up."},
 	} {
 		e.descs = append(e.descs, prometheus.NewDesc(s.name, s.help, nil, r.labels))
 		names = append(names, s.name)
@@ -466,7 +471,8 @@ func (h *Histogram) Snapshot() (cumulative []uint64, sum float64, count uint64) 
 
 // engineCollector exports the Gauges callback's values, calling it once
 // per scrape. descs are, in order: running, waiting, KV usage, its GPU
-// alias, ready, pending (gauges) and preemptions (a counter).
+// alias, ready, pending (gauges), then preemptions and the prefix cache's
+// queries and hits (counters).
 type engineCollector struct {
 	gauges func() Gauges
 	descs  []*prometheus.Desc
@@ -490,7 +496,9 @@ func (e *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	for i, v := range []float64{float64(g.Running), float64(g.Waiting), g.KVUsage, g.KVUsage, ready, float64(g.Pending)} {
 		ch <- prometheus.MustNewConstMetric(e.descs[i], prometheus.GaugeValue, v)
 	}
-	ch <- prometheus.MustNewConstMetric(e.descs[6], prometheus.CounterValue, float64(g.Preemptions))
+	for i, v := range []uint64{g.Preemptions, g.PrefixQueries, g.PrefixHits} {
+		ch <- prometheus.MustNewConstMetric(e.descs[6+i], prometheus.CounterValue, float64(v))
+	}
 }
 
 // aliasCollector exports a histogram's current state under another name.

@@ -62,7 +62,7 @@ func cohortOnly(out []byte) []byte {
 
 func goldenRegistry() *Registry {
 	r := New("Qwen/Qwen3.5-0.8B", func() Gauges {
-		return Gauges{Running: 3, Waiting: 2, KVUsage: 0.375, Preemptions: 7, Ready: true, Pending: 5}
+		return Gauges{Running: 3, Waiting: 2, KVUsage: 0.375, Preemptions: 7, Ready: true, Pending: 5, PrefixQueries: 4096, PrefixHits: 3712}
 	})
 	ms := time.Millisecond
 	r.RequestFinished(RequestMetrics{PromptTokens: 12, GenerationTokens: 4, TTFT: 30 * ms, E2E: 400 * ms, Queue: 5 * ms,

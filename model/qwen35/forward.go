@@ -88,6 +88,23 @@ type State struct {
 // read, so they need no reset.
 func (s *State) Reset(slot int) { s.GDN.Reset(slot) }
 
+var _ model.SnapshotState = (*State)(nil)
+
+// AllocSnapshots makes n snapshot places of a slot's GDN state (0 when the
+// backend's state pool keeps none).
+func (s *State) AllocSnapshots(n int) int64 {
+	if sp, ok := s.GDN.(kernels.SnapshotPool); ok {
+		return sp.AllocSnapshots(n)
+	}
+	return 0
+}
+
+// Save copies a slot's GDN state into a snapshot place.
+func (s *State) Save(slot, place int) { s.GDN.(kernels.SnapshotPool).Save(slot, place) }
+
+// Restore copies a snapshot place into a slot's GDN state.
+func (s *State) Restore(place, slot int) { s.GDN.(kernels.SnapshotPool).Restore(place, slot) }
+
 // NewState allocates this rank's KV pages and GDN state slots.
 func (m *Model) NewState(be kernels.Backend, slots, pages, pageSize int) model.State {
 	p := ParamsOf(m.Config)

@@ -418,6 +418,7 @@ type CapacityInput struct {
 	PageSize      int32                  `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	MaxSeqs       int32                  `protobuf:"varint,6,opt,name=max_seqs,json=maxSeqs,proto3" json:"max_seqs,omitempty"`
 	MaxModelLen   int32                  `protobuf:"varint,7,opt,name=max_model_len,json=maxModelLen,proto3" json:"max_model_len,omitempty"`
+	Snapshots     int64                  `protobuf:"varint,8,opt,name=snapshots,proto3" json:"snapshots,omitempty"` // bytes of prefix-cache snapshots (0 none, negative automatic)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -501,12 +502,20 @@ func (x *CapacityInput) GetMaxModelLen() int32 {
 	return 0
 }
 
+func (x *CapacityInput) GetSnapshots() int64 {
+	if x != nil {
+		return x.Snapshots
+	}
+	return 0
+}
+
 // Capacity is the part of model.Capacity the engine plans with.
 type Capacity struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Slots         int32                  `protobuf:"varint,1,opt,name=slots,proto3" json:"slots,omitempty"`
 	Pages         int32                  `protobuf:"varint,2,opt,name=pages,proto3" json:"pages,omitempty"`
 	PageSize      int32                  `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	Snapshots     int32                  `protobuf:"varint,4,opt,name=snapshots,proto3" json:"snapshots,omitempty"` // prefix-cache snapshot places
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -558,6 +567,13 @@ func (x *Capacity) GetPages() int32 {
 func (x *Capacity) GetPageSize() int32 {
 	if x != nil {
 		return x.PageSize
+	}
+	return 0
+}
+
+func (x *Capacity) GetSnapshots() int32 {
+	if x != nil {
+		return x.Snapshots
 	}
 	return 0
 }
@@ -758,9 +774,15 @@ type AdmitSeq struct {
 	// sample.Params as JSON (its field names): a sampling parameter added
 	// there crosses processes without a change here. The build string of
 	// both sides must match, so both read the same fields.
-	Params        []byte `protobuf:"bytes,4,opt,name=params,proto3" json:"params,omitempty"`
-	TopN          int32  `protobuf:"varint,5,opt,name=top_n,json=topN,proto3" json:"top_n,omitempty"`
-	Logprobs      bool   `protobuf:"varint,6,opt,name=logprobs,proto3" json:"logprobs,omitempty"`
+	Params   []byte `protobuf:"bytes,4,opt,name=params,proto3" json:"params,omitempty"`
+	TopN     int32  `protobuf:"varint,5,opt,name=top_n,json=topN,proto3" json:"top_n,omitempty"`
+	Logprobs bool   `protobuf:"varint,6,opt,name=logprobs,proto3" json:"logprobs,omitempty"`
+	// Prefix cache: the tokens resumed (their KV is in the first pages), the
+	// snapshot place restored into the slot (-1: none) and, for a penalized
+	// request, those tokens for the sampling rank's history.
+	Cached        int32   `protobuf:"varint,7,opt,name=cached,proto3" json:"cached,omitempty"`
+	Restore       int32   `protobuf:"zigzag32,8,opt,name=restore,proto3" json:"restore,omitempty"`
+	History       []int32 `protobuf:"varint,9,rep,packed,name=history,proto3" json:"history,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -837,6 +859,81 @@ func (x *AdmitSeq) GetLogprobs() bool {
 	return false
 }
 
+func (x *AdmitSeq) GetCached() int32 {
+	if x != nil {
+		return x.Cached
+	}
+	return 0
+}
+
+func (x *AdmitSeq) GetRestore() int32 {
+	if x != nil {
+		return x.Restore
+	}
+	return 0
+}
+
+func (x *AdmitSeq) GetHistory() []int32 {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+// SnapshotSave copies a request's slot state into a snapshot place after
+// the step's forward pass.
+type SnapshotSave struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Place         int32                  `protobuf:"varint,2,opt,name=place,proto3" json:"place,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotSave) Reset() {
+	*x = SnapshotSave{}
+	mi := &file_rank_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotSave) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotSave) ProtoMessage() {}
+
+func (x *SnapshotSave) ProtoReflect() protoreflect.Message {
+	mi := &file_rank_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotSave.ProtoReflect.Descriptor instead.
+func (*SnapshotSave) Descriptor() ([]byte, []int) {
+	return file_rank_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SnapshotSave) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SnapshotSave) GetPlace() int32 {
+	if x != nil {
+		return x.Place
+	}
+	return 0
+}
+
 // StepSeq is one sequence of a step: len tokens following its earlier ones.
 type StepSeq struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -849,7 +946,7 @@ type StepSeq struct {
 
 func (x *StepSeq) Reset() {
 	*x = StepSeq{}
-	mi := &file_rank_proto_msgTypes[11]
+	mi := &file_rank_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +958,7 @@ func (x *StepSeq) String() string {
 func (*StepSeq) ProtoMessage() {}
 
 func (x *StepSeq) ProtoReflect() protoreflect.Message {
-	mi := &file_rank_proto_msgTypes[11]
+	mi := &file_rank_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +971,7 @@ func (x *StepSeq) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepSeq.ProtoReflect.Descriptor instead.
 func (*StepSeq) Descriptor() ([]byte, []int) {
-	return file_rank_proto_rawDescGZIP(), []int{11}
+	return file_rank_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StepSeq) GetId() uint64 {
@@ -916,7 +1013,7 @@ type OutputRow struct {
 
 func (x *OutputRow) Reset() {
 	*x = OutputRow{}
-	mi := &file_rank_proto_msgTypes[12]
+	mi := &file_rank_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1025,7 @@ func (x *OutputRow) String() string {
 func (*OutputRow) ProtoMessage() {}
 
 func (x *OutputRow) ProtoReflect() protoreflect.Message {
-	mi := &file_rank_proto_msgTypes[12]
+	mi := &file_rank_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1038,7 @@ func (x *OutputRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputRow.ProtoReflect.Descriptor instead.
 func (*OutputRow) Descriptor() ([]byte, []int) {
-	return file_rank_proto_rawDescGZIP(), []int{12}
+	return file_rank_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *OutputRow) GetId() uint64 {
@@ -1000,20 +1097,21 @@ type RunStep struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Generation uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
 	// fixed64: a step's size must not grow with how many steps ran before.
-	Step          uint64       `protobuf:"fixed64,2,opt,name=step,proto3" json:"step,omitempty"`
-	Finished      []uint64     `protobuf:"varint,3,rep,packed,name=finished,proto3" json:"finished,omitempty"`
-	Admitted      []*AdmitSeq  `protobuf:"bytes,4,rep,name=admitted,proto3" json:"admitted,omitempty"`
-	Tokens        []int32      `protobuf:"varint,5,rep,packed,name=tokens,proto3" json:"tokens,omitempty"`
-	Seqs          []*StepSeq   `protobuf:"bytes,6,rep,name=seqs,proto3" json:"seqs,omitempty"`
-	Outputs       []*OutputRow `protobuf:"bytes,7,rep,name=outputs,proto3" json:"outputs,omitempty"`
-	Trace         *Trace       `protobuf:"bytes,8,opt,name=trace,proto3" json:"trace,omitempty"`
+	Step          uint64          `protobuf:"fixed64,2,opt,name=step,proto3" json:"step,omitempty"`
+	Finished      []uint64        `protobuf:"varint,3,rep,packed,name=finished,proto3" json:"finished,omitempty"`
+	Admitted      []*AdmitSeq     `protobuf:"bytes,4,rep,name=admitted,proto3" json:"admitted,omitempty"`
+	Tokens        []int32         `protobuf:"varint,5,rep,packed,name=tokens,proto3" json:"tokens,omitempty"`
+	Seqs          []*StepSeq      `protobuf:"bytes,6,rep,name=seqs,proto3" json:"seqs,omitempty"`
+	Outputs       []*OutputRow    `protobuf:"bytes,7,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	Trace         *Trace          `protobuf:"bytes,8,opt,name=trace,proto3" json:"trace,omitempty"`
+	Saves         []*SnapshotSave `protobuf:"bytes,9,rep,name=saves,proto3" json:"saves,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunStep) Reset() {
 	*x = RunStep{}
-	mi := &file_rank_proto_msgTypes[13]
+	mi := &file_rank_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1123,7 @@ func (x *RunStep) String() string {
 func (*RunStep) ProtoMessage() {}
 
 func (x *RunStep) ProtoReflect() protoreflect.Message {
-	mi := &file_rank_proto_msgTypes[13]
+	mi := &file_rank_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1136,7 @@ func (x *RunStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunStep.ProtoReflect.Descriptor instead.
 func (*RunStep) Descriptor() ([]byte, []int) {
-	return file_rank_proto_rawDescGZIP(), []int{13}
+	return file_rank_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RunStep) GetGeneration() uint64 {
@@ -1097,6 +1195,13 @@ func (x *RunStep) GetTrace() *Trace {
 	return nil
 }
 
+func (x *RunStep) GetSaves() []*SnapshotSave {
+	if x != nil {
+		return x.Saves
+	}
+	return nil
+}
+
 // TokenLogprob is sample.TokenLogprob.
 type TokenLogprob struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1108,7 +1213,7 @@ type TokenLogprob struct {
 
 func (x *TokenLogprob) Reset() {
 	*x = TokenLogprob{}
-	mi := &file_rank_proto_msgTypes[14]
+	mi := &file_rank_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1225,7 @@ func (x *TokenLogprob) String() string {
 func (*TokenLogprob) ProtoMessage() {}
 
 func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
-	mi := &file_rank_proto_msgTypes[14]
+	mi := &file_rank_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1238,7 @@ func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenLogprob.ProtoReflect.Descriptor instead.
 func (*TokenLogprob) Descriptor() ([]byte, []int) {
-	return file_rank_proto_rawDescGZIP(), []int{14}
+	return file_rank_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TokenLogprob) GetId() int32 {
@@ -1162,7 +1267,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_rank_proto_msgTypes[15]
+	mi := &file_rank_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1174,7 +1279,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_rank_proto_msgTypes[15]
+	mi := &file_rank_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1187,7 +1292,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_rank_proto_rawDescGZIP(), []int{15}
+	return file_rank_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Result) GetToken() *TokenLogprob {
@@ -1220,7 +1325,7 @@ type StepCompleted struct {
 
 func (x *StepCompleted) Reset() {
 	*x = StepCompleted{}
-	mi := &file_rank_proto_msgTypes[16]
+	mi := &file_rank_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1337,7 @@ func (x *StepCompleted) String() string {
 func (*StepCompleted) ProtoMessage() {}
 
 func (x *StepCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_rank_proto_msgTypes[16]
+	mi := &file_rank_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1350,7 @@ func (x *StepCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepCompleted.ProtoReflect.Descriptor instead.
 func (*StepCompleted) Descriptor() ([]byte, []int) {
-	return file_rank_proto_rawDescGZIP(), []int{16}
+	return file_rank_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StepCompleted) GetGeneration() uint64 {
@@ -1301,7 +1406,7 @@ type AbortComm struct {
 
 func (x *AbortComm) Reset() {
 	*x = AbortComm{}
-	mi := &file_rank_proto_msgTypes[17]
+	mi := &file_rank_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1418,7 @@ func (x *AbortComm) String() string {
 func (*AbortComm) ProtoMessage() {}
 
 func (x *AbortComm) ProtoReflect() protoreflect.Message {
-	mi := &file_rank_proto_msgTypes[17]
+	mi := &file_rank_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1431,7 @@ func (x *AbortComm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortComm.ProtoReflect.Descriptor instead.
 func (*AbortComm) Descriptor() ([]byte, []int) {
-	return file_rank_proto_rawDescGZIP(), []int{17}
+	return file_rank_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AbortComm) GetGeneration() uint64 {
@@ -1380,7 +1485,7 @@ const file_rank_proto_rawDesc = "" +
 	"generation\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x12\x1b\n" +
 	"\tring_addr\x18\x03 \x01(\tR\bringAddr\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xd6\x01\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xf4\x01\n" +
 	"\rCapacityInput\x12\x16\n" +
 	"\x06budget\x18\x01 \x01(\x03R\x06budget\x12\x18\n" +
 	"\areserve\x18\x02 \x01(\x03R\areserve\x12\x18\n" +
@@ -1389,11 +1494,13 @@ const file_rank_proto_rawDesc = "" +
 	"elem_bytes\x18\x04 \x01(\x05R\telemBytes\x12\x1b\n" +
 	"\tpage_size\x18\x05 \x01(\x05R\bpageSize\x12\x19\n" +
 	"\bmax_seqs\x18\x06 \x01(\x05R\amaxSeqs\x12\"\n" +
-	"\rmax_model_len\x18\a \x01(\x05R\vmaxModelLen\"S\n" +
+	"\rmax_model_len\x18\a \x01(\x05R\vmaxModelLen\x12\x1c\n" +
+	"\tsnapshots\x18\b \x01(\x03R\tsnapshots\"q\n" +
 	"\bCapacity\x12\x14\n" +
 	"\x05slots\x18\x01 \x01(\x05R\x05slots\x12\x14\n" +
 	"\x05pages\x18\x02 \x01(\x05R\x05pages\x12\x1b\n" +
-	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\"\xeb\x02\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1c\n" +
+	"\tsnapshots\x18\x04 \x01(\x05R\tsnapshots\"\xeb\x02\n" +
 	"\tLoadShard\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
@@ -1417,7 +1524,7 @@ const file_rank_proto_rawDesc = "" +
 	"generation\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x124\n" +
 	"\bcapacity\x18\x03 \x01(\v2\x18.cohort.rank.v1.CapacityR\bcapacity\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\x96\x01\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xe2\x01\n" +
 	"\bAdmitSeq\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04slot\x18\x02 \x01(\x05R\x04slot\x12\x1d\n" +
@@ -1425,7 +1532,13 @@ const file_rank_proto_rawDesc = "" +
 	"prompt_len\x18\x03 \x01(\x05R\tpromptLen\x12\x16\n" +
 	"\x06params\x18\x04 \x01(\fR\x06params\x12\x13\n" +
 	"\x05top_n\x18\x05 \x01(\x05R\x04topN\x12\x1a\n" +
-	"\blogprobs\x18\x06 \x01(\bR\blogprobs\"H\n" +
+	"\blogprobs\x18\x06 \x01(\bR\blogprobs\x12\x16\n" +
+	"\x06cached\x18\a \x01(\x05R\x06cached\x12\x18\n" +
+	"\arestore\x18\b \x01(\x11R\arestore\x12\x18\n" +
+	"\ahistory\x18\t \x03(\x05R\ahistory\"4\n" +
+	"\fSnapshotSave\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
+	"\x05place\x18\x02 \x01(\x05R\x05place\"H\n" +
 	"\aStepSeq\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
 	"\x03len\x18\x02 \x01(\x05R\x03len\x12\x1b\n" +
@@ -1438,7 +1551,7 @@ const file_rank_proto_rawDesc = "" +
 	"\x03pos\x18\x05 \x01(\x05R\x03pos\x12\x12\n" +
 	"\x04mask\x18\x06 \x03(\x06R\x04mask\x12\x1d\n" +
 	"\n" +
-	"mask_vocab\x18\a \x01(\x05R\tmaskVocab\"\xb6\x02\n" +
+	"mask_vocab\x18\a \x01(\x05R\tmaskVocab\"\xea\x02\n" +
 	"\aRunStep\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
@@ -1449,7 +1562,8 @@ const file_rank_proto_rawDesc = "" +
 	"\x06tokens\x18\x05 \x03(\x05R\x06tokens\x12+\n" +
 	"\x04seqs\x18\x06 \x03(\v2\x17.cohort.rank.v1.StepSeqR\x04seqs\x123\n" +
 	"\aoutputs\x18\a \x03(\v2\x19.cohort.rank.v1.OutputRowR\aoutputs\x12+\n" +
-	"\x05trace\x18\b \x01(\v2\x15.cohort.rank.v1.TraceR\x05trace\"8\n" +
+	"\x05trace\x18\b \x01(\v2\x15.cohort.rank.v1.TraceR\x05trace\x122\n" +
+	"\x05saves\x18\t \x03(\v2\x1c.cohort.rank.v1.SnapshotSaveR\x05saves\"8\n" +
 	"\fTokenLogprob\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x18\n" +
 	"\alogprob\x18\x02 \x01(\x01R\alogprob\"l\n" +
@@ -1483,7 +1597,7 @@ func file_rank_proto_rawDescGZIP() []byte {
 	return file_rank_proto_rawDescData
 }
 
-var file_rank_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_rank_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_rank_proto_goTypes = []any{
 	(*Trace)(nil),         // 0: cohort.rank.v1.Trace
 	(*Identity)(nil),      // 1: cohort.rank.v1.Identity
@@ -1496,13 +1610,14 @@ var file_rank_proto_goTypes = []any{
 	(*LoadShard)(nil),     // 8: cohort.rank.v1.LoadShard
 	(*ShardReady)(nil),    // 9: cohort.rank.v1.ShardReady
 	(*AdmitSeq)(nil),      // 10: cohort.rank.v1.AdmitSeq
-	(*StepSeq)(nil),       // 11: cohort.rank.v1.StepSeq
-	(*OutputRow)(nil),     // 12: cohort.rank.v1.OutputRow
-	(*RunStep)(nil),       // 13: cohort.rank.v1.RunStep
-	(*TokenLogprob)(nil),  // 14: cohort.rank.v1.TokenLogprob
-	(*Result)(nil),        // 15: cohort.rank.v1.Result
-	(*StepCompleted)(nil), // 16: cohort.rank.v1.StepCompleted
-	(*AbortComm)(nil),     // 17: cohort.rank.v1.AbortComm
+	(*SnapshotSave)(nil),  // 11: cohort.rank.v1.SnapshotSave
+	(*StepSeq)(nil),       // 12: cohort.rank.v1.StepSeq
+	(*OutputRow)(nil),     // 13: cohort.rank.v1.OutputRow
+	(*RunStep)(nil),       // 14: cohort.rank.v1.RunStep
+	(*TokenLogprob)(nil),  // 15: cohort.rank.v1.TokenLogprob
+	(*Result)(nil),        // 16: cohort.rank.v1.Result
+	(*StepCompleted)(nil), // 17: cohort.rank.v1.StepCompleted
+	(*AbortComm)(nil),     // 18: cohort.rank.v1.AbortComm
 }
 var file_rank_proto_depIdxs = []int32{
 	1,  // 0: cohort.rank.v1.Ping.identity:type_name -> cohort.rank.v1.Identity
@@ -1511,17 +1626,18 @@ var file_rank_proto_depIdxs = []int32{
 	0,  // 3: cohort.rank.v1.LoadShard.trace:type_name -> cohort.rank.v1.Trace
 	7,  // 4: cohort.rank.v1.ShardReady.capacity:type_name -> cohort.rank.v1.Capacity
 	10, // 5: cohort.rank.v1.RunStep.admitted:type_name -> cohort.rank.v1.AdmitSeq
-	11, // 6: cohort.rank.v1.RunStep.seqs:type_name -> cohort.rank.v1.StepSeq
-	12, // 7: cohort.rank.v1.RunStep.outputs:type_name -> cohort.rank.v1.OutputRow
+	12, // 6: cohort.rank.v1.RunStep.seqs:type_name -> cohort.rank.v1.StepSeq
+	13, // 7: cohort.rank.v1.RunStep.outputs:type_name -> cohort.rank.v1.OutputRow
 	0,  // 8: cohort.rank.v1.RunStep.trace:type_name -> cohort.rank.v1.Trace
-	14, // 9: cohort.rank.v1.Result.token:type_name -> cohort.rank.v1.TokenLogprob
-	14, // 10: cohort.rank.v1.Result.top:type_name -> cohort.rank.v1.TokenLogprob
-	15, // 11: cohort.rank.v1.StepCompleted.results:type_name -> cohort.rank.v1.Result
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	11, // 9: cohort.rank.v1.RunStep.saves:type_name -> cohort.rank.v1.SnapshotSave
+	15, // 10: cohort.rank.v1.Result.token:type_name -> cohort.rank.v1.TokenLogprob
+	15, // 11: cohort.rank.v1.Result.top:type_name -> cohort.rank.v1.TokenLogprob
+	16, // 12: cohort.rank.v1.StepCompleted.results:type_name -> cohort.rank.v1.Result
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_rank_proto_init() }
@@ -1535,7 +1651,7 @@ func file_rank_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rank_proto_rawDesc), len(file_rank_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBenchChat runs the chat benchmark on a small shape of the tiny
+// preset (one conversation seeded): both runs report every turn, the
+// replies agree, and the cache serves most of the later turns' prompts.
+func TestBenchChat(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "chat.json")
+	var stdout bytes.Buffer
+	args := []string{"bench", "--chat", "--preset", "tiny", "--chat-system", "96", "--chat-turns", "3", "--chat-turn-tokens", "12",
+		"--chat-reply-tokens", "20", "--chat-conversations", "3", "--chat-temperature", "0.8", "--json", out}
+	if err := dispatch(context.Background(), args, &stdout); err != nil {
+		t.Fatalf("bench --chat: %v\n%s", err, stdout.String())
+	}
+	for _, want := range []string{"TTFT p50 ms (no cache)", "TTFT p50 ms (cache)", "after the first turn", "replies identical with and without the cache: 9 of 9"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r chatReport
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Runs) != 2 || r.Runs[0].PrefixCache || !r.Runs[1].PrefixCache || len(r.Runs[1].Turns) != 3 {
+		t.Fatalf("runs: %+v", r.Runs)
+	}
+	if nc, c := r.Runs[0], r.Runs[1]; nc.HitRate != 0 || c.HitRateAfterFirst < 0.6 || c.EngineHits == 0 {
+		t.Errorf("hit rates: without the cache %.2f, with it %.2f after the first turn (engine %d of %d)",
+			nc.HitRate, c.HitRateAfterFirst, c.EngineHits, c.EngineQueries)
+	}
+}
+
+func TestChatMode(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"--chat"}, true},
+		{[]string{"--preset", "tiny", "-chat=true"}, true},
+		{[]string{"--chat=false"}, false},
+		{[]string{"--batch", "1"}, false},
+		{[]string{"--", "--chat"}, false},
+	} {
+		if got := chatMode(c.args); got != c.want {
+			t.Errorf("chatMode(%q) = %v, want %v", c.args, got, c.want)
+		}
+	}
+}
