@@ -433,12 +433,12 @@ func allBF16(b *Backend, op string, K int, ws []kernels.Tensor) bool {
 }
 
 // LinearAddRMSNorm returns AddRMSNorm(residual, x·wᵀ, normWeight, eps)
-// (kernels.LinearNorm): for one decode row one tensor-core GEMV whose last
-// block adds and normalizes, else a Linear and an AddRMSNorm (the last
-// block normalizes the rows one after another: measured on the H200, a
-// first version that did it for up to 8 rows with one load round trip per
-// element made batch 8 decode 7.90 ms/token against 4.79).
-// COHORT_CUDA_ADDNORM=0 keeps them apart.
+// (kernels.LinearNorm): with COHORT_CUDA_ADDNORM=1, for one decode row, one
+// tensor-core GEMV whose last block adds and normalizes; else (the
+// default) a Linear and an AddRMSNorm. Measured on the H200 (4b-shape,
+// cohort bench, same binary): batch 1 3.932 ms/token fused against 3.818
+// apart, so it stays off; a first version that fused up to 8 rows, with a
+// load round trip per element in its tail, made batch 8 7.90 against 4.79.
 func (b *Backend) LinearAddRMSNorm(x, w, residual, normWeight kernels.Tensor, eps float32) (sum, normed kernels.Tensor) {
 	const op = "LinearAddRMSNorm"
 	xt, wt, rt, nt := b.tensor(op, x), b.weight(op, w), b.tensor(op, residual), b.tensor(op, normWeight)
@@ -456,9 +456,8 @@ func (b *Backend) LinearAddRMSNorm(x, w, residual, normWeight kernels.Tensor, ep
 	return s, n
 }
 
-// linearNorm turns LinearAddRMSNorm's fused launch on (COHORT_CUDA_ADDNORM=0:
-// off, for side-by-side runs).
-var linearNorm = os.Getenv("COHORT_CUDA_ADDNORM") != "0"
+// linearNorm turns LinearAddRMSNorm's fused launch on (COHORT_CUDA_ADDNORM=1).
+var linearNorm = os.Getenv("COHORT_CUDA_ADDNORM") == "1"
 
 // SwiGLULinear returns silu(x·gateᵀ) ⊙ (x·upᵀ) (kernels.FusedLinear): one
 // tensor-core pass over both weights for decode-sized x, else SwiGLU of two

@@ -199,9 +199,12 @@ func (b *Backend) CausalConv1d(x, w kernels.Tensor, states kernels.StatePool, la
 // takes the separate kernels. gdn_decode_cols_f32 (16 warps for dk 128)
 // runs when its grid fits one wave: its blocks hold twice the registers,
 // and measured on the H200 it saved 87 µs a step at batch 1 but made batch
-// 8 and 32 slower (5.85 against 5.39 ms/token, 10.0 against 8.1). Larger
-// decode batches take gdn_decode_cols_wide_f32 (4 warps, 32 rows a thread)
-// unless COHORT_CUDA_GDN_WIDE is 0 or "unfused".
+// 8 and 32 slower (5.85 against 5.39 ms/token, 10.0 against 8.1). With
+// COHORT_CUDA_GDN_WIDE=fused, larger decode batches take
+// gdn_decode_cols_wide_f32 (4 warps, 32 rows a thread); by default they
+// take the separate norms and gates and gdn_recurrent_cols_wide_f32, which
+// measured faster at batch 128 (14.16 against 15.50 ms/token, in two runs
+// that also differed in the bf16 twins) and level at 256 (22.68, 22.44).
 func (b *Backend) gdnDecodeKernel(bt *kernels.Batch, cfg kernels.GDNConfig, warps int) (string, int) {
 	dk, dv := cfg.KeyDim, cfg.ValueDim
 	if !b.fuse || !allDecode(bt) {
@@ -309,9 +312,10 @@ const (
 )
 
 // gdnWide sends decode batches to the wide kernels, gdnWideFused to the
-// fused one (COHORT_CUDA_GDN_WIDE=0: neither, the 16-warp kernels;
-// "unfused": gdn_recurrent_cols_wide_f32 after separate norms and gates).
+// fused one (COHORT_CUDA_GDN_WIDE=0: neither, the 16-warp kernels; "fused":
+// gdn_decode_cols_wide_f32; default: gdn_recurrent_cols_wide_f32 after
+// separate norms and gates).
 var (
 	gdnWide      = os.Getenv("COHORT_CUDA_GDN_WIDE") != "0"
-	gdnWideFused = os.Getenv("COHORT_CUDA_GDN_WIDE") != "unfused"
+	gdnWideFused = os.Getenv("COHORT_CUDA_GDN_WIDE") == "fused"
 )

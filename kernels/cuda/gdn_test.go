@@ -19,12 +19,13 @@ import (
 // chunked form for pieces of more than gdnChunkMin tokens (70, 130, 64 and
 // 65 here) and the recurrent form for the rest.
 func TestGDNMatchesCPU(t *testing.T) {
-	t.Run("fused", func(t *testing.T) { testGDNMatchesCPU(t) })
-	// Decode batches of more than a wave then take the wide recurrent
-	// kernel after separate norms and gates.
+	// Decode batches of more than a wave take the wide recurrent kernel
+	// after separate norms and gates, or (wide-fused) the fused wide one.
 	defer func(v bool) { gdnWideFused = v }(gdnWideFused)
-	gdnWideFused = false
-	t.Run("unfused", func(t *testing.T) { testGDNMatchesCPU(t) })
+	for _, fused := range []bool{false, true} {
+		gdnWideFused = fused
+		t.Run(fmt.Sprintf("wide-fused=%v", fused), func(t *testing.T) { testGDNMatchesCPU(t) })
+	}
 }
 
 func testGDNMatchesCPU(t *testing.T) {

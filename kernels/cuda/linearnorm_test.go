@@ -17,6 +17,8 @@ import (
 // launch counter resets itself), and falls back to the two ops for 2 and 8
 // rows.
 func TestLinearAddRMSNorm(t *testing.T) {
+	defer func(v bool) { linearNorm = v }(linearNorm)
+	linearNorm = true
 	g := bf16Backend(t)
 	r := newRand(23)
 	for _, shape := range []struct{ K, N int }{{2560, 2560}, {9216, 2560}, {512, 96}, {512, 90}} {
