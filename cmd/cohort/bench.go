@@ -242,6 +242,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 			Capacity: model.CapacityInput{Budget: budget, ElemBytes: elemBytes, PageSize: pageSize,
 				MaxSeqs: max(64, maxBatch), MaxModelLen: maxModelLen},
 			MaxPrefillTokens: maxPrefill, MaxRows: max(64, maxBatch), StepDeadline: *stepDeadline,
+			DisablePrefixCache: true, // these runs size memory to their requests and measure compute; bench --chat measures the cache
 		})
 	}
 	eng, err := startEngine(*maxPrefill)
