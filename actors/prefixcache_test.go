@@ -205,3 +205,41 @@ func TestPrefixCacheReplay(t *testing.T) {
 		t.Errorf("nothing resumed from the cache: %v", st)
 	}
 }
+
+// TestPrefixCacheFullKeepsCapacity: a cache filled past its pages and
+// snapshot places (so both evict) lowers no capacity: afterwards every page
+// is free or idle, and four requests that need every page between them run
+// at once (no preemption) with their tokens alone.
+func TestPrefixCacheFullKeepsCapacity(t *testing.T) {
+	tm := openPreset(t, "tiny")
+	e := startEngine(t, tm, 1, func(c *Config) { c.Capacity.Budget, c.Capacity.MaxSeqs = 4<<20, 4 })
+	info := e.Info()
+	w := newPrefixWorkload(5, tm.tok.VocabSize())
+	var fill []Request
+	for range 40 {
+		fill = append(fill, Request{Prompt: w.tokens(64), MaxTokens: 4, IgnoreEOS: true})
+	}
+	runAll(t, e, fill)
+	st, err := e.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("info %+v; after filling: %v", info, st)
+	if st.FreePages != info.KVPages || st.CachedPages == 0 || st.Snapshots != info.Snapshots || st.SnapshotEvictions == 0 {
+		t.Fatalf("after filling the cache: %v (info %+v)", st, info)
+	}
+	per := info.KVPages / 4 * info.PageSize
+	var big []Request
+	for range 4 {
+		big = append(big, Request{Prompt: w.tokens(per - 10), MaxTokens: 10, IgnoreEOS: true})
+	}
+	got, _ := runAll(t, e, big)
+	for i, r := range big {
+		if want := aloneTokens(t, tm, r); !slices.Equal(got[i], want) {
+			t.Errorf("request %d: %v, alone %v", i, got[i], want)
+		}
+	}
+	if after, _ := e.Stats(context.Background()); after.Preemptions != st.Preemptions {
+		t.Errorf("%d preemptions while four requests that fit together ran: %v", after.Preemptions-st.Preemptions, after)
+	}
+}
