@@ -118,8 +118,8 @@ func TestPrefixCacheMatchesNoCache(t *testing.T) {
 	tm := openPreset(t, "tiny")
 	small := func(c *Config) { c.Capacity.MaxSeqs, c.MaxPrefillTokens = 4, 48 }
 	seeds, tps := []uint64{1, 2}, []int{1, 2, 4}
-	if raceEnabled { // about 10 s a run under the race detector: keep one seed and the TP ends
-		seeds, tps = seeds[:1], []int{1, 4}
+	if raceEnabled { // about 10 s a run under the race detector: one seed, ranks in parallel
+		seeds, tps = seeds[:1], []int{2}
 	}
 	for _, seed := range seeds {
 		w := newPrefixWorkload(seed, tm.tok.VocabSize())
@@ -211,6 +211,9 @@ func TestPrefixCacheReplay(t *testing.T) {
 // is free or idle, and four requests that need every page between them run
 // at once (no preemption) with their tokens alone.
 func TestPrefixCacheFullKeepsCapacity(t *testing.T) {
+	if raceEnabled {
+		t.Skip("about 50 s under the race detector; it checks accounting, which the unit run covers")
+	}
 	tm := openPreset(t, "tiny")
 	e := startEngine(t, tm, 1, func(c *Config) { c.Capacity.Budget, c.Capacity.MaxSeqs = 4<<20, 4 })
 	info := e.Info()
