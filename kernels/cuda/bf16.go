@@ -262,17 +262,16 @@ func (b *Backend) occupancy(name string, threads int) int {
 	return n
 }
 
-// initMMA allocates the zeroed tile counters and, after them, the launch
-// counter of gemv_mma_addnorm (before any step, so never inside a graph
-// capture).
+// initMMA allocates the zeroed tile counters (before any step, so never
+// inside a graph capture).
 func (b *Backend) initMMA() error {
-	p, err := memAlloc((mmaCounters + 1) * 4)
+	p, err := memAlloc(mmaCounters * 4)
 	if err != nil {
 		return fmt.Errorf("cuda: GEMV tile counters: %w", err)
 	}
-	b.permanent[p] = (mmaCounters + 1) * 4
+	b.permanent[p] = mmaCounters * 4
 	b.mmaCnt = p
-	if err := memsetD32(p, 0, mmaCounters+1); err != nil {
+	if err := memsetD32(p, 0, mmaCounters); err != nil {
 		return fmt.Errorf("cuda: GEMV tile counters: %w", err)
 	}
 	return nil
@@ -431,33 +430,6 @@ func allBF16(b *Backend, op string, K int, ws []kernels.Tensor) bool {
 	}
 	return true
 }
-
-// LinearAddRMSNorm returns AddRMSNorm(residual, x·wᵀ, normWeight, eps)
-// (kernels.LinearNorm): with COHORT_CUDA_ADDNORM=1, for one decode row, one
-// tensor-core GEMV whose last block adds and normalizes; else (the
-// default) a Linear and an AddRMSNorm. Measured on the H200 (4b-shape,
-// cohort bench, same binary): batch 1 3.932 ms/token fused against 3.818
-// apart, so it stays off; a first version that fused up to 8 rows, with a
-// load round trip per element in its tail, made batch 8 7.90 against 4.79.
-func (b *Backend) LinearAddRMSNorm(x, w, residual, normWeight kernels.Tensor, eps float32) (sum, normed kernels.Tensor) {
-	const op = "LinearAddRMSNorm"
-	xt, wt, rt, nt := b.tensor(op, x), b.weight(op, w), b.tensor(op, residual), b.tensor(op, normWeight)
-	T, K := xt.dims()
-	if !linearNorm || len(xt.shape) != 2 || T != 1 || !b.mmaFits(T, K) || !allBF16(b, op, K, []kernels.Tensor{w}) ||
-		len(rt.shape) != 2 || rt.shape[0] != T || rt.shape[1] != wt.shape[0] || nt.n != wt.shape[0] {
-		return b.AddRMSNorm(residual, b.Linear(x, w), normWeight, eps)
-	}
-	N := wt.shape[0]
-	y, s, n := b.newTensor(op, T, N), b.newTensor(op, T, N), b.newTensor(op, T, N)
-	p := b.mmaLaunch("gemv_mma_addnorm", T, (N+15)/16, K)
-	ws, cnt := b.mmaWorkspace(op, p, 1)
-	b.launch(op, p.name, p.grid, p.block, 0, y.ptr, wt.ptr, N, xt.ptr, T, K, ws, cnt,
-		s.ptr, n.ptr, rt.ptr, nt.ptr, eps, b.mmaCnt+devptr(4*mmaCounters))
-	return s, n
-}
-
-// linearNorm turns LinearAddRMSNorm's fused launch on (COHORT_CUDA_ADDNORM=1).
-var linearNorm = os.Getenv("COHORT_CUDA_ADDNORM") == "1"
 
 // SwiGLULinear returns silu(x·gateᵀ) ⊙ (x·upᵀ) (kernels.FusedLinear): one
 // tensor-core pass over both weights for decode-sized x, else SwiGLU of two

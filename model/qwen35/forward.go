@@ -159,14 +159,9 @@ func (m *Model) decoder(be kernels.Backend, st *State, tokens []int32, b *kernel
 }
 
 // addProjected ends a residual block: it projects the block's activations
-// act with w (the rank's partial sums all-reduced), adds them to the
+// act with w (the ranks' partial sums all-reduced), adds them to the
 // residual stream and returns the new stream and its RMSNorm with norm.
-// Unsharded, the backend may do all of it in one pass.
 func (m *Model) addProjected(be kernels.Backend, residual, act, w, norm kernels.Tensor) (sum, normed kernels.Tensor, err error) {
-	if m.Shard.Size <= 1 {
-		sum, normed = kernels.LinearAddRMSNorm(be, act, w, residual, norm, m.Config.Eps)
-		return sum, normed, nil
-	}
 	out := be.Linear(act, w)
 	if err := model.AllReduce(be, m.Shard, out); err != nil {
 		return nil, nil, err
