@@ -118,8 +118,8 @@ func TestPrefixCacheMatchesNoCache(t *testing.T) {
 	tm := openPreset(t, "tiny")
 	small := func(c *Config) { c.Capacity.MaxSeqs, c.MaxPrefillTokens = 4, 48 }
 	seeds, tps := []uint64{1, 2}, []int{1, 2, 4}
-	if raceEnabled { // about 10 s a run under the race detector: one seed, ranks in parallel
-		seeds, tps = seeds[:1], []int{2}
+	if raceEnabled {
+		t.Skip("about 25 s under the race detector; TestPrefixCacheReplay runs the cache's concurrent paths (ranks in parallel, a failure) there")
 	}
 	for _, seed := range seeds {
 		w := newPrefixWorkload(seed, tm.tok.VocabSize())
