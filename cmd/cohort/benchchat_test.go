@@ -10,29 +10,36 @@ import (
 	"testing"
 )
 
+// runChatBench runs `cohort bench --chat` with args (the JSON report
+// written to a temporary file) and returns the report and what it printed.
+func runChatBench(t *testing.T, args ...string) (chatReport, string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "chat.json")
+	var stdout bytes.Buffer
+	if err := dispatch(context.Background(), append(append([]string{"bench", "--chat"}, args...), "--json", out), &stdout); err != nil {
+		t.Fatalf("bench --chat: %v\n%s", err, stdout.String())
+	}
+	var r chatReport
+	data, err := os.ReadFile(out)
+	if err == nil {
+		err = json.Unmarshal(data, &r)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, stdout.String()
+}
+
 // TestBenchChat runs the chat benchmark on a small shape of the tiny
 // preset (one conversation seeded): both runs report every turn, the
 // replies agree, and the cache serves most of the later turns' prompts.
 func TestBenchChat(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "chat.json")
-	var stdout bytes.Buffer
-	args := []string{"bench", "--chat", "--preset", "tiny", "--chat-system", "96", "--chat-turns", "3", "--chat-turn-tokens", "12",
-		"--chat-reply-tokens", "20", "--chat-conversations", "3", "--chat-temperature", "0.8", "--json", out}
-	if err := dispatch(context.Background(), args, &stdout); err != nil {
-		t.Fatalf("bench --chat: %v\n%s", err, stdout.String())
-	}
+	r, text := runChatBench(t, "--preset", "tiny", "--chat-system", "96", "--chat-turns", "3", "--chat-turn-tokens", "12",
+		"--chat-reply-tokens", "20", "--chat-conversations", "3", "--chat-temperature", "0.8")
 	for _, want := range []string{"TTFT p50 ms (no cache)", "TTFT p50 ms (cache)", "after the first turn", "replies identical with and without the cache: 9 of 9"} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Errorf("report lacks %q:\n%s", want, stdout.String())
+		if !strings.Contains(text, want) {
+			t.Errorf("report lacks %q:\n%s", want, text)
 		}
-	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r chatReport
-	if err := json.Unmarshal(data, &r); err != nil {
-		t.Fatal(err)
 	}
 	if len(r.Runs) != 2 || r.Runs[0].PrefixCache || !r.Runs[1].PrefixCache || len(r.Runs[1].Turns) != 3 {
 		t.Fatalf("runs: %+v", r.Runs)
