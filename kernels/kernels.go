@@ -251,6 +251,25 @@ func SwiGLULinear(be Backend, x, gate, up Tensor) Tensor {
 	return be.SwiGLU(be.Linear(x, gate), be.Linear(x, up))
 }
 
+// LinearNorm is implemented by backends that run a residual block's output
+// projection and the next RMSNorm in one pass (the CUDA backend's decode
+// GEMV: its last block to finish adds and normalizes).
+type LinearNorm interface {
+	// LinearAddRMSNorm returns what LinearAddRMSNorm(be, ...) returns.
+	LinearAddRMSNorm(x, w, residual, normWeight Tensor, eps float32) (sum, normed Tensor)
+}
+
+// LinearAddRMSNorm returns AddRMSNorm(residual, x·wᵀ, normWeight, eps): in
+// one pass where be is a LinearNorm, else a Linear and an AddRMSNorm. Only
+// for an unsharded model: under tensor parallelism the projection's
+// partial sums are all-reduced before the add.
+func LinearAddRMSNorm(be Backend, x, w, residual, normWeight Tensor, eps float32) (sum, normed Tensor) {
+	if f, ok := be.(LinearNorm); ok {
+		return f.LinearAddRMSNorm(x, w, residual, normWeight, eps)
+	}
+	return be.AddRMSNorm(residual, be.Linear(x, w), normWeight, eps)
+}
+
 // ConvLinear is implemented by backends that run a GDN layer's causal conv
 // inside its input projections (the CUDA backend's decode GEMV epilogue),
 // so the conv costs no launch of its own.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,6 +90,12 @@ type chatReport struct {
 	Runs            []chatRun  `json:"runs"` // without the cache, then with it
 	SameReplies     int        `json:"same_replies"`
 	ComparedReplies int        `json:"compared_replies"`
+	// FirstTurnPrefix is, for each conversation, how many leading tokens
+	// of its first reply the two runs share: the first turn's prompts are
+	// the same in both runs (later turns repeat replies that may differ),
+	// so a short shared prefix there points at a difference in the
+	// engines' numerics, not at a workload that drifted.
+	FirstTurnPrefix []int `json:"first_turn_prefix"`
 }
 
 // chatMode reports whether bench's arguments ask for the chat benchmark.
@@ -187,6 +194,7 @@ func runBenchChat(ctx context.Context, args []string, stdout io.Writer) error {
 		rep.Runs = append(rep.Runs, run)
 	}
 	rep.SameReplies, rep.ComparedReplies = sameReplies(rep.Runs)
+	rep.FirstTurnPrefix = firstTurnPrefix(rep.Runs)
 	printChat(stdout, rep)
 	return writeChatJSON(f.jsonOut, rep)
 }
@@ -475,6 +483,27 @@ func sameReplies(runs []chatRun) (same, compared int) {
 	return same, compared
 }
 
+// firstTurnPrefix returns, per conversation, the length of the common
+// prefix of the two runs' first replies.
+func firstTurnPrefix(runs []chatRun) []int {
+	if len(runs) != 2 {
+		return nil
+	}
+	var out []int
+	for i, conv := range runs[0].replies {
+		if len(conv) == 0 || len(runs[1].replies[i]) == 0 {
+			continue
+		}
+		a, b := conv[0], runs[1].replies[i][0]
+		n := 0
+		for n < len(a) && n < len(b) && a[n] == b[n] {
+			n++
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
 func printChat(w io.Writer, r *chatReport) {
 	c := r.Config
 	fmt.Fprintf(w, "\ncohort bench --chat: %s, device %s, tp %d; %d conversations, a %d-token system prompt, %d turns of %d tokens + %d-token replies\n",
@@ -503,6 +532,12 @@ func printChat(w io.Writer, r *chatReport) {
 	}
 	if r.ComparedReplies > 0 {
 		fmt.Fprintf(w, "replies identical with and without the cache: %d of %d\n", r.SameReplies, r.ComparedReplies)
+	}
+	if p := slices.Clone(r.FirstTurnPrefix); len(p) > 0 {
+		slices.Sort(p)
+		first := len(p) - sort.SearchInts(p, 1)
+		fmt.Fprintf(w, "first replies (the same prompts in both runs): first token equal in %d of %d, common prefix median %d of %d tokens (min %d)\n",
+			first, len(p), p[len(p)/2], r.Config.ReplyTokens, p[0])
 	}
 }
 

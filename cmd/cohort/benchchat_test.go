@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -36,7 +37,8 @@ func runChatBench(t *testing.T, args ...string) (chatReport, string) {
 func TestBenchChat(t *testing.T) {
 	r, text := runChatBench(t, "--preset", "tiny", "--chat-system", "96", "--chat-turns", "3", "--chat-turn-tokens", "12",
 		"--chat-reply-tokens", "20", "--chat-conversations", "3", "--chat-temperature", "0.8")
-	for _, want := range []string{"TTFT p50 ms (no cache)", "TTFT p50 ms (cache)", "after the first turn", "replies identical with and without the cache: 9 of 9"} {
+	for _, want := range []string{"TTFT p50 ms (no cache)", "TTFT p50 ms (cache)", "after the first turn", "replies identical with and without the cache: 9 of 9",
+		"first token equal in 3 of 3, common prefix median 20 of 20 tokens"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q:\n%s", want, text)
 		}
@@ -64,5 +66,22 @@ func TestChatMode(t *testing.T) {
 		if got := chatMode(c.args); got != c.want {
 			t.Errorf("chatMode(%q) = %v, want %v", c.args, got, c.want)
 		}
+	}
+}
+
+// TestFirstTurnPrefix: the shared prefix of each conversation's first
+// replies, however the later turns went.
+func TestFirstTurnPrefix(t *testing.T) {
+	run := func(replies ...[][]int32) chatRun { return chatRun{replies: replies} }
+	runs := []chatRun{
+		run([][]int32{{1, 2, 3}, {9}}, [][]int32{{4, 5}}, [][]int32{{7}}, nil),
+		run([][]int32{{1, 2, 4}, {9}}, [][]int32{{6, 5}}, [][]int32{{7}}, nil),
+	}
+	got := firstTurnPrefix(runs)
+	if want := []int{2, 0, 1}; !slices.Equal(got, want) {
+		t.Errorf("firstTurnPrefix = %v, want %v", got, want)
+	}
+	if firstTurnPrefix(runs[:1]) != nil {
+		t.Errorf("one run: want nil")
 	}
 }

@@ -42,10 +42,10 @@ var flashMinRows = 16
 
 // flashTileRows is FA_BM of kernels/45_attention_prefill.cu: the (row,
 // query head) pairs, all of one KV head, that one block works on.
-const flashTileRows = 64
+const flashTileRows = 128
 
 // flashThreads is FA_THREADS of kernels/45_attention_prefill.cu.
-const flashThreads = 128
+const flashThreads = 256
 
 // flashKernel returns the kernel for head dim hd, or "" if there is none.
 func flashKernel(hd int) string {
@@ -54,6 +54,17 @@ func flashKernel(hd int) string {
 		return fmt.Sprintf("attention_prefill_hd%d", hd)
 	}
 	return ""
+}
+
+// flashKeyTile is BN of the kernel for head dim hd: the key positions of
+// one shared-memory tile.
+func flashKeyTile(hd int) int { return 4096 / hd }
+
+// flashSmem is the kernel's dynamic shared memory for head dim hd: the bf16
+// Q tile and K and V tiles, and two float32 staging stages of K and V.
+func flashSmem(hd int) int {
+	bn := flashKeyTile(hd)
+	return (flashTileRows*hd+2*bn*hd)*2 + 4*bn*hd*4
 }
 
 // flashTakes reports whether sequence s of bt goes to the tensor-core
@@ -126,7 +137,8 @@ func (b *Backend) attentionFlash(op string, out, qt, gt *Tensor, c *KVCache, dpo
 	if n := len(tiles) / 4; n > 0 {
 		dt := b.sharedMeta(metaKey{kind: "flashTiles", src: unsafe.Pointer(bt), n: H / KV},
 			func() devptr { return b.uploadInts(op, tiles, nil) })
-		b.launch(op, name, [3]int{n * KV, 1, 1}, [3]int{flashThreads, 1, 1}, 0,
+		b.allowSmem(op, name, flashSmem(hd))
+		b.launch(op, name, [3]int{n * KV, 1, 1}, [3]int{flashThreads, 1, 1}, flashSmem(hd),
 			out.ptr, qt.ptr, gt.ptr, c.k, c.v, dpos, dpageOff, dpages, dt, H, KV, c.pageSize, c.pages, layer, scale)
 	}
 	rowBytes := devptr(4 * H * hd)

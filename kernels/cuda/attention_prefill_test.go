@@ -4,6 +4,10 @@ package cuda
 
 import (
 	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -295,5 +299,32 @@ func BenchmarkAttentionPrefill(b *testing.B) {
 			b.ReportMetric(t32.Seconds()*1e3/float64(b.N), "f32_ms")
 			b.ReportMetric(t32.Seconds()/tf.Seconds(), "speedup")
 		})
+	}
+}
+
+// TestFlashConstantsMatchSource: the Go side sizes the flash kernel's tiles,
+// threads and shared memory from constants that the CUDA source defines on
+// its own; this reads the source and checks that both agree.
+func TestFlashConstantsMatchSource(t *testing.T) {
+	src, err := os.ReadFile("kernels/45_attention_prefill.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`#define FA_WARPS (\d+)`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("no FA_WARPS in the source")
+	}
+	warps, _ := strconv.Atoi(string(m[1]))
+	if flashThreads != 32*warps || flashTileRows != 16*warps {
+		t.Errorf("FA_WARPS %d: flashThreads %d, flashTileRows %d", warps, flashThreads, flashTileRows)
+	}
+	for _, hd := range []int{64, 128, 256} {
+		want := fmt.Sprintf("fa_prefill<%d, %d>", hd, flashKeyTile(hd))
+		if !strings.Contains(string(src), want) {
+			t.Errorf("head dim %d: the source has no %s", hd, want)
+		}
+		if flashSmem(hd) > 227<<10 {
+			t.Errorf("head dim %d: %d bytes of shared memory, more than an H100/H200 block may have", hd, flashSmem(hd))
+		}
 	}
 }

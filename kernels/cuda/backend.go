@@ -83,7 +83,8 @@ type Backend struct {
 
 	mod   module
 	funcs map[string]function
-	image string // what was loaded: arch and whether it came from the cache
+	smem  map[string]int // dynamic shared memory a kernel was opted in to (allowSmem)
+	image string         // what was loaded: arch and whether it came from the cache
 
 	gemm     string // "cublaslt" or "tiled"
 	gemmNote string // why the tiled GEMM is used, if it is
@@ -526,6 +527,7 @@ type Tensor struct {
 	n       int
 	ptr     devptr
 	bf16    bool   // elements are bfloat16 (only weights, read by Linear and Embedding)
+	twin    devptr // scratch bf16 copy of the elements that the producing kernel wrote (see twinFor), or 0
 	scratch bool   // lives in the scratch arena
 	epoch   uint64 // the arena epoch it was allocated in
 	freed   bool

@@ -262,16 +262,17 @@ func (b *Backend) occupancy(name string, threads int) int {
 	return n
 }
 
-// initMMA allocates the zeroed tile counters (before any step, so never
-// inside a graph capture).
+// initMMA allocates the zeroed tile counters and, after them, the launch
+// counter of gemv_mma_addnorm (before any step, so never inside a graph
+// capture).
 func (b *Backend) initMMA() error {
-	p, err := memAlloc(mmaCounters * 4)
+	p, err := memAlloc((mmaCounters + 1) * 4)
 	if err != nil {
 		return fmt.Errorf("cuda: GEMV tile counters: %w", err)
 	}
-	b.permanent[p] = mmaCounters * 4
+	b.permanent[p] = (mmaCounters + 1) * 4
 	b.mmaCnt = p
-	if err := memsetD32(p, 0, mmaCounters); err != nil {
+	if err := memsetD32(p, 0, mmaCounters+1); err != nil {
 		return fmt.Errorf("cuda: GEMV tile counters: %w", err)
 	}
 	return nil
@@ -314,11 +315,67 @@ func (b *Backend) linearBF16(op string, y, x, w *Tensor, T, K, N int) {
 		b.launch(op, "gemv_bf16", [3]int{(N + gemvWarps - 1) / gemvWarps, 1, 1}, [3]int{32, gemvWarps, 1}, 0,
 			y.ptr, x.ptr, w.ptr, T, K, N)
 	default:
-		n := int64(T) * int64(K)
-		xb := b.allocScratch(op, n*2)
-		b.launch(op, "f32_to_bf16", [3]int{b.grid1(n, 256), 1, 1}, [3]int{256, 1, 1}, 0, xb, x.ptr, n)
-		b.ltGemm(op, ltKey{bf16: true, transA: true, m: N, n: T, k: K, lda: K, ldb: K, ldd: N}, w.ptr, xb, y.ptr)
+		b.ltGemmBF16(op, y, b.rowsBF16(op, x, T, K), w, T, K, N)
 	}
+}
+
+// rowsBF16 returns x [T, K] rounded to bf16 in scratch: cuBLASLt's B
+// operand for the bf16 weights (x's twin when its producer wrote one).
+func (b *Backend) rowsBF16(op string, x *Tensor, T, K int) devptr {
+	if x.twin != 0 && bf16Twins {
+		return x.twin
+	}
+	n := int64(T) * int64(K)
+	xb := b.allocScratch(op, n*2)
+	b.launch(op, "f32_to_bf16", [3]int{b.grid1(n, 256), 1, 1}, [3]int{256, 1, 1}, 0, xb, x.ptr, n)
+	return xb
+}
+
+// ltGemmBF16 is y[T, N] = xb[T, K]·w[N, K]ᵀ on cuBLASLt, xb from rowsBF16.
+func (b *Backend) ltGemmBF16(op string, y *Tensor, xb devptr, w *Tensor, T, K, N int) {
+	b.ltGemm(op, ltKey{bf16: true, transA: true, m: N, n: T, k: K, lda: K, ldb: K, ldd: N}, w.ptr, xb, y.ptr)
+}
+
+// twinFor gives t, a producer's new [rows, cols] output, a bf16 twin for
+// the kernel to fill when a Linear would read t on cuBLASLt (too many rows
+// for the GEMVs), and returns it (0: none, and the kernel writes none).
+// Outputs with twins are never changed in place after their kernel.
+// COHORT_CUDA_TWINS=0 turns them off.
+func (b *Backend) twinFor(op string, t *Tensor) devptr {
+	if !bf16Twins || b.weights != "bf16" || len(t.shape) != 2 {
+		return 0
+	}
+	if T, K := t.dims(); T == 0 || K == 0 || b.mmaFits(T, K) || b.gemvFits(T, K) {
+		return 0
+	}
+	t.twin = b.allocScratch(op, int64(t.n)*2)
+	return t.twin
+}
+
+// bf16Twins turns twinFor on (COHORT_CUDA_TWINS=0: off, for side-by-side
+// runs).
+var bf16Twins = os.Getenv("COHORT_CUDA_TWINS") != "0"
+
+// ltFits reports whether Linear of x [T, K] and bf16 weights ws runs on
+// cuBLASLt (rows too many for the GEMVs), so that several weights read
+// against the same x can share its one bf16 copy.
+func (b *Backend) ltFits(op string, xt *Tensor, ws []kernels.Tensor) bool {
+	T, K := xt.dims()
+	return len(xt.shape) == 2 && T > 0 && K > 0 && !b.mmaFits(T, K) && !b.gemvFits(T, K) && allBF16(b, op, K, ws)
+}
+
+// linearsLt is Linears on cuBLASLt: x is rounded to bf16 once for all ws.
+func (b *Backend) linearsLt(op string, xt *Tensor, ws []kernels.Tensor) []kernels.Tensor {
+	T, K := xt.dims()
+	xb := b.rowsBF16(op, xt, T, K)
+	out := make([]kernels.Tensor, len(ws))
+	for i, w := range ws {
+		wt := b.weight(op, w)
+		y := b.newTensor(op, T, wt.shape[0])
+		b.ltGemmBF16(op, y, xb, wt, T, K, wt.shape[0])
+		out[i] = y
+	}
+	return out
 }
 
 // Linears returns x·wᵢᵀ for every w (kernels.FusedLinear). Up to four bf16
@@ -328,6 +385,9 @@ func (b *Backend) Linears(x kernels.Tensor, ws ...kernels.Tensor) []kernels.Tens
 	const op = "Linears"
 	xt := b.tensor(op, x)
 	T, K := xt.dims()
+	if b.ltFits(op, xt, ws) {
+		return b.linearsLt(op, xt, ws)
+	}
 	if len(ws) > 4 || len(xt.shape) != 2 || !b.mmaFits(T, K) || !allBF16(b, op, K, ws) {
 		out := make([]kernels.Tensor, len(ws))
 		for i, w := range ws {
@@ -372,6 +432,33 @@ func allBF16(b *Backend, op string, K int, ws []kernels.Tensor) bool {
 	return true
 }
 
+// LinearAddRMSNorm returns AddRMSNorm(residual, x·wᵀ, normWeight, eps)
+// (kernels.LinearNorm): with COHORT_CUDA_ADDNORM=1, for one decode row, one
+// tensor-core GEMV whose last block adds and normalizes; else (the
+// default) a Linear and an AddRMSNorm. Measured on the H200 (4b-shape,
+// cohort bench, same binary): batch 1 3.932 ms/token fused against 3.818
+// apart, so it stays off; a first version that fused up to 8 rows, with a
+// load round trip per element in its tail, made batch 8 7.90 against 4.79.
+func (b *Backend) LinearAddRMSNorm(x, w, residual, normWeight kernels.Tensor, eps float32) (sum, normed kernels.Tensor) {
+	const op = "LinearAddRMSNorm"
+	xt, wt, rt, nt := b.tensor(op, x), b.weight(op, w), b.tensor(op, residual), b.tensor(op, normWeight)
+	T, K := xt.dims()
+	if !linearNorm || len(xt.shape) != 2 || T != 1 || !b.mmaFits(T, K) || !allBF16(b, op, K, []kernels.Tensor{w}) ||
+		len(rt.shape) != 2 || rt.shape[0] != T || rt.shape[1] != wt.shape[0] || nt.n != wt.shape[0] {
+		return b.AddRMSNorm(residual, b.Linear(x, w), normWeight, eps)
+	}
+	N := wt.shape[0]
+	y, s, n := b.newTensor(op, T, N), b.newTensor(op, T, N), b.newTensor(op, T, N)
+	p := b.mmaLaunch("gemv_mma_addnorm", T, (N+15)/16, K)
+	ws, cnt := b.mmaWorkspace(op, p, 1)
+	b.launch(op, p.name, p.grid, p.block, 0, y.ptr, wt.ptr, N, xt.ptr, T, K, ws, cnt,
+		s.ptr, n.ptr, rt.ptr, nt.ptr, eps, b.mmaCnt+devptr(4*mmaCounters))
+	return s, n
+}
+
+// linearNorm turns LinearAddRMSNorm's fused launch on (COHORT_CUDA_ADDNORM=1).
+var linearNorm = os.Getenv("COHORT_CUDA_ADDNORM") == "1"
+
 // SwiGLULinear returns silu(x·gateᵀ) ⊙ (x·upᵀ) (kernels.FusedLinear): one
 // tensor-core pass over both weights for decode-sized x, else SwiGLU of two
 // Linears.
@@ -379,6 +466,10 @@ func (b *Backend) SwiGLULinear(x, gate, up kernels.Tensor) kernels.Tensor {
 	const op = "SwiGLULinear"
 	xt, gt, ut := b.tensor(op, x), b.weight(op, gate), b.weight(op, up)
 	T, K := xt.dims()
+	if pair := []kernels.Tensor{gate, up}; gt.shape[0] == ut.shape[0] && b.ltFits(op, xt, pair) {
+		gu := b.linearsLt(op, xt, pair)
+		return b.SwiGLU(gu[0], gu[1])
+	}
 	if len(xt.shape) != 2 || !b.mmaFits(T, K) || !allBF16(b, op, K, []kernels.Tensor{gate, up}) || gt.shape[0] != ut.shape[0] {
 		return b.SwiGLU(b.Linear(x, gate), b.Linear(x, up))
 	}

@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"os"
 	"unsafe"
 
 	"cohort/kernels"
@@ -186,10 +187,51 @@ func (b *Backend) CausalConv1d(x, w kernels.Tensor, states kernels.StatePool, la
 		return y
 	}
 	start, length, slot := b.seqMeta(op, p, layer, bt)
-	const block = 128
-	b.launch(op, "conv1d_f32", [3]int{(convDim + block - 1) / block, len(bt.Seqs), 1}, [3]int{block, 1, 1}, 0,
+	lanes := convLanes(bt)
+	channels := 256 / lanes
+	b.launch(op, "conv1d_f32", [3]int{(convDim + channels - 1) / channels, len(bt.Seqs), 1}, [3]int{channels, lanes, 1}, 0,
 		y.ptr, xt.ptr, wt.ptr, p.conv, start, length, slot, convDim, K, p.slots, layer)
 	return y
+}
+
+// gdnDecodeKernel returns the fused decode kernel (norms, gates and the
+// recurrence in one launch) for bt and its warps a block, or "" when bt
+// takes the separate kernels. gdn_decode_cols_f32 (16 warps for dk 128)
+// runs when its grid fits one wave: its blocks hold twice the registers,
+// and measured on the H200 it saved 87 µs a step at batch 1 but made batch
+// 8 and 32 slower (5.85 against 5.39 ms/token, 10.0 against 8.1). With
+// COHORT_CUDA_GDN_WIDE=fused, larger decode batches take
+// gdn_decode_cols_wide_f32 (4 warps, 32 rows a thread); by default they
+// take the separate norms and gates and gdn_recurrent_cols_wide_f32, which
+// measured faster at batch 128 (14.16 against 15.50 ms/token, in two runs
+// that also differed in the bf16 twins) and level at 256 (22.68, 22.44).
+func (b *Backend) gdnDecodeKernel(bt *kernels.Batch, cfg kernels.GDNConfig, warps int) (string, int) {
+	dk, dv := cfg.KeyDim, cfg.ValueDim
+	if !b.fuse || !allDecode(bt) {
+		return "", 0
+	}
+	if warps <= 16 && (dk+warps-1)/warps <= gdnRowsMax && len(bt.Seqs)*cfg.ValueHeads*((dv+31)/32) <= b.sms {
+		return "gdn_decode_cols_f32", warps
+	}
+	if w := (dk + gdnRowsWide - 1) / gdnRowsWide; gdnWide && gdnWideFused && w <= 4 {
+		return "gdn_decode_cols_wide_f32", w
+	}
+	return "", 0
+}
+
+// convLanes is the token lanes of a conv1d_f32 block (256 threads, the rest
+// channels): as many as the longest sequence has tokens, up to 8, so that
+// decode rows (one token each) do not leave 7 of 8 threads idle.
+func convLanes(bt *kernels.Batch) int {
+	longest := 0
+	for _, s := range bt.Seqs {
+		longest = max(longest, s.Len)
+	}
+	lanes := 1
+	for lanes < 8 && lanes < longest {
+		lanes *= 2
+	}
+	return lanes
 }
 
 // GatedDeltaRule runs the gated delta rule on mixed [T, convDim] = [q | k | v]
@@ -212,16 +254,12 @@ func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, st
 	}
 	scale := 1 / float32(math.Sqrt(float64(dk)))
 	warps := min(max((dk+7)/8, 1), 32)
-	if b.fuse && allDecode(bt) && warps <= 16 && (dk+warps-1)/warps <= gdnRowsMax && len(bt.Seqs)*nv*((dv+31)/32) <= b.sms {
+	if name, w := b.gdnDecodeKernel(bt, cfg, warps); name != "" {
 		// Decode rows: the q/k norms and the gates are computed by the
-		// recurrent kernel itself (two launches fewer per layer). Its
-		// blocks hold twice the registers, so it runs only when they fit
-		// one wave: measured on the H200 it saved 87 µs a step at batch 1
-		// but made batch 8 and 32 slower (5.85 against 5.39 ms/token, 10.0
-		// against 8.1).
+		// recurrent kernel itself (two launches fewer per layer).
 		start, length, slot := b.seqMeta(op, p, layer, bt)
-		b.launch(op, "gdn_decode_cols_f32", [3]int{len(bt.Seqs), nv, (dv + 31) / 32}, [3]int{32, warps, 1},
-			(2*dk+2*32*warps)*4+2*warps*8,
+		b.launch(op, name, [3]int{len(bt.Seqs), nv, (dv + 31) / 32}, [3]int{32, w, 1},
+			(2*dk+2*32*w)*4+2*w*8,
 			out.ptr, mt.ptr, bt2.ptr, at.ptr, alt.ptr, dtt.ptr, p.rec, start, length, slot,
 			nk, nv, dk, dv, convDim, p.slots, layer, scale)
 		return out
@@ -242,10 +280,17 @@ func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, st
 			return out
 		}
 	}
-	if (dk+warps-1)/warps <= gdnRowsMax {
+	name := "gdn_recurrent_cols_f32"
+	if w := (dk + gdnRowsWide - 1) / gdnRowsWide; gdnWide && allDecode(bt) && w <= 4 {
+		// Decode rows: a quarter of the warps, 32 rows a thread. Measured
+		// on the H200 at batch 128 the 16-warp form moved the state at
+		// 1.4 TB/s (9.1 of a 17.2 ms step).
+		name, warps = "gdn_recurrent_cols_wide_f32", w
+	}
+	if (dk+warps-1)/warps <= gdnRowsMax || name != "gdn_recurrent_cols_f32" {
 		// Column-split form: 32 state columns per block, dk rows over the
 		// block's warps (about 8 rows per thread, kept in registers).
-		b.launch(op, "gdn_recurrent_cols_f32", [3]int{nSeq, nv, (dv + 31) / 32}, [3]int{32, warps, 1},
+		b.launch(op, name, [3]int{nSeq, nv, (dv + 31) / 32}, [3]int{32, warps, 1},
 			(2*dk+2*32*warps)*4,
 			out.ptr, qh.ptr, kh.ptr, mt.ptr, g.ptr, bs.ptr, p.rec, start, length, slot,
 			nk, nv, dk, dv, convDim, p.slots, layer)
@@ -259,5 +304,18 @@ func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, st
 }
 
 // gdnRowsMax is GDN_ROWS_MAX of kernels/50_gdn.cu: the most state rows one
-// thread of gdn_recurrent_cols_f32 holds.
-const gdnRowsMax = 16
+// thread of gdn_recurrent_cols_f32 holds; gdnRowsWide is GDN_ROWS_WIDE, for
+// gdn_recurrent_cols_wide_f32.
+const (
+	gdnRowsMax  = 16
+	gdnRowsWide = 32
+)
+
+// gdnWide sends decode batches to the wide kernels, gdnWideFused to the
+// fused one (COHORT_CUDA_GDN_WIDE=0: neither, the 16-warp kernels; "fused":
+// gdn_decode_cols_wide_f32; default: gdn_recurrent_cols_wide_f32 after
+// separate norms and gates).
+var (
+	gdnWide      = os.Getenv("COHORT_CUDA_GDN_WIDE") != "0"
+	gdnWideFused = os.Getenv("COHORT_CUDA_GDN_WIDE") == "fused"
+)

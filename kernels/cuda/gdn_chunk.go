@@ -39,9 +39,11 @@ const (
 var gdnChunkMin = 16
 
 // gdnChunked reports whether a sequence of length n takes the chunked path
-// under cfg.
+// under cfg. The chunked kernels copy 16 bytes at a time, so both head
+// dims must be multiples of 4.
 func gdnChunked(n int, cfg kernels.GDNConfig) bool {
-	return n > gdnChunkMin && n > 0 && cfg.KeyDim > 0 && cfg.KeyDim <= gdnChunkDKMax && cfg.ValueDim > 0
+	return n > gdnChunkMin && n > 0 && cfg.KeyDim > 0 && cfg.KeyDim <= gdnChunkDKMax && cfg.KeyDim%4 == 0 &&
+		cfg.ValueDim > 0 && cfg.ValueDim%4 == 0
 }
 
 // gdnAnyChunked reports whether any sequence of bt takes the chunked path.

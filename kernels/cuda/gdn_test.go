@@ -19,6 +19,16 @@ import (
 // chunked form for pieces of more than gdnChunkMin tokens (70, 130, 64 and
 // 65 here) and the recurrent form for the rest.
 func TestGDNMatchesCPU(t *testing.T) {
+	// Decode batches of more than a wave take the wide recurrent kernel
+	// after separate norms and gates, or (wide-fused) the fused wide one.
+	defer func(v bool) { gdnWideFused = v }(gdnWideFused)
+	for _, fused := range []bool{false, true} {
+		gdnWideFused = fused
+		t.Run(fmt.Sprintf("wide-fused=%v", fused), func(t *testing.T) { testGDNMatchesCPU(t) })
+	}
+}
+
+func testGDNMatchesCPU(t *testing.T) {
 	p := newPair(t)
 	for _, cfg := range []kernels.GDNConfig{
 		{KeyHeads: 2, ValueHeads: 4, KeyDim: 32, ValueDim: 48, ConvKernel: 4},

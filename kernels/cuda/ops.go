@@ -125,7 +125,7 @@ func (b *Backend) AddRMSNorm(residual, delta, w kernels.Tensor, eps float32) (su
 		block = min(max((g/4+31)/32*32, 32), 1024)
 	}
 	b.launch(op, "add_rmsnorm_f32", [3]int{rt.n / g, 1, 1}, [3]int{block, 1, 1}, 0,
-		s.ptr, n.ptr, rt.ptr, dt.ptr, wt.ptr, g, eps)
+		s.ptr, n.ptr, b.twinFor(op, n), rt.ptr, dt.ptr, wt.ptr, g, eps)
 	return s, n
 }
 
@@ -139,7 +139,7 @@ func (b *Backend) GatedRMSNorm(x, z, w kernels.Tensor, eps float32) kernels.Tens
 	y := b.newTensor(op, xt.shape...)
 	g := wt.n
 	b.launch(op, "gated_rmsnorm_f32", [3]int{xt.n / g, 1, 1}, [3]int{blockFor(g), 1, 1}, 0,
-		y.ptr, xt.ptr, zt.ptr, wt.ptr, g, eps)
+		y.ptr, b.twinFor(op, y), xt.ptr, zt.ptr, wt.ptr, g, eps)
 	return y
 }
 
@@ -150,7 +150,13 @@ func (b *Backend) Add(x, y kernels.Tensor) kernels.Tensor {
 
 // SwiGLU returns silu(gate) ⊙ up.
 func (b *Backend) SwiGLU(gate, up kernels.Tensor) kernels.Tensor {
-	return b.elementwise("SwiGLU", "swiglu_f32", gate, up)
+	const op = "SwiGLU"
+	gt, ut := b.tensor(op, gate), b.tensor(op, up)
+	check(op, kernels.CheckSame(gt.shape, ut.shape))
+	y := b.newTensor(op, gt.shape...)
+	b.launch(op, "swiglu_f32", [3]int{b.grid1(int64(y.n), 256), 1, 1}, [3]int{256, 1, 1}, 0,
+		y.ptr, b.twinFor(op, y), gt.ptr, ut.ptr, int64(y.n))
+	return y
 }
 
 // elementwise runs a kernel of two same-shaped inputs and one output.

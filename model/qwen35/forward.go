@@ -138,44 +138,58 @@ func (m *Model) decoder(be kernels.Backend, st *State, tokens []int32, b *kernel
 	h := be.RMSNorm(x, m.layers[0].inputNorm, m.Config.Eps)
 	for i := range m.layers {
 		l := &m.layers[i]
-		var mixed kernels.Tensor
+		var act, proj kernels.Tensor
 		if l.kind == FullAttention {
-			mixed = m.attention(be, l, h, st, b)
+			act, proj = m.attention(be, l, h, st, b), l.o
 		} else {
-			mixed = m.deltaNet(be, l, h, st, b)
+			act, proj = m.deltaNet(be, l, h, st, b), l.outProj
 		}
-		if err := model.AllReduce(be, m.Shard, mixed); err != nil {
-			return nil, err
-		}
-		residual, h = be.AddRMSNorm(residual, mixed, l.postNorm, m.Config.Eps)
-		mlp := be.Linear(kernels.SwiGLULinear(be, h, l.gate, l.up), l.down)
-		if err := model.AllReduce(be, m.Shard, mlp); err != nil {
+		if residual, h, err = m.addProjected(be, residual, act, proj, l.postNorm); err != nil {
 			return nil, err
 		}
 		next := m.Vocab.Norm
 		if i+1 < len(m.layers) {
 			next = m.layers[i+1].inputNorm
 		}
-		residual, h = be.AddRMSNorm(residual, mlp, next, m.Config.Eps)
+		if residual, h, err = m.addProjected(be, residual, kernels.SwiGLULinear(be, h, l.gate, l.up), l.down, next); err != nil {
+			return nil, err
+		}
 	}
 	return m.Vocab.Logits(be, m.Shard, be.SelectRows(h, outputRows))
 }
 
-// attention is the gated full-attention mixer (spec §2.3).
+// addProjected ends a residual block: it projects the block's activations
+// act with w (the rank's partial sums all-reduced), adds them to the
+// residual stream and returns the new stream and its RMSNorm with norm.
+// Unsharded, the backend may do all of it in one pass.
+func (m *Model) addProjected(be kernels.Backend, residual, act, w, norm kernels.Tensor) (sum, normed kernels.Tensor, err error) {
+	if m.Shard.Size <= 1 {
+		sum, normed = kernels.LinearAddRMSNorm(be, act, w, residual, norm, m.Config.Eps)
+		return sum, normed, nil
+	}
+	out := be.Linear(act, w)
+	if err := model.AllReduce(be, m.Shard, out); err != nil {
+		return nil, nil, err
+	}
+	sum, normed = be.AddRMSNorm(residual, out, norm, m.Config.Eps)
+	return sum, normed, nil
+}
+
+// attention is the gated full-attention mixer (spec §2.3), up to its output
+// projection (l.o, applied by addProjected).
 func (m *Model) attention(be kernels.Backend, l *layer, h kernels.Tensor, st *State, b *kernels.Batch) kernels.Tensor {
 	c := m.Attn
 	p := kernels.Linears(be, h, l.q, l.k, l.v)
 	q, gate, k := kernels.PrepareQK(be, p[0], p[1], l.qNorm, l.kNorm, b.Positions, c, m.Config.Eps)
 	v := p[2]
-	out := be.Attention(q, k, v, gate, st.KV, l.index, b, c)
-	return be.Linear(out, l.o)
+	return be.Attention(q, k, v, gate, st.KV, l.index, b, c)
 }
 
-// deltaNet is the Gated DeltaNet mixer (spec §2.4).
+// deltaNet is the Gated DeltaNet mixer (spec §2.4), up to its output
+// projection (l.outProj, applied by addProjected).
 func (m *Model) deltaNet(be kernels.Backend, l *layer, h kernels.Tensor, st *State, b *kernels.Batch) kernels.Tensor {
 	p := kernels.ConvLinears(be, h, l.conv, st.GDN, l.index, b, l.qkv, l.z, l.b, l.a)
 	mixed := p[0]
 	o := be.GatedDeltaRule(mixed, p[2], p[3], l.aLog, l.dtBias, st.GDN, l.index, b, m.gdn)
-	o = be.GatedRMSNorm(o, p[1], l.gnorm, m.Config.Eps)
-	return be.Linear(o, l.outProj)
+	return be.GatedRMSNorm(o, p[1], l.gnorm, m.Config.Eps)
 }

@@ -17,6 +17,6 @@ wait $tests
 grep -E "^(--- FAIL|FAIL|panic)|cuda.test rc" "$OUT/gpu-tests.log"
 grep -c "^--- PASS" "$OUT/gpu-tests.log"
 timeout -k 5 "${BENCH_LIMIT:-170}" "$BIN/cohort" bench --model /tmp/m4b --device cuda --batch "${BATCHES:-1,8}" --prompt-len 128 \
-	--decode-tokens 32 --prefill "${PREFILL:-1024}" --ttft-len 0 --mixed-prefill-tokens "${MIXED:-512,2048}" \
+	--decode-tokens 32 --prefill "${PREFILL:-1024}" --ttft-len "${TTFT:-0}" --mixed-prefill-tokens "${MIXED:-512,2048}" \
 	--mixed-decoders 16 --mixed-decode-tokens "${MIXED_TOKENS:-256}" --mixed-prompt 8192 --mixed-period 1s \
 	--json "$OUT/bench.json" 2>&1 | tail -22

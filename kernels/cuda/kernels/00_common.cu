@@ -63,3 +63,25 @@ __device__ __forceinline__ float inv_rms(double ss, int n, float eps) {
 	float ms = (float)ss / (float)n;
 	return 1.0f / (float)sqrt((double)(ms + eps));
 }
+
+// f32_to_bf16_bits rounds to nearest even (NaN stays a quiet NaN).
+__device__ __forceinline__ unsigned short f32_to_bf16_bits(float f) {
+	unsigned u = __float_as_uint(f);
+	if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (unsigned short)(u >> 16);
+}
+
+// A kernel whose output a bf16 GEMM reads next also writes the output's
+// bf16 copy (its "twin", rounded as f32_to_bf16 rounds) when the twin
+// pointer is set, so that the GEMM needs no conversion launch of its own.
+__device__ __forceinline__ void twin1(unsigned short *yb, long long i, float v) {
+	if (yb) yb[i] = f32_to_bf16_bits(v);
+}
+
+// twin4 stores four consecutive values at yb + i (i a multiple of 4).
+__device__ __forceinline__ void twin4(unsigned short *yb, long long i, float4 v) {
+	if (yb)
+		*(uint2 *)(yb + i) = make_uint2(f32_to_bf16_bits(v.x) | ((unsigned)f32_to_bf16_bits(v.y) << 16),
+		                                f32_to_bf16_bits(v.z) | ((unsigned)f32_to_bf16_bits(v.w) << 16));
+}

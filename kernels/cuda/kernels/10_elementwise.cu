@@ -8,11 +8,15 @@ extern "C" __global__ void add_f32(float *y, const float *a, const float *b, lon
 		y[i] = a[i] + b[i];
 }
 
-extern "C" __global__ void swiglu_f32(float *y, const float *gate, const float *up, long long n) {
+// swiglu_f32: y = silu(gate) ⊙ up, and y's bf16 twin when yb is set.
+extern "C" __global__ void swiglu_f32(float *y, unsigned short *yb, const float *gate, const float *up, long long n) {
 	PDL_LAUNCH();
 	PDL_WAIT();
-	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-		y[i] = silu_ref(gate[i]) * up[i];
+	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+		float v = silu_ref(gate[i]) * up[i];
+		y[i] = v;
+		twin1(yb, i, v);
+	}
 }
 
 __device__ __forceinline__ float to_f32(float v) { return v; }

@@ -28,13 +28,14 @@ extern "C" __global__ void plain_rmsnorm_f32(float *y, const float *x, const flo
 
 #define ARN_KEEP 4
 
-// add_rmsnorm_f32 writes sum = r + d and the zero-centered RMSNorm of sum.
+// add_rmsnorm_f32 writes sum = r + d and y, the zero-centered RMSNorm of
+// sum (and y's bf16 twin when yb is set).
 // When g is a multiple of 4 and every pointer is 16-byte aligned it moves
 // float4s and keeps up to ARN_KEEP of its sums in registers (the launch
 // sizes the block to about g/4 threads, up to 1024), so a single wide row
 // (batch-1 decode) is one round of loads, one block reduction and one round
 // of stores.
-extern "C" __global__ void __launch_bounds__(1024) add_rmsnorm_f32(float *sum, float *y, const float *r, const float *d, const float *w, int g, float eps) {
+extern "C" __global__ void __launch_bounds__(1024) add_rmsnorm_f32(float *sum, float *y, unsigned short *yb, const float *r, const float *d, const float *w, int g, float eps) {
 	PDL_LAUNCH();
 	PDL_WAIT();
 	long long off = (long long)blockIdx.x * g;
@@ -70,15 +71,19 @@ extern "C" __global__ void __launch_bounds__(1024) add_rmsnorm_f32(float *sum, f
 			int j = threadIdx.x + k * blockDim.x;
 			if (j < g4) {
 				float4 s = keep[k], wv = wkeep[k];
-				y4[j] = make_float4(s.x * inv * (1.0f + wv.x), s.y * inv * (1.0f + wv.y),
+				float4 v = make_float4(s.x * inv * (1.0f + wv.x), s.y * inv * (1.0f + wv.y),
 					s.z * inv * (1.0f + wv.z), s.w * inv * (1.0f + wv.w));
+				y4[j] = v;
+				twin4(yb, off + 4LL * j, v);
 			}
 		}
 		// Each thread reads back only the sums it wrote itself.
 		for (int j = threadIdx.x + ARN_KEEP * blockDim.x; j < g4; j += blockDim.x) {
 			float4 s = s4[j], wv = w4[j];
-			y4[j] = make_float4(s.x * inv * (1.0f + wv.x), s.y * inv * (1.0f + wv.y),
+			float4 v = make_float4(s.x * inv * (1.0f + wv.x), s.y * inv * (1.0f + wv.y),
 				s.z * inv * (1.0f + wv.z), s.w * inv * (1.0f + wv.w));
+			y4[j] = v;
+			twin4(yb, off + 4LL * j, v);
 		}
 		return;
 	}
@@ -89,11 +94,16 @@ extern "C" __global__ void __launch_bounds__(1024) add_rmsnorm_f32(float *sum, f
 	}
 	float inv = inv_rms(block_sum_d(ss), g, eps);
 	// Each thread reads back only the sums it wrote itself.
-	for (int j = threadIdx.x; j < g; j += blockDim.x) y[off + j] = sum[off + j] * inv * (1.0f + w[j]);
+	for (int j = threadIdx.x; j < g; j += blockDim.x) {
+		float v = sum[off + j] * inv * (1.0f + w[j]);
+		y[off + j] = v;
+		twin1(yb, off + j, v);
+	}
 }
 
-// gated_rmsnorm_f32 is x / rms(x) * w * silu(z) with the plain weight w.
-extern "C" __global__ void gated_rmsnorm_f32(float *y, const float *x, const float *z, const float *w, int g, float eps) {
+// gated_rmsnorm_f32 is x / rms(x) * w * silu(z) with the plain weight w
+// (and its bf16 twin when yb is set).
+extern "C" __global__ void gated_rmsnorm_f32(float *y, unsigned short *yb, const float *x, const float *z, const float *w, int g, float eps) {
 	PDL_LAUNCH();
 	PDL_WAIT();
 	long long off = (long long)blockIdx.x * g;
@@ -104,11 +114,19 @@ extern "C" __global__ void gated_rmsnorm_f32(float *y, const float *x, const flo
 		bool in = j < g;
 		float xv = in ? x[off + j] : 0.0f, wv = in ? w[j] : 0.0f, sz = in ? silu_ref(z[off + j]) : 0.0f;
 		float inv = inv_rms(block_sum_d((double)xv * (double)xv), g, eps);
-		if (in) y[off + j] = xv * inv * wv * sz;
+		if (in) {
+			float v = xv * inv * wv * sz;
+			y[off + j] = v;
+			twin1(yb, off + j, v);
+		}
 		return;
 	}
 	double ss = 0;
 	for (int j = threadIdx.x; j < g; j += blockDim.x) ss += (double)x[off + j] * (double)x[off + j];
 	float inv = inv_rms(block_sum_d(ss), g, eps);
-	for (int j = threadIdx.x; j < g; j += blockDim.x) y[off + j] = x[off + j] * inv * w[j] * silu_ref(z[off + j]);
+	for (int j = threadIdx.x; j < g; j += blockDim.x) {
+		float v = x[off + j] * inv * w[j] * silu_ref(z[off + j]);
+		y[off + j] = v;
+		twin1(yb, off + j, v);
+	}
 }

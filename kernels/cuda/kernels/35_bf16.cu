@@ -5,14 +5,6 @@
 __device__ __forceinline__ float bf16_lo(unsigned u) { return __uint_as_float(u << 16); }
 __device__ __forceinline__ float bf16_hi(unsigned u) { return __uint_as_float(u & 0xffff0000u); }
 
-// f32_to_bf16_bits rounds to nearest even (NaN stays a quiet NaN).
-__device__ __forceinline__ unsigned short f32_to_bf16_bits(float f) {
-	unsigned u = __float_as_uint(f);
-	if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-	u += 0x7fffu + ((u >> 16) & 1u);
-	return (unsigned short)(u >> 16);
-}
-
 // f32_to_bf16: y[i] = bf16(x[i]) for n elements.
 extern "C" __global__ void f32_to_bf16(unsigned short *y, const float *x, long long n) {
 	PDL_LAUNCH();

@@ -247,18 +247,97 @@ __device__ __forceinline__ float mma_conv_apply(const mma_conv &cv, int C, int t
 	return silu_ref(acc);
 }
 
+// gemv_mma returns whether this block wrote its tile's outputs (the last of
+// the tile's gridDim.y blocks to finish).
 template <int NT, int U, bool CONV>
-__device__ __forceinline__ void gemv_mma(float *y0, const unsigned short *w0, int n0, float *y1, const unsigned short *w1, int n1,
+__device__ __forceinline__ bool gemv_mma(float *y0, const unsigned short *w0, int n0, float *y1, const unsigned short *w1, int n1,
                                          float *y2, const unsigned short *w2, int n2, float *y3, const unsigned short *w3, int n3,
                                          const float *x, int T, int K, float *ws, int *cnt, const mma_conv &cv) {
 	__shared__ float red[MMA_MAX_WARPS * NT * 128];
 	mma_seg s = mma_pick(y0, w0, n0, y1, w1, n1, y2, w2, n2, y3, w3, n3);
 	float acc[NT][4] = {};
-	if (!gemv_mma_block<NT, U>(acc, red, s.w, s.N, K, s.m0, x, T, ws, cnt)) return;
+	if (!gemv_mma_block<NT, U>(acc, red, s.w, s.N, K, s.m0, x, T, ws, cnt)) return false;
 	bool conv = CONV && s.y == y0;
 	for (int i = threadIdx.x; i < NT * 128; i += blockDim.x) {
 		int t = i >> 4, m = s.m0 + (i & 15);
 		if (t < T && m < s.N) s.y[(long long)t * s.N + m] = conv ? mma_conv_apply(cv, s.N, t, m, red[i]) : red[i];
+	}
+	return true;
+}
+
+// mma_last_tile returns true in the block that wrote the last of the
+// launch's gridDim.x tiles (done counts them and is reset for the next
+// launch); the other tiles' outputs are visible to it.
+__device__ __forceinline__ bool mma_last_tile(int *done) {
+	__shared__ int last;
+	__threadfence();
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		last = atomicAdd(done, 1) == gridDim.x - 1;
+		if (last) *done = 0;
+	}
+	__syncthreads();
+	if (last) __threadfence();
+	return last;
+}
+
+#define MMA_NORM_KEEP 6 // float4s of a row a thread of mma_add_rmsnorm keeps in registers
+
+// mma_add_rmsnorm writes, for each of the T rows of N columns, sum = r + d
+// and out = the zero-centered RMSNorm of sum (add_rmsnorm_f32's
+// arithmetic: the squares summed in double); d is read from L2, where the
+// other blocks wrote it. When a row fits the block's registers as float4s
+// (N ≤ 4·MMA_NORM_KEEP·blockDim.x), every load of the row is issued before
+// any is used: one memory round trip a row, not one a loop iteration.
+__device__ __forceinline__ void mma_add_rmsnorm(float *sum, float *out, const float *r, const float *d, const float *w, int T, int N, float eps) {
+	const int n4 = N >> 2;
+	const unsigned long long align = (unsigned long long)sum | (unsigned long long)out | (unsigned long long)r |
+		(unsigned long long)d | (unsigned long long)w;
+	const bool vec = (N & 3) == 0 && (align & 15) == 0 && n4 <= MMA_NORM_KEEP * (int)blockDim.x;
+	for (int t = 0; t < T; t++) {
+		long long off = (long long)t * N;
+		double ss = 0;
+		if (vec) {
+			const float4 *r4 = (const float4 *)(r + off), *d4 = (const float4 *)(d + off), *w4 = (const float4 *)w;
+			float4 *s4 = (float4 *)(sum + off), *o4 = (float4 *)(out + off);
+			float4 sv[MMA_NORM_KEEP], wv[MMA_NORM_KEEP];
+#pragma unroll
+			for (int k = 0; k < MMA_NORM_KEEP; k++) {
+				int j = threadIdx.x + k * blockDim.x;
+				if (j < n4) {
+					float4 a = r4[j], b = __ldcg(d4 + j);
+					wv[k] = __ldg(w4 + j);
+					sv[k] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+				}
+			}
+#pragma unroll
+			for (int k = 0; k < MMA_NORM_KEEP; k++) {
+				int j = threadIdx.x + k * blockDim.x;
+				if (j < n4) {
+					float4 v = sv[k];
+					s4[j] = v;
+					ss += (double)v.x * (double)v.x + (double)v.y * (double)v.y + (double)v.z * (double)v.z + (double)v.w * (double)v.w;
+				}
+			}
+			float inv = inv_rms(block_sum_d(ss), N, eps);
+#pragma unroll
+			for (int k = 0; k < MMA_NORM_KEEP; k++) {
+				int j = threadIdx.x + k * blockDim.x;
+				if (j < n4) {
+					float4 v = sv[k], u = wv[k];
+					o4[j] = make_float4(v.x * inv * (1.0f + u.x), v.y * inv * (1.0f + u.y), v.z * inv * (1.0f + u.z), v.w * inv * (1.0f + u.w));
+				}
+			}
+			continue;
+		}
+		for (int j = threadIdx.x; j < N; j += blockDim.x) {
+			float v = r[off + j] + __ldcg(d + off + j);
+			sum[off + j] = v;
+			ss += (double)v * (double)v;
+		}
+		float inv = inv_rms(block_sum_d(ss), N, eps);
+		// Each thread reads back only the sums it wrote itself.
+		for (int j = threadIdx.x; j < N; j += blockDim.x) out[off + j] = sum[off + j] * inv * (1.0f + w[j]);
 	}
 }
 
@@ -319,6 +398,21 @@ __device__ __forceinline__ void gemv_mma_swiglu(float *y, const unsigned short *
 		gemv_mma<1, 1, true>(GEMV_MMA_PASS, x, T, K, ws, cnt, mma_conv{cw, cstate, cslot, cK, cslots, clayer});        \
 	}
 
+// gemv_mma_addnorm_<variant>nt1: y = x·wᵀ for decode rows (one weight),
+// then, in the block that finishes last, sum = r + y and out = RMSNorm(sum)
+// with the zero-centered weight nw: a residual block's output projection
+// and the next norm in one launch (kernels.LinearNorm).
+#define GEMV_MMA_ADDNORM_ENTRY(VAR, THREADS, MINB)                                                                         \
+	extern "C" __global__ void __launch_bounds__(THREADS, MINB) gemv_mma_addnorm_##VAR##nt1(                             \
+	    float *y, const unsigned short *w, int N, const float *x, int T, int K, float *ws, int *cnt, float *sum,        \
+	    float *out, const float *r, const float *nw, float eps, int *done) {                                            \
+		PDL_LAUNCH();                                                                                                  \
+		if (!gemv_mma<1, 1, false>(y, w, N, nullptr, nullptr, 0, nullptr, nullptr, 0, nullptr, nullptr, 0, x, T, K, ws, \
+		                           cnt, mma_conv{}))                                                                   \
+			return;                                                                                                    \
+		if (mma_last_tile(done)) mma_add_rmsnorm(sum, out, r, y, nw, T, N, eps);                                       \
+	}
+
 #define GEMV_MMA_SWIGLU_ENTRY(VAR, NT, THREADS, MINB)                                                                      \
 	extern "C" __global__ void __launch_bounds__(THREADS, MINB) gemv_mma_swiglu_##VAR##nt##NT(                           \
 	    float *y, const unsigned short *wg, const unsigned short *wu, int N, const float *x, int T, int K, float *ws,  \
@@ -345,3 +439,5 @@ GEMV_MMA_SWIGLU_ENTRY(o7_, 1, 128, 7)
 GEMV_MMA_SWIGLU_ENTRY(o8_, 1, 128, 8)
 GEMV_MMA_CONV_ENTRY(, MMA_MAX_WARPS * 32, 1)
 GEMV_MMA_CONV_ENTRY(o6_, 128, 6)
+GEMV_MMA_ADDNORM_ENTRY(, MMA_MAX_WARPS * 32, 1)
+GEMV_MMA_ADDNORM_ENTRY(o6_, 128, 6)

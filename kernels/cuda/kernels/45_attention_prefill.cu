@@ -13,25 +13,37 @@
 // mma.sync m16n8k16 (bf16 inputs, float32 accumulation).
 //
 // Per key tile of BN positions (positions 0 .. the block's last row's
-// position, read through the sequence's page list): the 128 threads convert
-// K and V from float32 to bf16 into shared memory, each warp computes
-// S = Q·Kᵀ (16 × BN) in registers, masks positions after each M-row's own
-// (causal), updates its running row maximum and sum in float32 (base-2
-// exponent of S·scale·log2 e), rescales its output accumulator and adds
-// P·V, with P rounded to bf16 as the A operand and V read transposed by
-// ldmatrix. The output is divided by the row sum and multiplied by
-// sigmoid(gate), as attention_f32 does.
+// position, read through the sequence's page list): the 256 threads copy the
+// next tile's K and V (float32) into a shared staging buffer with cp.async
+// while the current tile is computed, so the cache reads overlap the math.
+// For the current tile they convert K and V from the staging buffer to bf16
+// tiles, then each warp computes S = Q·Kᵀ (16 × BN) in registers, masks
+// positions after each M-row's own (causal), updates its running row
+// maximum and sum in float32 (base-2 exponent of S·scale·log2 e), rescales
+// its output accumulator and adds P·V, with P rounded to bf16 as the A
+// operand and V read transposed by ldmatrix. The output is divided by the
+// row sum and multiplied by sigmoid(gate), as attention_f32 does.
 //
 // Shared-memory rows (Q, K, V all [row][head dim] bf16) are swizzled: the
 // 16-byte chunk c of row r is stored at chunk c ^ (r & 7), so the fragment
 // loads of 8 rows at one column and ldmatrix's 8 row reads hit distinct
-// banks. This needs at least 8 chunks (head dim 64) per row. Everything
-// fits the 48 KiB of static shared memory: head dim 256 uses BN = 16 (Q
-// 32 KiB, K and V 8 KiB each).
+// banks. This needs at least 8 chunks (head dim 64) per row. The shared
+// memory is dynamic (flashSmem in attention_prefill.go; head dim 256: Q 64 KiB, the bf16 K and
+// V tiles 8 KiB each, two float32 staging stages of K and V 64 KiB), one
+// block an SM.
 
-#define FA_WARPS 4
+#define FA_WARPS 8
 #define FA_THREADS (FA_WARPS * 32)
 #define FA_BM (FA_WARPS * 16)
+
+// fa_cp16 copies 16 bytes from global to shared memory asynchronously, or
+// zero-fills them when !full.
+__device__ __forceinline__ void fa_cp16(void *dst, const void *src, bool full) {
+	unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(full ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void fa_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void fa_cp_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 
 // fa_pack_bf16x2 rounds lo and hi to bf16 (nearest even) and packs them,
 // lo in the low half.
@@ -67,6 +79,24 @@ __device__ __forceinline__ void fa_store4(unsigned *tile, int r, int c, float4 x
 	*(uint2 *)&tile[fa_word<HD>(r, 2 * c)] = make_uint2(fa_pack_bf16x2(x.x, x.y), fa_pack_bf16x2(x.z, x.w));
 }
 
+// fa_stage issues the cp.async copies of the K and V rows of positions
+// kv0 .. kv0+BN-1 (zeros from kvEnd on) into the float32 staging tiles
+// stK, stV [BN][HD], and commits them as one group.
+template <int HD, int BN>
+__device__ __forceinline__ void fa_stage(float *stK, float *stV, const float *kb, const float *vb, const int *pg,
+		int kv0, int kvEnd, int pageSize, long long kvw) {
+	constexpr int C4 = HD / 4;
+#pragma unroll
+	for (int i = threadIdx.x; i < BN * C4; i += FA_THREADS) {
+		int r = i / C4, c = i % C4, p = kv0 + r;
+		bool live = p < kvEnd;
+		long long off = live ? ((long long)pg[p / pageSize] * pageSize + p % pageSize) * kvw + 4 * c : 0;
+		fa_cp16(stK + r * HD + 4 * c, kb + off, live);
+		fa_cp16(stV + r * HD + 4 * c, vb + off, live);
+	}
+	fa_cp_commit();
+}
+
 // fa_prefill is the body of attention_prefill_hd<HD>. tiles[i] =
 // {first row of the sequence, its length, first M-row of the tile, 0};
 // block x works on tile x / KV and KV head x % KV. pos, pageOff, pages,
@@ -76,9 +106,9 @@ template <int HD, int BN>
 __device__ __forceinline__ void fa_prefill(float *out, const float *q, const float *gate, const float *kc, const float *vc,
 		const int *pos, const int *pageOff, const int *pages, const int4 *tiles,
 		int H, int KV, int pageSize, int numPages, int layer, float scale) {
-	__shared__ __align__(16) unsigned sQ[FA_BM * HD / 2];
-	__shared__ __align__(16) unsigned sK[BN * HD / 2];
-	__shared__ __align__(16) unsigned sV[BN * HD / 2];
+	extern __shared__ __align__(16) unsigned fa_smem[];
+	unsigned *sQ = fa_smem, *sK = sQ + FA_BM * HD / 2, *sV = sK + BN * HD / 2;
+	float *stage = (float *)(sV + BN * HD / 2); // [2][K | V][BN][HD]
 	constexpr int C4 = HD / 4; // float4 per row
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
 	const int4 tl = tiles[blockIdx.x / KV];
@@ -90,6 +120,7 @@ __device__ __forceinline__ void fa_prefill(float *out, const float *q, const flo
 	const long long kvw = (long long)KV * HD;                          // floats per cache position
 	const long long layerOff = (long long)layer * numPages * pageSize * kvw + (long long)kvh * HD;
 	const float *kb = kc + layerOff, *vb = vc + layerOff;
+	fa_stage<HD, BN>(stage, stage + BN * HD, kb, vb, pg, 0, kvEnd, pageSize, kvw);
 
 	// The Q tile (M-rows past the sequence are zero and never stored).
 	for (int i = tid; i < FA_BM * C4; i += FA_THREADS) {
@@ -113,19 +144,20 @@ __device__ __forceinline__ void fa_prefill(float *out, const float *q, const flo
 	for (int n = 0; n < HD / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
 	float mA = NEG_INF, mB = NEG_INF, lA = 0.0f, lB = 0.0f;
 
-	for (int kv0 = 0; kv0 < kvEnd; kv0 += BN) {
-		__syncthreads(); // every warp is done with the previous K and V tiles
+	for (int kv0 = 0, it = 0; kv0 < kvEnd; kv0 += BN, it++) {
+		// The next tile's copies go to the other stage, which the previous
+		// iteration finished converting before its second barrier (an empty
+		// group past the end keeps wait_group 1 meaning "this tile").
+		float *cur = stage + (it & 1) * 2 * BN * HD, *nxt = stage + ((it + 1) & 1) * 2 * BN * HD;
+		if (kv0 + BN < kvEnd) fa_stage<HD, BN>(nxt, nxt + BN * HD, kb, vb, pg, kv0 + BN, kvEnd, pageSize, kvw);
+		else fa_cp_commit();
+		fa_cp_wait1();
+		__syncthreads(); // this tile's copies landed; every warp is done with the previous bf16 tiles
 #pragma unroll
 		for (int i = tid; i < BN * C4; i += FA_THREADS) {
-			int r = i / C4, c = i % C4, p = kv0 + r;
-			float4 kx = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vx = kx;
-			if (p < kvEnd) {
-				long long off = ((long long)pg[p / pageSize] * pageSize + p % pageSize) * kvw + 4 * c;
-				kx = *(const float4 *)(kb + off);
-				vx = *(const float4 *)(vb + off);
-			}
-			fa_store4<HD>(sK, r, c, kx);
-			fa_store4<HD>(sV, r, c, vx);
+			int r = i / C4, c = i % C4;
+			fa_store4<HD>(sK, r, c, *(const float4 *)(cur + r * HD + 4 * c));
+			fa_store4<HD>(sV, r, c, *(const float4 *)(cur + BN * HD + r * HD + 4 * c));
 		}
 		__syncthreads();
 		if (kv0 > warpHi) continue; // every position of the tile is after the warp's rows

@@ -4,64 +4,56 @@
 
 #define CONV_MAX_K 8
 
-// conv1d_run is conv1d_f32 for one channel with K taps known at compile
-// time (the window stays in registers).
-template <int K>
-__device__ __forceinline__ void conv1d_run(float *y, const float *x, const float *w, float *st, int start, int len, int C, int c) {
-	constexpr int hist = K - 1;
-	float win[hist > 0 ? hist : 1], wk[K];
-#pragma unroll
-	for (int j = 0; j < K; j++) wk[j] = w[(long long)c * K + j];
-#pragma unroll
-	for (int j = 0; j < hist; j++) win[j] = st[(long long)j * C + c];
-	for (int t = 0; t < len; t++) {
-		long long i = (long long)(start + t) * C + c;
-		float u = x[i];
-		float acc = 0.0f;
-#pragma unroll
-		for (int j = 0; j < hist; j++) acc += wk[j] * win[j];
-		acc += wk[hist] * u;
-		y[i] = silu_ref(acc);
-#pragma unroll
-		for (int j = 0; j + 1 < hist; j++) win[j] = win[j + 1];
-		if (hist > 0) win[hist - 1] = u;
-	}
-#pragma unroll
-	for (int j = 0; j < hist; j++) st[(long long)j * C + c] = win[j];
+// conv_in returns raw input p of a sequence (p < 0: the conv state's
+// entry hist + p, the inputs before this step).
+__device__ __forceinline__ float conv_in(const float *x, const float *st, int start, int hist, int C, int c, int p) {
+	return p >= 0 ? x[(long long)(start + p) * C + c] : st[(long long)(hist + p) * C + c];
 }
 
-// conv1d_f32: thread (channel c, sequence s) runs the depthwise causal conv
-// plus SiLU over the sequence's rows, continuing from its conv state and
-// leaving the last K-1 raw inputs in it. Grid (ceil(C/block), seqs).
+// conv1d_rows writes the conv plus SiLU of the tokens threadIdx.y,
+// threadIdx.y + blockDim.y, … of channel c, the terms in the order of the
+// recurrent form (oldest tap first, the new input last). KC is K when known
+// at compile time (the taps stay in registers), else 0.
+template <int KC>
+__device__ __forceinline__ void conv1d_rows(float *y, const float *x, const float *w, const float *st, int start, int len, int C, int c, int k) {
+	const int K = KC > 0 ? KC : k, hist = K - 1;
+	float wk[KC > 0 ? KC : CONV_MAX_K];
+#pragma unroll
+	for (int j = 0; j < K; j++) wk[j] = w[(long long)c * K + j];
+	for (int t = threadIdx.y; t < len; t += blockDim.y) {
+		float acc = 0.0f;
+#pragma unroll
+		for (int j = 0; j < hist; j++) acc += wk[j] * conv_in(x, st, start, hist, C, c, t - hist + j);
+		acc += wk[hist] * x[(long long)(start + t) * C + c];
+		y[(long long)(start + t) * C + c] = silu_ref(acc);
+	}
+}
+
+// conv1d_f32: block (blockDim.x channels, blockDim.y token lanes) runs the
+// depthwise causal conv plus SiLU over one sequence's rows, every token on
+// its own (the taps before the step come from the conv state), then leaves
+// the last K-1 raw inputs in the state once every lane has read it. Grid
+// (ceil(C/blockDim.x), seqs); K ≤ CONV_MAX_K.
 extern "C" __global__ void conv1d_f32(float *y, const float *x, const float *w, float *convState,
 		const int *seqStart, const int *seqLen, const int *seqSlot, int C, int K, int slots, int layer) {
 	PDL_LAUNCH();
 	PDL_WAIT();
 	int c = blockIdx.x * blockDim.x + threadIdx.x;
-	int s = blockIdx.y;
-	if (c >= C) return;
-	float *st = convState + ((long long)layer * slots + seqSlot[s]) * (K - 1) * C;
+	int s = blockIdx.y, hist = K - 1;
+	float *st = convState + ((long long)layer * slots + seqSlot[s]) * hist * C;
 	int start = seqStart[s], len = seqLen[s];
-	switch (K) {
-	case 2: conv1d_run<2>(y, x, w, st, start, len, C, c); return;
-	case 3: conv1d_run<3>(y, x, w, st, start, len, C, c); return;
-	case 4: conv1d_run<4>(y, x, w, st, start, len, C, c); return;
+	if (c < C) {
+		switch (K) {
+		case 2: conv1d_rows<2>(y, x, w, st, start, len, C, c, K); break;
+		case 3: conv1d_rows<3>(y, x, w, st, start, len, C, c, K); break;
+		case 4: conv1d_rows<4>(y, x, w, st, start, len, C, c, K); break;
+		default: conv1d_rows<0>(y, x, w, st, start, len, C, c, K);
+		}
 	}
-	int hist = K - 1;
-	float win[CONV_MAX_K], wk[CONV_MAX_K];
-	for (int j = 0; j < hist; j++) win[j] = st[(long long)j * C + c];
-	for (int j = 0; j < K; j++) wk[j] = w[(long long)c * K + j];
-	for (int t = 0; t < len; t++) {
-		long long i = (long long)(start + t) * C + c;
-		float u = x[i];
-		float acc = 0.0f;
-		for (int j = 0; j < hist; j++) acc += wk[j] * win[j];
-		acc += wk[hist] * u;
-		y[i] = silu_ref(acc);
-		for (int j = 0; j + 1 < hist; j++) win[j] = win[j + 1];
-		if (hist > 0) win[hist - 1] = u;
-	}
-	for (int j = 0; j < hist; j++) st[(long long)j * C + c] = win[j];
+	__syncthreads();
+	if (c >= C || threadIdx.y != 0 || len == 0) return;
+	// Ascending j reads state entries (j + len) before they are written.
+	for (int j = 0; j < hist; j++) st[(long long)j * C + c] = conv_in(x, st, start, hist, C, c, len - hist + j);
 }
 
 // gdn_qk_norm_f32: block (row r, head y) l2-normalizes head y of the q
@@ -143,6 +135,7 @@ extern "C" __global__ void gdn_recurrent_f32(float *out, const float *qh, const 
 }
 
 #define GDN_ROWS_MAX 16
+#define GDN_ROWS_WIDE 32
 
 // gdn_cols_at is a thread's place in the column-split GDN kernels: block
 // (sequence s of len tokens from row start, v head h, column chunk
@@ -173,18 +166,21 @@ __device__ __forceinline__ gdn_cols_at gdn_cols_place(float *sm, float *rec, con
 }
 
 // gdn_cols_load reads, and gdn_cols_store writes back, the state rows
-// w, w + nw, ... of column c of S [dk][dv] that a lane holds in st.
-__device__ __forceinline__ void gdn_cols_load(float st[GDN_ROWS_MAX], const float *S, int dk, int dv, int c, bool col, int w, int nw) {
+// w, w + nw, ... (at most ROWS of them) of column c of S [dk][dv] that a
+// lane holds in st.
+template <int ROWS>
+__device__ __forceinline__ void gdn_cols_load(float st[ROWS], const float *S, int dk, int dv, int c, bool col, int w, int nw) {
 #pragma unroll
-	for (int i = 0; i < GDN_ROWS_MAX; i++) {
+	for (int i = 0; i < ROWS; i++) {
 		int d = w + i * nw;
 		st[i] = (col && d < dk) ? S[(long long)d * dv + c] : 0.0f;
 	}
 }
 
-__device__ __forceinline__ void gdn_cols_store(const float st[GDN_ROWS_MAX], float *S, int dk, int dv, int c, bool col, int w, int nw) {
+template <int ROWS>
+__device__ __forceinline__ void gdn_cols_store(const float st[ROWS], float *S, int dk, int dv, int c, bool col, int w, int nw) {
 #pragma unroll
-	for (int i = 0; i < GDN_ROWS_MAX; i++) {
+	for (int i = 0; i < ROWS; i++) {
 		int d = w + i * nw;
 		if (col && d < dk) S[(long long)d * dv + c] = st[i];
 	}
@@ -194,11 +190,12 @@ __device__ __forceinline__ void gdn_cols_store(const float st[GDN_ROWS_MAX], flo
 // shared memory): decay, u = Sᵀk summed over the warps, the delta rule with
 // the column's value vj, and o = Sᵀq, which warp 0 stores to *out when out
 // is set. Every thread of the block calls it.
-__device__ __forceinline__ void gdn_cols_token(float st[GDN_ROWS_MAX], const float *sq, const float *sk, float *redU, float *redO,
+template <int ROWS>
+__device__ __forceinline__ void gdn_cols_token(float st[ROWS], const float *sq, const float *sk, float *redU, float *redO,
 		int dk, int w, int nw, int lane, float decay, float bt, float vj, float *out) {
 	float u = 0.0f;
 #pragma unroll
-	for (int i = 0; i < GDN_ROWS_MAX; i++) {
+	for (int i = 0; i < ROWS; i++) {
 		int d = w + i * nw;
 		if (d < dk) {
 			st[i] = st[i] * decay;
@@ -212,7 +209,7 @@ __device__ __forceinline__ void gdn_cols_token(float st[GDN_ROWS_MAX], const flo
 	float delta = bt * (vj - u);
 	float o = 0.0f;
 #pragma unroll
-	for (int i = 0; i < GDN_ROWS_MAX; i++) {
+	for (int i = 0; i < ROWS; i++) {
 		int d = w + i * nw;
 		if (d < dk) {
 			st[i] = st[i] + sk[d] * delta;
@@ -238,16 +235,14 @@ __device__ __forceinline__ void gdn_cols_token(float st[GDN_ROWS_MAX], const flo
 // summed per warp and then over the warps through shared memory.
 // Dynamic shared memory: (2*dk + 2*32*blockDim.y) floats. The launch bound
 // keeps the register count low enough for a block of up to 1024 threads.
-extern "C" __global__ void __launch_bounds__(1024) gdn_recurrent_cols_f32(float *out, const float *qh, const float *kh, const float *mixed,
+template <int ROWS>
+__device__ __forceinline__ void gdn_recurrent_cols(float *sm, float *out, const float *qh, const float *kh, const float *mixed,
 		const float *g, const float *beta, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
 		int nk, int nv, int dk, int dv, int convDim, int slots, int layer) {
-	PDL_LAUNCH();
-	PDL_WAIT();
-	extern __shared__ float sm[];
 	gdn_cols_at p = gdn_cols_place(sm, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, slots, layer);
 	if (p.len <= 0) return;
-	float st[GDN_ROWS_MAX];
-	gdn_cols_load(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
+	float st[ROWS];
+	gdn_cols_load<ROWS>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
 	for (int t = 0; t < p.len; t++) {
 		long long r = p.start + t;
 		__syncthreads(); // the previous token is done with sq, sk and redU
@@ -259,9 +254,32 @@ extern "C" __global__ void __launch_bounds__(1024) gdn_recurrent_cols_f32(float 
 		float decay = (float)exp((double)g[r * nv + p.h]);
 		float bt = beta[r * nv + p.h];
 		float vj = p.col ? mixed[r * convDim + p.vOff + (long long)p.h * dv + p.c] : 0.0f;
-		gdn_cols_token(st, p.sq, p.sk, p.redU, p.redO, dk, p.w, p.nw, p.lane, decay, bt, vj, p.col ? out + r * nv * dv + (long long)p.h * dv + p.c : nullptr);
+		gdn_cols_token<ROWS>(st, p.sq, p.sk, p.redU, p.redO, dk, p.w, p.nw, p.lane, decay, bt, vj, p.col ? out + r * nv * dv + (long long)p.h * dv + p.c : nullptr);
 	}
-	gdn_cols_store(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
+	gdn_cols_store<ROWS>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
+}
+
+extern "C" __global__ void __launch_bounds__(1024) gdn_recurrent_cols_f32(float *out, const float *qh, const float *kh, const float *mixed,
+		const float *g, const float *beta, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
+		int nk, int nv, int dk, int dv, int convDim, int slots, int layer) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	extern __shared__ float sm[];
+	gdn_recurrent_cols<GDN_ROWS_MAX>(sm, out, qh, kh, mixed, g, beta, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, convDim, slots, layer);
+}
+
+// gdn_recurrent_cols_wide_f32 is gdn_recurrent_cols_f32 with up to
+// GDN_ROWS_WIDE state rows a thread: a block of few warps (dk/32 for decode
+// batches), so each thread has more loads in flight and the sums cross fewer
+// warps. At most 4 warps, held to 96 registers (5 blocks an SM, no spills
+// for dk = 128 on sm_90).
+extern "C" __global__ void __launch_bounds__(128, 5) gdn_recurrent_cols_wide_f32(float *out, const float *qh, const float *kh, const float *mixed,
+		const float *g, const float *beta, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
+		int nk, int nv, int dk, int dv, int convDim, int slots, int layer) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	extern __shared__ float sm[];
+	gdn_recurrent_cols<GDN_ROWS_WIDE>(sm, out, qh, kh, mixed, g, beta, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, convDim, slots, layer);
 }
 
 // block_sum2_d returns the sums of a and b over a block of (32, nw) threads
@@ -290,18 +308,16 @@ __device__ __forceinline__ void block_sum2_d(double &a, double &b, double *part,
 // GDN layer's decode needs two launches fewer. At most 16 warps (dk up to
 // 128), so that the state rows stay in registers. Dynamic shared memory:
 // (2*dk + 2*32*blockDim.y) floats and 2*blockDim.y doubles.
-extern "C" __global__ void __launch_bounds__(512) gdn_decode_cols_f32(float *out, const float *mixed,
+template <int ROWS>
+__device__ __forceinline__ void gdn_decode_cols(float *sm, float *out, const float *mixed,
 		const float *braw, const float *araw, const float *aLog, const float *dtBias, float *rec,
 		const int *seqStart, const int *seqLen, const int *seqSlot,
 		int nk, int nv, int dk, int dv, int convDim, int slots, int layer, float scale) {
-	PDL_LAUNCH();
-	PDL_WAIT();
-	extern __shared__ float sm[];
 	gdn_cols_at p = gdn_cols_place(sm, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, slots, layer);
 	if (p.len <= 0) return;
-	float st[GDN_ROWS_MAX];
+	float st[ROWS];
 	double *part = (double *)(p.redO + 32 * p.nw);
-	gdn_cols_load(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
+	gdn_cols_load<ROWS>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
 	float gdecay = -(float)exp((double)aLog[p.h]), bias = dtBias[p.h];
 	for (int t = 0; t < p.len; t++) {
 		long long r = p.start + t;
@@ -326,7 +342,29 @@ extern "C" __global__ void __launch_bounds__(512) gdn_decode_cols_f32(float *out
 		float bt = sigmoid_ref(braw[r * nv + p.h]);
 		float decay = (float)exp((double)(gdecay * softplus_ref(araw[r * nv + p.h] + bias)));
 		float vj = p.col ? row[p.vOff + (long long)p.h * dv + p.c] : 0.0f;
-		gdn_cols_token(st, p.sq, p.sk, p.redU, p.redO, dk, p.w, p.nw, p.lane, decay, bt, vj, p.col ? out + r * nv * dv + (long long)p.h * dv + p.c : nullptr);
+		gdn_cols_token<ROWS>(st, p.sq, p.sk, p.redU, p.redO, dk, p.w, p.nw, p.lane, decay, bt, vj, p.col ? out + r * nv * dv + (long long)p.h * dv + p.c : nullptr);
 	}
-	gdn_cols_store(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
+	gdn_cols_store<ROWS>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
+}
+
+#define GDN_DECODE_ARGS float *out, const float *mixed, const float *braw, const float *araw, const float *aLog, \
+		const float *dtBias, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot, int nk, int nv, \
+		int dk, int dv, int convDim, int slots, int layer, float scale
+#define GDN_DECODE_PASS out, mixed, braw, araw, aLog, dtBias, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, convDim, slots, layer, scale
+
+extern "C" __global__ void __launch_bounds__(512) gdn_decode_cols_f32(GDN_DECODE_ARGS) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	extern __shared__ float sm[];
+	gdn_decode_cols<GDN_ROWS_MAX>(sm, GDN_DECODE_PASS);
+}
+
+// gdn_decode_cols_wide_f32 is gdn_decode_cols_f32 with the blocks of
+// gdn_recurrent_cols_wide_f32 (at most 4 warps, GDN_ROWS_WIDE rows a
+// thread), for decode batches whose grid takes more than one wave.
+extern "C" __global__ void __launch_bounds__(128, 4) gdn_decode_cols_wide_f32(GDN_DECODE_ARGS) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	extern __shared__ float sm[];
+	gdn_decode_cols<GDN_ROWS_WIDE>(sm, GDN_DECODE_PASS);
 }

@@ -1,0 +1,27 @@
+#!/usr/bin/env python3
+"""Compile kernels/cuda/kernels/*.cu with NVRTC on a machine without a GPU.
+
+nvrtc-check.py [ARCH]   (default sm_90; run from the repository root)
+
+Needs libnvrtc and libnvrtc-builtins (Debian's libnvrtc11.2 and
+libnvrtc-builtins11.8 .debs unpack with `dpkg-deb -x`); NVRTC_LIB names the
+libnvrtc.so to load and LD_LIBRARY_PATH must reach the builtins. Prints
+NVRTC's log with ptxas's registers, shared memory and spills per entry; the
+backend's TestCompileKernels wants an empty log of warnings.
+"""
+import ctypes, glob, os, sys
+
+lib = ctypes.CDLL(os.environ.get("NVRTC_LIB", "libnvrtc.so.11.2"))
+src = "".join(open(f).read() + "\n" for f in sorted(glob.glob("kernels/cuda/kernels/*.cu"))).encode()
+prog = ctypes.c_void_p()
+assert lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"k.cu", 0, None, None) == 0
+arch = sys.argv[1] if len(sys.argv) > 1 else "sm_90"
+opts = [("--gpu-architecture=" + arch).encode(), b"-default-device", b"-std=c++17", b"--ptxas-options=-v"]
+rc = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
+n = ctypes.c_size_t()
+lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
+buf = ctypes.create_string_buffer(n.value)
+lib.nvrtcGetProgramLog(prog, buf)
+print("rc", rc)
+print(buf.value.decode())
+sys.exit(1 if rc else 0)
