@@ -69,19 +69,14 @@ func TestChatMode(t *testing.T) {
 	}
 }
 
-// TestFirstTurnPrefix: the shared prefix of each conversation's first
-// replies, however the later turns went.
-func TestFirstTurnPrefix(t *testing.T) {
+// TestAgreement: the replies two runs share, and the shared prefix of
+// each conversation's first replies, however the later turns went.
+func TestAgreement(t *testing.T) {
 	run := func(replies ...[][]int32) chatRun { return chatRun{replies: replies} }
-	runs := []chatRun{
+	a := agreement(
 		run([][]int32{{1, 2, 3}, {9}}, [][]int32{{4, 5}}, [][]int32{{7}}, nil),
-		run([][]int32{{1, 2, 4}, {9}}, [][]int32{{6, 5}}, [][]int32{{7}}, nil),
-	}
-	got := firstTurnPrefix(runs)
-	if want := []int{2, 0, 1}; !slices.Equal(got, want) {
-		t.Errorf("firstTurnPrefix = %v, want %v", got, want)
-	}
-	if firstTurnPrefix(runs[:1]) != nil {
-		t.Errorf("one run: want nil")
+		run([][]int32{{1, 2, 4}, {9}}, [][]int32{{6, 5}}, [][]int32{{7}}, nil))
+	if want := []int{2, 0, 1}; !slices.Equal(a.FirstTurnPrefix, want) || a.SameReplies != 2 || a.ComparedReplies != 4 {
+		t.Errorf("agreement = %+v, want 2 of 4 replies and first-reply prefixes %v", a, want)
 	}
 }
