@@ -27,9 +27,9 @@ import (
 //     requeued, not freed: cached ones wait in the index.
 //   - A snapshot can only be taken at the end of a step's chunk (the state
 //     is per slot), so chunks end where one is worth taking: at the marks
-//     (the chat template's boundaries and the prompt's last full block,
-//     floored to blocks) and, for every other chunk that does not finish
-//     the sequence, at a block boundary. Every step whose chunk (or decode
+//     (the chat template's boundaries, or without any the prompt's last
+//     full block, floored to blocks) and, for every other chunk that does
+//     not finish the sequence, at a block boundary. Every step whose chunk (or decode
 //     row) ends at a block boundary with no snapshot yet saves one. Such a
 //     transient snapshot (not at a mark) is demoted, to be evicted first,
 //     once its request takes a later one.
@@ -71,10 +71,22 @@ type save struct {
 	transient bool
 }
 
+// newReqCache records a request's blocks and marks: its boundaries or,
+// without any, the end of its prompt's last full block, floored to blocks.
+// A request with boundaries (a chat turn) gets no mark at its last full
+// block: its next turn resumes after its reply's blocks, a retry at its
+// last boundary, and the cut would cost every turn a step of its own for
+// the prompt's last few tokens (measured with bench --chat on the tiny
+// preset: TTFT p50 after the first turn 2.57 s with that cut, 1.99 s
+// without, the same 96.3 % of prompt tokens from the cache).
 func newReqCache(r Request, pageSize int) reqCache {
 	c := reqCache{hashes: slices.Clone(r.Blocks), noResume: r.NoResume}
 	limit := len(r.Blocks) * pageSize
-	for _, b := range append(slices.Clone(r.Boundaries), r.PromptLen) {
+	ends := r.Boundaries
+	if len(ends) == 0 {
+		ends = []int{r.PromptLen}
+	}
+	for _, b := range ends {
 		if m := min(b, limit) / pageSize * pageSize; m > 0 {
 			c.marks = append(c.marks, m)
 		}

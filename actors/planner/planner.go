@@ -88,7 +88,8 @@ type Request struct {
 	// Boundaries are prompt offsets where later requests are likely to
 	// part from this one (the chat template's: the end of the system and
 	// tool part, the end of each earlier turn). A prefill chunk is cut,
-	// and a snapshot taken, at the last block boundary at or before each.
+	// and a snapshot taken, at the last block boundary at or before each;
+	// without boundaries, at the end of the prompt's last full block.
 	Boundaries []int
 }
 

@@ -3,11 +3,13 @@
 // block before it, shared read-only between requests with reference
 // counts, and kept after their last user until their pages are needed
 // (least recently used first); and Gated DeltaNet state snapshots at block
-// boundaries, in a byte budget of their own, evicted the same way. A
+// boundaries, in fixed places of their own, evicted the same way. A
 // request can resume after the longest prefix that has both its pages and
 // a snapshot at its end (a GDN layer's state cannot be rebuilt from pages).
 //
-// The index is not yet wired into the planner and the ranks (issue 17).
+// The planner owns both (actors/planner's cache.go); the ranks hold the
+// snapshots' memory and execute the saves and restores a plan names. See
+// docs/prefix-cache.md.
 package prefix
 
 import (

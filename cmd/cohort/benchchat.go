@@ -58,6 +58,7 @@ type chatTurn struct {
 // chatRun is one engine's run of the workload.
 type chatRun struct {
 	PrefixCache bool       `json:"prefix_cache"`
+	Control     bool       `json:"control,omitempty"` // the second run without the cache (--chat-control)
 	Turns       []chatTurn `json:"turns"`
 	// HitRate is the share of all prompt tokens served from the cache,
 	// HitRateAfterFirst that of turns 2 and later (the issue's aim: ≥ 0.9).
@@ -96,6 +97,18 @@ type chatReport struct {
 	// so a short shared prefix there points at a difference in the
 	// engines' numerics, not at a workload that drifted.
 	FirstTurnPrefix []int `json:"first_turn_prefix"`
+	// Control (--chat-control) compares a second run without the cache
+	// with the first: what the engine's own run-to-run differences are
+	// (other arrival orders batch the work otherwise), the yardstick for
+	// the comparison with the cache.
+	Control *chatAgreement `json:"control,omitempty"`
+}
+
+// chatAgreement is how far two runs' replies agree.
+type chatAgreement struct {
+	SameReplies     int   `json:"same_replies"`
+	ComparedReplies int   `json:"compared_replies"`
+	FirstTurnPrefix []int `json:"first_turn_prefix"`
 }
 
 // chatMode reports whether bench's arguments ask for the chat benchmark.
@@ -122,6 +135,7 @@ type chatFlags struct {
 	snapshotsMiB            int
 	stepDeadline            time.Duration
 	skipNoCache, chatSwitch bool
+	control                 bool
 }
 
 func parseChatFlags(args []string, stdout io.Writer) (*chatFlags, error) {
@@ -140,6 +154,7 @@ func parseChatFlags(args []string, stdout io.Writer) (*chatFlags, error) {
 	fs.IntVar(&f.snapshotsMiB, "prefix-cache-snapshots-mib", 0, "memory per rank for the cache's state snapshots, in MiB (0: six a conversation)")
 	fs.DurationVar(&f.stepDeadline, "step-deadline", time.Minute, "a step's replies must all arrive within this")
 	fs.BoolVar(&f.skipNoCache, "chat-cache-only", false, "run only the engine with the cache (no side-by-side baseline)")
+	fs.BoolVar(&f.control, "chat-control", false, "also run the workload a second time without the cache and compare the two uncached runs' replies (the engine's own run-to-run agreement)")
 	fs.StringVar(&f.jsonOut, "json", "", "also write the results as JSON to this file")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return nil, err
@@ -182,19 +197,30 @@ func runBenchChat(ctx context.Context, args []string, stdout io.Writer) error {
 	if rep.Preset == "" {
 		rep.Preset = checkpointPreset(dir)
 	}
-	for _, cache := range []bool{false, true} {
-		if !cache && f.skipNoCache {
-			continue
-		}
+	modes := []bool{false, true}
+	switch {
+	case f.skipNoCache:
+		modes = modes[1:]
+	case f.control:
+		modes = append(modes, false)
+	}
+	for i, cache := range modes {
 		fmt.Fprintf(stdout, "chat benchmark, prefix cache %v: %d conversations × %d turns\n", cache, f.cfg.Conversations, f.cfg.Turns)
 		run, err := b.run(ctx, cache)
 		if err != nil {
 			return fmt.Errorf("bench --chat (prefix cache %v): %w", cache, err)
 		}
+		run.Control = i == 2
 		rep.Runs = append(rep.Runs, run)
 	}
-	rep.SameReplies, rep.ComparedReplies = sameReplies(rep.Runs)
-	rep.FirstTurnPrefix = firstTurnPrefix(rep.Runs)
+	if len(rep.Runs) >= 2 {
+		a := agreement(rep.Runs[0], rep.Runs[1])
+		rep.SameReplies, rep.ComparedReplies, rep.FirstTurnPrefix = a.SameReplies, a.ComparedReplies, a.FirstTurnPrefix
+	}
+	if len(rep.Runs) == 3 {
+		a := agreement(rep.Runs[0], rep.Runs[2])
+		rep.Control = &a
+	}
 	printChat(stdout, rep)
 	return writeChatJSON(f.jsonOut, rep)
 }
@@ -467,41 +493,27 @@ func chatStats(s []chatSample) (p50, mean, share float64) {
 	return ttfts[len(ttfts)/2], mean, float64(cached) / float64(prompt)
 }
 
-// sameReplies counts the replies the two runs agree on.
-func sameReplies(runs []chatRun) (same, compared int) {
-	if len(runs) != 2 {
-		return 0, 0
-	}
-	for i, conv := range runs[0].replies {
+// agreement counts the replies two runs agree on and, per conversation,
+// the length of the common prefix of their first replies.
+func agreement(x, y chatRun) chatAgreement {
+	var a chatAgreement
+	for i, conv := range x.replies {
 		for t, reply := range conv {
-			compared++
-			if slices.Equal(reply, runs[1].replies[i][t]) {
-				same++
+			a.ComparedReplies++
+			if slices.Equal(reply, y.replies[i][t]) {
+				a.SameReplies++
 			}
 		}
-	}
-	return same, compared
-}
-
-// firstTurnPrefix returns, per conversation, the length of the common
-// prefix of the two runs' first replies.
-func firstTurnPrefix(runs []chatRun) []int {
-	if len(runs) != 2 {
-		return nil
-	}
-	var out []int
-	for i, conv := range runs[0].replies {
-		if len(conv) == 0 || len(runs[1].replies[i]) == 0 {
-			continue
+		if len(conv) > 0 && len(y.replies[i]) > 0 {
+			p, q := conv[0], y.replies[i][0]
+			n := 0
+			for n < len(p) && n < len(q) && p[n] == q[n] {
+				n++
+			}
+			a.FirstTurnPrefix = append(a.FirstTurnPrefix, n)
 		}
-		a, b := conv[0], runs[1].replies[i][0]
-		n := 0
-		for n < len(a) && n < len(b) && a[n] == b[n] {
-			n++
-		}
-		out = append(out, n)
 	}
-	return out
+	return a
 }
 
 func printChat(w io.Writer, r *chatReport) {
@@ -532,16 +544,30 @@ func printChat(w io.Writer, r *chatReport) {
 	}
 	if r.ComparedReplies > 0 {
 		fmt.Fprintf(w, "replies identical with and without the cache: %d of %d\n", r.SameReplies, r.ComparedReplies)
+		printFirstReplies(w, r.FirstTurnPrefix, r.Config.ReplyTokens)
 	}
-	if p := slices.Clone(r.FirstTurnPrefix); len(p) > 0 {
-		slices.Sort(p)
-		first := len(p) - sort.SearchInts(p, 1)
-		fmt.Fprintf(w, "first replies (the same prompts in both runs): first token equal in %d of %d, common prefix median %d of %d tokens (min %d)\n",
-			first, len(p), p[len(p)/2], r.Config.ReplyTokens, p[0])
+	if c := r.Control; c != nil {
+		fmt.Fprintf(w, "control, two runs without the cache: replies identical %d of %d\n", c.SameReplies, c.ComparedReplies)
+		printFirstReplies(w, c.FirstTurnPrefix, r.Config.ReplyTokens)
 	}
 }
 
+// printFirstReplies summarizes how far the first replies of two runs agree
+// (their prompts are the same in both).
+func printFirstReplies(w io.Writer, prefix []int, replyTokens int) {
+	if len(prefix) == 0 {
+		return
+	}
+	p := slices.Sorted(slices.Values(prefix))
+	first := len(p) - sort.SearchInts(p, 1)
+	fmt.Fprintf(w, "first replies (the same prompts in both runs): first token equal in %d of %d, common prefix median %d of %d tokens (min %d)\n",
+		first, len(p), p[len(p)/2], replyTokens, p[0])
+}
+
 func cacheLabel(r chatRun) string {
+	if r.Control {
+		return "no cache, again"
+	}
 	if r.PrefixCache {
 		return "cache"
 	}

@@ -3,11 +3,7 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -15,11 +11,10 @@ import (
 // TestBenchChatCUDA is the prefix cache's identity check on the GPU (issue
 // 17): the chat benchmark on CUDA ranks at TP 1, 2 and 4 (COHORT_CHAT_TP,
 // comma-separated, picks others: the machine needs that many GPUs), greedy
-// and seeded conversations,
-// must give the same replies with and without the cache, and serve most of
-// the later turns' prompts from it. The tiny preset keeps it short; the
-// 4b-shape measurement is `cohort bench --chat --device cuda --preset
-// 4b-shape`.
+// and seeded conversations, must give the same replies with and without
+// the cache, and serve most of the later turns' prompts from it. The tiny
+// preset keeps it short; the 4b-shape measurement is `cohort bench --chat
+// --device cuda --preset 4b-shape`.
 func TestBenchChatCUDA(t *testing.T) {
 	tps := []string{"1", "2", "4"}
 	if s := os.Getenv("COHORT_CHAT_TP"); s != "" {
@@ -27,23 +22,10 @@ func TestBenchChatCUDA(t *testing.T) {
 	}
 	for _, tp := range tps {
 		t.Run("tp="+tp, func(t *testing.T) {
-			out := filepath.Join(t.TempDir(), "chat.json")
-			var stdout bytes.Buffer
-			args := []string{"bench", "--chat", "--device", "cuda", "--tp", tp, "--preset", "tiny", "--chat-system", "512",
+			r, text := runChatBench(t, "--device", "cuda", "--tp", tp, "--preset", "tiny", "--chat-system", "512",
 				"--chat-turns", "4", "--chat-turn-tokens", "50", "--chat-reply-tokens", "40", "--chat-conversations", "8",
-				"--chat-temperature", "0.8", "--kv-budget-mib", "2048", "--json", out}
-			if err := dispatch(context.Background(), args, &stdout); err != nil {
-				t.Fatalf("bench --chat: %v\n%s", err, stdout.String())
-			}
-			t.Log(stdout.String())
-			data, err := os.ReadFile(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var r chatReport
-			if err := json.Unmarshal(data, &r); err != nil {
-				t.Fatal(err)
-			}
+				"--chat-temperature", "0.8", "--kv-budget-mib", "2048")
+			t.Log(text)
 			if r.SameReplies != r.ComparedReplies || r.ComparedReplies == 0 {
 				t.Errorf("%d of %d replies identical with and without the cache", r.SameReplies, r.ComparedReplies)
 			}
