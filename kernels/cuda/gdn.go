@@ -280,16 +280,16 @@ func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, st
 			return out
 		}
 	}
-	name := "gdn_recurrent_cols_f32"
+	name, rows := "gdn_recurrent_cols_f32", gdnRowsMax
 	if w := (dk + gdnRowsWide - 1) / gdnRowsWide; gdnWide && allDecode(bt) && w <= 4 {
 		// Decode rows: a quarter of the warps, 32 rows a thread. Measured
 		// on the H200 at batch 128 the 16-warp form moved the state at
 		// 1.4 TB/s (9.1 of a 17.2 ms step).
-		name, warps = "gdn_recurrent_cols_wide_f32", w
+		name, warps, rows = "gdn_recurrent_cols_wide_f32", w, gdnRowsWide
 	}
-	if (dk+warps-1)/warps <= gdnRowsMax || name != "gdn_recurrent_cols_f32" {
+	if (dk+warps-1)/warps <= rows {
 		// Column-split form: 32 state columns per block, dk rows over the
-		// block's warps (about 8 rows per thread, kept in registers).
+		// block's warps (at most rows a thread, kept in registers).
 		b.launch(op, name, [3]int{nSeq, nv, (dv + 31) / 32}, [3]int{32, warps, 1},
 			(2*dk+2*32*warps)*4,
 			out.ptr, qh.ptr, kh.ptr, mt.ptr, g.ptr, bs.ptr, p.rec, start, length, slot,
