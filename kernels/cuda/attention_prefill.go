@@ -85,7 +85,7 @@ func flashTakes(s kernels.Seq, bt *kernels.Batch) bool {
 // useFlash reports whether Attention should run this batch through
 // attentionFlash.
 func (b *Backend) useFlash(bt *kernels.Batch, cfg kernels.AttnConfig) bool {
-	if !flashAttention || (b.weights != "bf16" && !flashF32Weights) || b.graph.mode != graphOff || flashKernel(cfg.HeadDim) == "" || cfg.KVHeads <= 0 {
+	if !flashAttention || b.det || (b.weights != "bf16" && !flashF32Weights) || b.graph.mode != graphOff || flashKernel(cfg.HeadDim) == "" || cfg.KVHeads <= 0 {
 		return false
 	}
 	return slices.ContainsFunc(bt.Seqs, func(s kernels.Seq) bool { return flashTakes(s, bt) })

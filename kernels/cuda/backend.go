@@ -68,6 +68,10 @@ type Options struct {
 	// default: bfloat16, float32 activations and accumulation) or "f32".
 	// Empty means $COHORT_CUDA_WEIGHTS, else "bf16".
 	Weights string
+	// Deterministic makes every token's numbers independent of its batch
+	// and of how its prompt was chunked (deterministic.go); false means
+	// $COHORT_CUDA_DETERMINISTIC=1 decides.
+	Deterministic bool
 }
 
 // Backend is the CUDA implementation of kernels.Backend.
@@ -108,6 +112,7 @@ type Backend struct {
 	profile     profileWindow      // steps a profiler collects (COHORT_CUDA_PROFILE_ROWS)
 	lastLaunch  string             // the kernel launched last (for pdlGEMV)
 	fuse        bool               // fused decode kernels (COHORT_CUDA_FUSE=0 turns them off)
+	det         bool               // deterministic mode (deterministic.go)
 	plans       map[ltKey]ltPlan   // prepared cuBLASLt matmuls by shape
 	graph       graphs             // CUDA graphs of decode steps (graph.go)
 	collectives collectives        // device collectives (collective.go)
@@ -185,6 +190,7 @@ func New(o Options) (*Backend, error) {
 		}
 	}
 	b.fuse = os.Getenv("COHORT_CUDA_FUSE") != "0"
+	b.det = o.Deterministic || deterministicFromEnv()
 	b.profile = newProfileWindow()
 	if b.gemvTune, err = gemvTuningFromEnv(); err != nil {
 		return nil, err

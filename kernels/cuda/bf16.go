@@ -204,7 +204,13 @@ func (b *Backend) mmaLaunch(prefix string, T, tiles, K int) mmaPlan {
 	switch {
 	case split > 0:
 	case b.gemvTune.occ:
-		split = mmaSplit(tiles, K/64, w, b.occupancy(name, 32*w)*b.sms)
+		// Deterministic mode splits K as a one-row launch does, whatever
+		// T: the sum of a row's products then has one order.
+		occName := name
+		if b.det {
+			occName = b.mmaEntry(prefix, 1, w)
+		}
+		split = mmaSplit(tiles, K/64, w, b.occupancy(occName, 32*w)*b.sms)
 	default:
 		split = (b.sms*mmaWarpsTarget + tiles*w/2) / (tiles * w)
 	}
@@ -213,6 +219,21 @@ func (b *Backend) mmaLaunch(prefix string, T, tiles, K int) mmaPlan {
 		split = 1
 	}
 	return mmaPlan{name: name, grid: [3]int{tiles, split, 1}, block: [3]int{32 * w, 1, 1}, split: split, nt: nt}
+}
+
+// mmaGroups plans the tensor-core GEMV of T rows (mmaLaunch; parts weights
+// per tile share the workspace) and calls launch for each of rowGroups'
+// ranges with its plan and the split tiles' workspace and counters, which
+// the ranges' launches take in turn.
+func (b *Backend) mmaGroups(op, prefix string, T, tiles, K, parts int, launch func(p mmaPlan, t0, n int, ws, cnt devptr)) {
+	p := b.mmaLaunch(prefix, min(T, detGroupRows), tiles, K)
+	ws, cnt := b.mmaWorkspace(op, p, parts)
+	b.rowGroups(T, detGroupRows, func(t0, n int) {
+		if n != min(T, detGroupRows) { // the last range of a deterministic launch
+			p = b.mmaLaunch(prefix, n, tiles, K)
+		}
+		launch(p, t0, n, ws, cnt)
+	})
 }
 
 // mmaEntry returns the entry of a GEMV family (prefix) at nt n-tiles and w
@@ -288,7 +309,10 @@ func (b *Backend) mmaWorkspace(op string, p mmaPlan, parts int) (ws, cnt devptr)
 }
 
 // mmaFits reports whether the tensor-core GEMV serves T rows of K columns.
-func (b *Backend) mmaFits(T, K int) bool { return T >= 1 && T <= b.mmaRows && K%64 == 0 }
+// In deterministic mode it serves any T (in launches of detGroupRows).
+func (b *Backend) mmaFits(T, K int) bool {
+	return T >= 1 && (T <= b.mmaRows || b.det && b.mmaRows > 0) && K%64 == 0
+}
 
 // gemvFits reports whether the CUDA-core GEMV serves T rows of K columns.
 func (b *Backend) gemvFits(T, K int) bool {
@@ -296,7 +320,7 @@ func (b *Backend) gemvFits(T, K int) bool {
 	if rows == 0 {
 		rows = gemvMaxRows
 	}
-	return T <= rows && K%8 == 0
+	return (T <= rows || b.det) && K%8 == 0
 }
 
 // linearBF16 computes y[T, N] = x[T, K]·w[N, K]ᵀ with bf16 w: a
@@ -306,13 +330,15 @@ func (b *Backend) gemvFits(T, K int) bool {
 func (b *Backend) linearBF16(op string, y, x, w *Tensor, T, K, N int) {
 	switch {
 	case b.mmaFits(T, K):
-		p := b.mmaLaunch("gemv_mma", T, (N+15)/16, K)
-		ws, cnt := b.mmaWorkspace(op, p, 1)
-		b.launch(op, p.name, p.grid, p.block, 0,
-			y.ptr, w.ptr, N, devptr(0), devptr(0), 0, devptr(0), devptr(0), 0, devptr(0), devptr(0), 0, x.ptr, T, K, ws, cnt)
+		b.mmaGroups(op, "gemv_mma", T, (N+15)/16, K, 1, func(p mmaPlan, t0, n int, ws, cnt devptr) {
+			b.launch(op, p.name, p.grid, p.block, 0, rowPtr(y.ptr, t0, N), w.ptr, N, devptr(0), devptr(0), 0,
+				devptr(0), devptr(0), 0, devptr(0), devptr(0), 0, rowPtr(x.ptr, t0, K), n, K, ws, cnt)
+		})
 	case b.gemvFits(T, K):
-		b.launch(op, "gemv_bf16", [3]int{(N + gemvWarps - 1) / gemvWarps, 1, 1}, [3]int{32, gemvWarps, 1}, 0,
-			y.ptr, x.ptr, w.ptr, T, K, N)
+		b.rowGroups(T, gemvMaxRows, func(t0, n int) {
+			b.launch(op, "gemv_bf16", [3]int{(N + gemvWarps - 1) / gemvWarps, 1, 1}, [3]int{32, gemvWarps, 1}, 0,
+				rowPtr(y.ptr, t0, N), rowPtr(x.ptr, t0, K), w.ptr, n, K, N)
+		})
 	default:
 		b.ltGemmBF16(op, y, b.rowsBF16(op, x, T, K), w, T, K, N)
 	}
@@ -395,10 +421,21 @@ func (b *Backend) Linears(x kernels.Tensor, ws ...kernels.Tensor) []kernels.Tens
 		return out
 	}
 	args, out, tiles := b.mmaSegments(op, T, ws)
-	p := b.mmaLaunch("gemv_mma", T, tiles, K)
-	part, cnt := b.mmaWorkspace(op, p, 1)
-	b.launch(op, p.name, p.grid, p.block, 0, append(args[:], xt.ptr, T, K, part, cnt)...)
+	b.mmaGroups(op, "gemv_mma", T, tiles, K, 1, func(p mmaPlan, t0, n int, part, cnt devptr) {
+		b.launch(op, p.name, p.grid, p.block, 0, append(segmentRows(args, t0), rowPtr(xt.ptr, t0, K), n, K, part, cnt)...)
+	})
 	return out
+}
+
+// segmentRows returns mmaSegments' arguments with each output advanced to
+// row t0.
+func segmentRows(args [12]any, t0 int) []any {
+	for i := 0; i < 12; i += 3 {
+		if y := args[i].(devptr); y != 0 {
+			args[i] = rowPtr(y, t0, args[i+2].(int))
+		}
+	}
+	return args[:]
 }
 
 // mmaSegments returns the (y, w, N) arguments of up to four weights read in
@@ -447,9 +484,9 @@ func (b *Backend) SwiGLULinear(x, gate, up kernels.Tensor) kernels.Tensor {
 	}
 	N := gt.shape[0]
 	y := b.newTensor(op, T, N)
-	p := b.mmaLaunch("gemv_mma_swiglu", T, (N+15)/16, K)
-	ws, cnt := b.mmaWorkspace(op, p, 2)
-	b.launch(op, p.name, p.grid, p.block, 0, y.ptr, gt.ptr, ut.ptr, N, xt.ptr, T, K, ws, cnt)
+	b.mmaGroups(op, "gemv_mma_swiglu", T, (N+15)/16, K, 2, func(p mmaPlan, t0, n int, ws, cnt devptr) {
+		b.launch(op, p.name, p.grid, p.block, 0, rowPtr(y.ptr, t0, N), gt.ptr, ut.ptr, N, rowPtr(xt.ptr, t0, K), n, K, ws, cnt)
+	})
 	return y
 }
 

@@ -207,7 +207,7 @@ func (b *Backend) CausalConv1d(x, w kernels.Tensor, states kernels.StatePool, la
 // that also differed in the bf16 twins) and level at 256 (22.68, 22.44).
 func (b *Backend) gdnDecodeKernel(bt *kernels.Batch, cfg kernels.GDNConfig, warps int) (string, int) {
 	dk, dv := cfg.KeyDim, cfg.ValueDim
-	if !b.fuse || !allDecode(bt) {
+	if !b.fuse || b.det || !allDecode(bt) {
 		return "", 0
 	}
 	if warps <= 16 && (dk+warps-1)/warps <= gdnRowsMax && len(bt.Seqs)*cfg.ValueHeads*((dv+31)/32) <= b.sms {
@@ -274,14 +274,14 @@ func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, st
 		g.ptr, bs.ptr, bt2.ptr, at.ptr, alt.ptr, dtt.ptr, n, nv)
 	start, length, slot := b.seqMeta(op, p, layer, bt)
 	nSeq := len(bt.Seqs)
-	if gdnAnyChunked(bt, cfg) {
+	if !b.det && gdnAnyChunked(bt, cfg) {
 		start, length, slot, nSeq = b.gatedDeltaChunked(op, out, qh, kh, mt, g, bs, p, layer, bt, cfg)
 		if nSeq == 0 {
 			return out
 		}
 	}
 	name, rows := "gdn_recurrent_cols_f32", gdnRowsMax
-	if w := (dk + gdnRowsWide - 1) / gdnRowsWide; gdnWide && allDecode(bt) && w <= 4 {
+	if w := (dk + gdnRowsWide - 1) / gdnRowsWide; gdnWide && !b.det && allDecode(bt) && w <= 4 {
 		// Decode rows: a quarter of the warps, 32 rows a thread. Measured
 		// on the H200 at batch 128 the 16-warp form moved the state at
 		// 1.4 TB/s (9.1 of a 17.2 ms step).

@@ -67,7 +67,7 @@ func (b *Backend) Linear(x, w kernels.Tensor) kernels.Tensor {
 
 // gemmNT computes y[T, N] = x[T, K]·w[N, K]ᵀ (all row-major, fp32).
 func (b *Backend) gemmNT(op string, y, x, w devptr, T, K, N int) {
-	if b.gemm == "cublaslt" {
+	if b.gemm == "cublaslt" && !b.det {
 		b.ltGemm(op, ltKey{transA: true, m: N, n: T, k: K, lda: K, ldb: K, ldd: N}, w, x, y)
 		return
 	}
