@@ -113,8 +113,16 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	mixedTokens := fs.Int("mixed-decode-tokens", 256, "mixed load: tokens each decoding request generates")
 	mixedPrompt := fs.Int("mixed-prompt", 8192, "mixed load: prompt tokens of each arriving request (max_tokens 1)")
 	mixedPeriod := fs.Duration("mixed-period", time.Second, "mixed load: time between arrivals")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the whole run to this file (the host side: engine, actors, backend calls)")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	var mixedSettings []int
 	if *mixedList != "" {
