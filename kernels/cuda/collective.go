@@ -35,9 +35,6 @@ type collectives struct {
 	noP2P  string                  // why the one-shot all-reduce is off
 }
 
-// Device-side kernels of 60_allreduce.cu, looked up when collectives start.
-var collectiveKernels = []string{"allreduce_oneshot_f32", "gather_cols_f32"}
-
 // InitCollectives prepares the rank's collectives, on the backend's
 // thread. With a device communicator it creates the rank's NCCL
 // communicator (blocking until every rank of the group has joined, the

@@ -221,22 +221,33 @@ func (b *Backend) gdnDecodeKernel(bt *kernels.Batch, cfg kernels.GDNConfig, warp
 
 // convLanes is the token lanes of a conv1d_f32 block (the rest of its
 // threads are channels: 256 threads up to 8 lanes, then 32 channels): as
-// many as the longest sequence has tokens, up to 32, so that decode rows
-// (one token each) leave no lane idle and a long prefill fills the device
+// many as the longest sequence has tokens, so that decode rows (one token
+// each) leave no lane idle; up to 8, or 32 for a batch of at most
+// convWideSeqs sequences, where a long prefill must fill the device alone
 // (measured on the H200, 4b-shape: 8 lanes took 3.19 ms of a 1024-token
 // prefill step's 34.1 ms of kernels, 256 blocks of 8 warps for 8192
-// channels, each thread walking 128 tokens).
+// channels, each thread walking 128 tokens; 32 lanes made the 1k TTFT
+// median 33.4 ms against 34.4). A mixed batch keeps 8, since every
+// sequence gets blocks of that many lanes and decode rows use one.
 func convLanes(bt *kernels.Batch) int {
 	longest := 0
 	for _, s := range bt.Seqs {
 		longest = max(longest, s.Len)
 	}
+	most := 8
+	if len(bt.Seqs) <= convWideSeqs {
+		most = 32
+	}
 	lanes := 1
-	for lanes < 32 && lanes < longest {
+	for lanes < most && lanes < longest {
 		lanes *= 2
 	}
 	return lanes
 }
+
+// convWideSeqs is the most sequences a batch may have for conv1d_f32 to
+// take 32 token lanes.
+const convWideSeqs = 2
 
 // GatedDeltaRule runs the gated delta rule on mixed [T, convDim] = [q | k | v]
 // with beta and a [T, valueHeads] (raw), continuing each sequence from its

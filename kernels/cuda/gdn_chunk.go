@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"os"
 	"sync"
 	"unsafe"
 
@@ -122,7 +123,7 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 		base += devptr((n*4 + 255) &^ 255)
 	}
 	w, u, gamma, pm := parts[0], parts[1], parts[2], parts[3]
-	b.launch(op, "gdn_chunk_prep_f32", [3]int{nChunks, nv, 1}, [3]int{gdnChunkThreads, 1, 1}, 0,
+	b.launch(op, gdnPrepKernel, [3]int{nChunks, nv, 1}, [3]int{gdnChunkThreads, 1, 1}, 0,
 		w, u, gamma, pm, qh.ptr, kh.ptr, mixed.ptr, g.ptr, bs.ptr,
 		at(0), at(1), nk, nv, dk, dv, convDim)
 	b.launch(op, "gdn_chunk_scan_f32", [3]int{nSeq, nv, (dv + gdnChunkCols - 1) / gdnChunkCols}, [3]int{gdnChunkThreads, 1, 1}, 0,
@@ -130,6 +131,11 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 		at(0), at(1), at(2), at(3), at(4), nk, nv, dk, dv, p.slots, layer)
 	return start, length, slot, nRest
 }
+
+// gdnPrepKernel is the chunk preparation's entry: gdn_chunk_prep_f32 (one
+// block an SM) unless COHORT_CUDA_GDN_PREP=2 picks gdn_chunk_prep2_f32 (two
+// blocks an SM, part of a thread's column spilled), for side-by-side runs.
+var gdnPrepKernel = map[bool]string{false: "gdn_chunk_prep_f32", true: "gdn_chunk_prep2_f32"}[os.Getenv("COHORT_CUDA_GDN_PREP") == "2"]
 
 // gdnWork holds each backend's workspace for the chunked rule's
 // intermediates (W, U, gamma, P: 40 MiB per 1,024 rows for the 4b heads).

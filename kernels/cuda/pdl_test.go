@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -15,19 +16,7 @@ import (
 // function it calls. This reads the kernel sources, so it runs without a
 // GPU.
 func TestKernelsWaitForPredecessor(t *testing.T) {
-	files, err := filepath.Glob("kernels/*.cu")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no kernel sources: %v", err)
-	}
-	var src strings.Builder
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		src.Write(b)
-	}
-	s := src.String()
+	s := kernelSources(t)
 	waits := map[string]bool{} // device functions that wait, transitively
 	devices := functions(s, regexp.MustCompile(`__device__[^;{]*?\b(\w+)\s*\(`))
 	for changed := true; changed; {
@@ -47,6 +36,42 @@ func TestKernelsWaitForPredecessor(t *testing.T) {
 			t.Errorf("kernel %s never calls PDL_WAIT (directly or through a device function)", name)
 		}
 	}
+}
+
+// TestKernelNamesListEveryEntry: the backend looks up only kernelNames and
+// collectiveKernels in the compiled module, so an entry missing from them
+// cannot be launched. (The GEMV entries are made by macros, which the
+// pattern does not see; TestCompileKernels loads every listed name.)
+func TestKernelNamesListEveryEntry(t *testing.T) {
+	s := kernelSources(t)
+	entries := functions(s, regexp.MustCompile(`extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?(\w+)\s*\(`))
+	listed := map[string]bool{}
+	for _, n := range append(slices.Clone(kernelNames), collectiveKernels...) {
+		listed[n] = true
+	}
+	for n := range entries {
+		if !listed[n] && !strings.HasPrefix(n, "__") { // a macro's entry (name##...)
+			t.Errorf("kernel %s is not in kernelNames", n)
+		}
+	}
+}
+
+// kernelSources returns kernels/*.cu concatenated.
+func kernelSources(t *testing.T) string {
+	t.Helper()
+	files, err := filepath.Glob("kernels/*.cu")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no kernel sources: %v", err)
+	}
+	var src strings.Builder
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.Write(b)
+	}
+	return src.String()
 }
 
 // functions returns the body (from its opening brace to the matching

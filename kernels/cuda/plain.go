@@ -12,7 +12,6 @@ import (
 // The ops of architectures without Qwen3.5's zero-centered norms and
 // attention output gate (dense Qwen3). Their kernel is in
 // kernels/20_norm.cu.
-func init() { kernelNames = append(kernelNames, "plain_rmsnorm_f32") }
 
 // PlainRMSNorm is x / rms(x) · w, per group of len(w) columns, with the
 // weight applied as it is.

@@ -51,7 +51,11 @@
 // forward substitution x_i = r_i - sum_{j<i} A_ij x_j with its column in
 // registers (the chunk length is fixed at GDN_CH by padding, so the loops
 // unroll and A is read by broadcast from shared memory).
-extern "C" __global__ void __launch_bounds__(GDN_THREADS) gdn_chunk_prep_f32(float *W, float *U, float *G, float *P,
+//
+// Two entries share the body: gdn_chunk_prep_f32 (240 registers, one block
+// an SM) and gdn_chunk_prep2_f32 (two blocks an SM, 128 registers and some
+// of the substitution's column spilled to local memory).
+__device__ __forceinline__ void gdn_chunk_prep(float *W, float *U, float *G, float *P,
 		const float *qh, const float *kh, const float *mixed, const float *g, const float *beta,
 		const int *chunkRow, const int *chunkLen, int nk, int nv, int dk, int dv, int convDim) {
 	PDL_LAUNCH();
@@ -164,6 +168,18 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS) gdn_chunk_prep_f32(flo
 			}
 		}
 	}
+}
+
+extern "C" __global__ void __launch_bounds__(GDN_THREADS) gdn_chunk_prep_f32(float *W, float *U, float *G, float *P,
+		const float *qh, const float *kh, const float *mixed, const float *g, const float *beta,
+		const int *chunkRow, const int *chunkLen, int nk, int nv, int dk, int dv, int convDim) {
+	gdn_chunk_prep(W, U, G, P, qh, kh, mixed, g, beta, chunkRow, chunkLen, nk, nv, dk, dv, convDim);
+}
+
+extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_prep2_f32(float *W, float *U, float *G, float *P,
+		const float *qh, const float *kh, const float *mixed, const float *g, const float *beta,
+		const int *chunkRow, const int *chunkLen, int nk, int nv, int dk, int dv, int convDim) {
+	gdn_chunk_prep(W, U, G, P, qh, kh, mixed, g, beta, chunkRow, chunkLen, nk, nv, dk, dv, convDim);
 }
 
 // cp.async helpers of the scan (sm_80 and later). gdn_cp16 copies 16 bytes
