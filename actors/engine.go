@@ -38,8 +38,12 @@ type Config struct {
 	// LockThread pins each rank's device executor to its OS thread; GPU
 	// backends need it, the CPU backend is faster without it.
 	LockThread bool
-	// Capacity per rank: Budget, Reserve, Scratch, ElemBytes, PageSize,
-	// MaxSeqs and MaxModelLen (0 means the model's max_position_embeddings).
+	// Capacity per rank: Budget (0: the device's free memory once the
+	// weights and the step scratch are in, for backends that report it),
+	// Reserve (0 with a budget from the device: model.DeviceReserve),
+	// ElemBytes, PageSize, MaxSeqs and MaxModelLen (0 means the model's
+	// max_position_embeddings). The engine sets MaxStepTokens and
+	// MaxStepOutputs from MaxPrefillTokens and MaxRows.
 	Capacity         model.CapacityInput
 	MaxPrefillTokens int // per-step prefill token budget
 	MaxRows          int // per-step sequence cap
@@ -127,6 +131,7 @@ func (c *Config) defaults() {
 	if c.Capacity.MaxModelLen == 0 {
 		c.Capacity.MaxModelLen = c.Checkpoint.Config.MaxPositions
 	}
+	c.Capacity.MaxStepTokens, c.Capacity.MaxStepOutputs = maxStep(c)
 	switch {
 	case c.DisablePrefixCache:
 		c.Capacity.Snapshots = 0
@@ -152,6 +157,11 @@ type Info struct {
 	VocabSize   int
 	PrefixCache bool // prefix caching is on
 	Snapshots   int  // the prefix cache's state snapshot places (minimum over ranks)
+	// Scratch is the device scratch a rank holds for the largest step
+	// (the most over ranks; 0 where the backend reserves none), a step of
+	// MaxStepTokens tokens.
+	Scratch       int64
+	MaxStepTokens int
 }
 
 // Engine is the Go API over the actor system: submit requests, read their

@@ -52,6 +52,9 @@ type Rank struct {
 	// diffs update; made with the shard, used only by executor jobs (in
 	// step order).
 	seqs *seqCache
+	// scratch watches the arena against the shard's reservation; made with
+	// the shard, used only by executor jobs.
+	scratch *scratchWatch
 }
 
 func newRankActor(index int, gen uint64, f BackendFactory, lockThread bool, tracer trace.Tracer, executors *sync.WaitGroup) actor.Producer {
@@ -118,12 +121,13 @@ func (r *Rank) Receive(ctx actor.Context) {
 		// collective frees it when the abort releases it.
 		r.exec.submit(r.closeOwned)
 		r.exec.close()
-		r.be, r.m, r.st, r.seqs = nil, nil, nil, nil // the state is large; do not let a stale PID keep it
+		r.be, r.m, r.st, r.seqs, r.scratch = nil, nil, nil, nil, nil // the state is large; do not let a stale PID keep it
 	case *LoadShard:
 		r.load(ctx, msg)
 	case *rankBound:
 		r.be, r.m, r.st = msg.be, msg.m, msg.st
 		r.seqs = newSeqCache(r.index == 0)
+		r.scratch = &scratchWatch{rank: r.index, reserved: msg.capacity.Scratch}
 		r.send(ctx, msg.replyTo, &ShardReady{Generation: r.gen, Rank: r.index, Capacity: msg.capacity, Err: msg.err})
 	case *RunStep:
 		r.run(ctx, msg)
@@ -159,13 +163,21 @@ func (r *Rank) load(ctx actor.Context, msg *LoadShard) {
 			if out.m, err = msg.Checkpoint.Load(out.be, msg.Shard); err != nil {
 				return err
 			}
+			scratch, err := reserveScratch(out.be, out.m, msg.Capacity)
+			if err != nil {
+				return err
+			}
 			in, err := budgetFromDevice(out.be, msg.Capacity)
 			if err != nil {
 				return err
 			}
 			if out.capacity, err = msg.Checkpoint.PlanCapacity(msg.Shard, in); err != nil {
+				if scratch > 0 {
+					err = fmt.Errorf("%w (beside %d B of scratch reserved for a step of %d tokens)", err, scratch, in.MaxStepTokens)
+				}
 				return err
 			}
+			out.capacity.Scratch = scratch
 			out.st = out.m.NewState(out.be, out.capacity.Slots, out.capacity.Pages, out.capacity.PageSize)
 			allocSnapshots(out.st, &out.capacity)
 			return nil
@@ -192,7 +204,7 @@ func (r *Rank) run(ctx actor.Context, msg *RunStep) {
 		return
 	}
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	be, m, st, seqs, poison, faults, sampleHere := r.be, r.m, r.st, r.seqs, r.poison, r.faults, r.index == 0
+	be, m, st, seqs, poison, faults, sampleHere, scratch := r.be, r.m, r.st, r.seqs, r.poison, r.faults, r.index == 0, r.scratch
 	tracer, rank := r.tracer, r.index
 	if r.timing == nil {
 		r.timing = newStepTiming(r.index)
@@ -216,6 +228,7 @@ func (r *Rank) run(ctx actor.Context, msg *RunStep) {
 		if sr, ok := be.(kernels.ScratchResetter); ok {
 			sr.ResetScratch()
 		}
+		scratch.check(be, len(msg.Tokens))
 		if err != nil {
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
@@ -326,9 +339,10 @@ func allocSnapshots(st model.State, c *model.Capacity) {
 }
 
 // budgetFromDevice fills an unset (0) capacity budget with the device's free
-// memory once the weights are loaded; PlanCapacity then subtracts the
-// reserve and the prefill scratch. A backend without device memory of its
-// own needs an explicit budget.
+// memory once the weights are loaded and the step scratch is reserved
+// (reserveScratch), and an unset reserve with model.DeviceReserve;
+// PlanCapacity then subtracts the reserve. A backend without device memory
+// of its own needs an explicit budget.
 func budgetFromDevice(be kernels.Backend, in model.CapacityInput) (model.CapacityInput, error) {
 	if in.Budget > 0 {
 		return in, nil
@@ -342,6 +356,9 @@ func budgetFromDevice(be kernels.Backend, in model.CapacityInput) (model.Capacit
 		return in, fmt.Errorf("actors: capacity from device memory: %w", err)
 	}
 	in.Budget = free
+	if in.Reserve == 0 {
+		in.Reserve = model.DeviceReserve
+	}
 	return in, nil
 }
 

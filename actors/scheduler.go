@@ -167,7 +167,8 @@ func (s *scheduler) createPlanner(caps model.Capacity) error {
 	}
 	s.plan = p
 	s.info = Info{TP: s.cfg.TP, MaxModelLen: s.cfg.Capacity.MaxModelLen, Slots: caps.Slots, KVPages: caps.Pages,
-		PageSize: caps.PageSize, VocabSize: ck.Config.VocabSize, PrefixCache: !s.cfg.DisablePrefixCache, Snapshots: caps.Snapshots}
+		PageSize: caps.PageSize, VocabSize: ck.Config.VocabSize, PrefixCache: !s.cfg.DisablePrefixCache, Snapshots: caps.Snapshots,
+		Scratch: caps.Scratch, MaxStepTokens: s.cfg.Capacity.MaxStepTokens}
 	return nil
 }
 
@@ -390,8 +391,13 @@ func (s *scheduler) promptChunk(r *Request) int {
 	if !r.PromptLogprobs {
 		return 0
 	}
-	return max(16, promptLogprobBytes/(4*max(1, s.cfg.Checkpoint.Config.VocabSize)))
+	return promptLogprobRows(s.cfg.Checkpoint.Config.VocabSize)
 }
+
+// promptLogprobRows is the chunk cap of a request with prompt logprobs
+// over a vocabulary of vocab tokens: its logits within promptLogprobBytes,
+// at least 16 rows.
+func promptLogprobRows(vocab int) int { return max(16, promptLogprobBytes/(4*max(1, vocab))) }
 
 // promptRows asks for the logprob of every prompt token that the chunk's
 // rows predict and that has not been delivered yet: row r at position p

@@ -173,6 +173,7 @@ func (s *supervisor) shardReady(msg *ShardReady) (caps model.Capacity, loaded bo
 		g.caps.Snapshots = msg.Capacity.Snapshots
 	}
 	g.caps.PageSize = msg.Capacity.PageSize
+	g.caps.Scratch = max(g.caps.Scratch, msg.Capacity.Scratch)
 	if g.ready++; g.ready < len(g.ranks) {
 		return caps, false, nil
 	}

@@ -61,7 +61,8 @@ type fakeEngine struct {
 }
 
 func newFakeEngine() *fakeEngine {
-	return &fakeEngine{info: actors.Info{TP: 1, MaxModelLen: 1024, Slots: 8, KVPages: 100, PageSize: 16, VocabSize: 512}}
+	return &fakeEngine{info: actors.Info{TP: 1, MaxModelLen: 1024, Slots: 8, KVPages: 100, PageSize: 16, VocabSize: 512,
+		Scratch: 6 << 20, MaxStepTokens: 2111}}
 }
 
 // check is the engine's: the fake validates as a real engine of its shape.

@@ -340,6 +340,8 @@ func TestModelsAndMetrics(t *testing.T) {
 			PageSize    int    `json:"page_size"`
 			Slots       int    `json:"slots"`
 			TP          int    `json:"tp"`
+			Scratch     int64  `json:"scratch_bytes"`
+			StepTokens  int    `json:"max_step_tokens"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(body, &models); err != nil {
@@ -350,7 +352,7 @@ func TestModelsAndMetrics(t *testing.T) {
 	}
 	m := models.Data[0]
 	if models.Object != "list" || m.ID != "fake" || m.Object != "model" || m.MaxModelLen != 1024 || m.KVPages != 100 ||
-		m.PageSize != 16 || m.Slots != 8 || m.TP != 1 {
+		m.PageSize != 16 || m.Slots != 8 || m.TP != 1 || m.Scratch != 6<<20 || m.StepTokens != 2111 {
 		t.Errorf("models %s", body)
 	}
 

@@ -469,6 +469,7 @@ func (s *Server) appendModel(b []byte) []byte {
 	}{
 		{"max_model_len", info.MaxModelLen}, {"kv_pages", info.KVPages}, {"page_size", info.PageSize},
 		{"slots", info.Slots}, {"tp", info.TP}, {"vocab_size", info.VocabSize},
+		{"scratch_bytes", int(info.Scratch)}, {"max_step_tokens", info.MaxStepTokens},
 	} {
 		b = append(b, ',')
 		b = appendString(b, f.key)

@@ -175,6 +175,45 @@ type ScratchResetter interface {
 	ResetScratch()
 }
 
+// ScratchArena is implemented by backends whose per-step scratch arena is
+// device memory of their own (the CUDA backend). A rank measures the
+// scratch of the largest step it may be sent with it and reserves that
+// much before it sizes its request state, so the arena does not grow while
+// it serves.
+type ScratchArena interface {
+	ScratchResetter
+	// ScratchBytes returns the bytes the step in progress has taken from
+	// the arena since the last ResetScratch, and the arena's capacity.
+	ScratchBytes() (used, capacity int64)
+	// ReserveScratch makes the arena one allocation of exactly bytes. It
+	// is called between steps (no scratch in use).
+	ReserveScratch(bytes int64) error
+}
+
+// StateFreer is implemented by backends whose KV caches and state pools
+// hold memory that they give back before they close (the CUDA backend's
+// device memory); elsewhere the garbage collector reclaims them. A freed
+// cache or pool must not be used again.
+type StateFreer interface {
+	FreeKVCache(c KVCache)
+	FreeStatePool(p StatePool)
+}
+
+// FreeKVCache gives back c's memory where be is a StateFreer.
+func FreeKVCache(be Backend, c KVCache) {
+	if f, ok := be.(StateFreer); ok && c != nil {
+		f.FreeKVCache(c)
+	}
+}
+
+// FreeStatePool gives back p's memory (its snapshot places included) where
+// be is a StateFreer.
+func FreeStatePool(be Backend, p StatePool) {
+	if f, ok := be.(StateFreer); ok && p != nil {
+		f.FreeStatePool(p)
+	}
+}
+
 // StepInputs are the host inputs of one forward step: its tokens, its
 // batch and the rows whose logits it returns. A backend that records a step
 // (Stepper) may replay it from new inputs alone.
@@ -214,7 +253,8 @@ type WeightUploader interface {
 
 // MemoryReporter is implemented by backends with a device memory of their
 // own (the CUDA backend: cuMemGetInfo). A rank whose capacity budget is
-// unset (0) takes the device's free memory after the weights load.
+// unset (0) takes the device's free memory once the weights are loaded and
+// the step scratch is reserved (ScratchArena).
 type MemoryReporter interface {
 	MemInfo() (free, total int64, err error)
 }

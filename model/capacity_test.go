@@ -8,12 +8,12 @@ import (
 func TestPlanCapacity(t *testing.T) {
 	// Qwen3.5-4B's sizes at TP=1 in bf16 (qwen35-model.md §3).
 	size := StateSize{SlotBytes: 51511296, TokenBytes: 32768, KVLayers: 8}
-	in := CapacityInput{Budget: 8 << 30, Reserve: 1 << 30, Scratch: 512 << 20, ElemBytes: 2, PageSize: 16, MaxSeqs: 256, MaxModelLen: 32768}
+	in := CapacityInput{Budget: 8 << 30, Reserve: 1 << 30, ElemBytes: 2, PageSize: 16, MaxSeqs: 256, MaxModelLen: 32768}
 	got, err := PlanCapacity(size, Single, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	avail := in.Budget - in.Reserve - in.Scratch
+	avail := in.Budget - in.Reserve
 	if got.Slots < 1 || int64(got.Slots)*got.StateBytes > avail/2 {
 		t.Fatalf("slots %d use more than half of %d", got.Slots, avail)
 	}

@@ -70,6 +70,24 @@ type SnapshotState interface {
 	Restore(place, slot int) // copy place into slot's state
 }
 
+// FreeableState is implemented by states that give their memory back
+// before their backend closes, where the backend can (kernels.StateFreer):
+// a rank frees the throwaway state of its scratch measurement so.
+type FreeableState interface {
+	State
+	// Free gives back the state's KV pages and slots on be, the backend
+	// that made them. The state must not be used again.
+	Free(be kernels.Backend)
+}
+
+// FreeState frees st where it is a FreeableState; any other state is left
+// to the garbage collector or to the backend's Close.
+func FreeState(be kernels.Backend, st State) {
+	if f, ok := st.(FreeableState); ok {
+		f.Free(be)
+	}
+}
+
 var lastID atomic.Uint64
 
 // NewID returns a process-unique, never reused, non-zero identity for a

@@ -42,14 +42,15 @@ func traceFromPB(t *rankpb.Trace) trace.SpanContext {
 }
 
 func capacityInputToPB(c model.CapacityInput) *rankpb.CapacityInput {
-	return &rankpb.CapacityInput{Budget: c.Budget, Reserve: c.Reserve, Scratch: c.Scratch, ElemBytes: int32(c.ElemBytes),
-		PageSize: int32(c.PageSize), MaxSeqs: int32(c.MaxSeqs), MaxModelLen: int32(c.MaxModelLen), Snapshots: c.Snapshots}
+	return &rankpb.CapacityInput{Budget: c.Budget, Reserve: c.Reserve, ElemBytes: int32(c.ElemBytes),
+		PageSize: int32(c.PageSize), MaxSeqs: int32(c.MaxSeqs), MaxModelLen: int32(c.MaxModelLen), Snapshots: c.Snapshots,
+		MaxStepTokens: int32(c.MaxStepTokens), MaxStepOutputs: int32(c.MaxStepOutputs)}
 }
 
 func capacityInputFromPB(c *rankpb.CapacityInput) model.CapacityInput {
-	return model.CapacityInput{Budget: c.GetBudget(), Reserve: c.GetReserve(), Scratch: c.GetScratch(),
+	return model.CapacityInput{Budget: c.GetBudget(), Reserve: c.GetReserve(),
 		ElemBytes: int(c.GetElemBytes()), PageSize: int(c.GetPageSize()), MaxSeqs: int(c.GetMaxSeqs()), MaxModelLen: int(c.GetMaxModelLen()),
-		Snapshots: c.GetSnapshots()}
+		Snapshots: c.GetSnapshots(), MaxStepTokens: int(c.GetMaxStepTokens()), MaxStepOutputs: int(c.GetMaxStepOutputs())}
 }
 
 func stepToPB(s *actors.RunStep) (*rankpb.RunStep, error) {
@@ -158,7 +159,7 @@ func completedFromPB(c *rankpb.StepCompleted, where string) *actors.StepComplete
 func readyToPB(r *actors.ShardReady) *rankpb.ShardReady {
 	out := &rankpb.ShardReady{Generation: r.Generation, Rank: int32(r.Rank),
 		Capacity: &rankpb.Capacity{Slots: int32(r.Capacity.Slots), Pages: int32(r.Capacity.Pages), PageSize: int32(r.Capacity.PageSize),
-			Snapshots: int32(r.Capacity.Snapshots)}}
+			Snapshots: int32(r.Capacity.Snapshots), Scratch: r.Capacity.Scratch}}
 	if r.Err != nil {
 		out.Error = r.Err.Error()
 	}
@@ -168,7 +169,8 @@ func readyToPB(r *actors.ShardReady) *rankpb.ShardReady {
 func readyFromPB(r *rankpb.ShardReady, where string) *actors.ShardReady {
 	c := r.GetCapacity()
 	return &actors.ShardReady{Generation: r.Generation, Rank: int(r.Rank), Err: remoteErr(where, r.Error, false),
-		Capacity: model.Capacity{Slots: int(c.GetSlots()), Pages: int(c.GetPages()), PageSize: int(c.GetPageSize()), Snapshots: int(c.GetSnapshots())}}
+		Capacity: model.Capacity{Slots: int(c.GetSlots()), Pages: int(c.GetPages()), PageSize: int(c.GetPageSize()), Snapshots: int(c.GetSnapshots()),
+			Scratch: c.GetScratch()}}
 }
 
 // remoteErr rebuilds a rank's error on the engine side, naming where it ran.

@@ -76,15 +76,27 @@ func TestStepWireRoundTrip(t *testing.T) {
 	}
 }
 
-// TestCapacityWireRoundTrip: the capacity plan's input and the rank's
-// answer keep the prefix cache's snapshots.
+// TestCapacityWireRoundTrip: the capacity plan's input (the prefix
+// cache's snapshots, the largest step whose scratch a device rank
+// reserves) and the rank's answer (what it reserved) cross the wire
+// unchanged.
 func TestCapacityWireRoundTrip(t *testing.T) {
-	in := model.CapacityInput{Budget: 1 << 30, Reserve: 1, Scratch: 2, ElemBytes: 2, PageSize: 16, MaxSeqs: 8, MaxModelLen: 4096, Snapshots: -1}
-	if got := capacityInputFromPB(capacityInputToPB(in)); got != in {
-		t.Errorf("capacity input %+v came back %+v", in, got)
+	for _, in := range []model.CapacityInput{
+		{Budget: 1 << 30, Reserve: 1, ElemBytes: 2, PageSize: 16, MaxSeqs: 8, MaxModelLen: 4096, Snapshots: -1},
+		{Budget: 0, Reserve: 0, ElemBytes: 4, PageSize: 16, MaxSeqs: 64, MaxModelLen: 262144, Snapshots: 5 << 20,
+			MaxStepTokens: 2048 + 63, MaxStepOutputs: 64 + 67},
+	} {
+		if got := capacityInputFromPB(capacityInputToPB(in)); got != in {
+			t.Errorf("capacity input %+v came back %+v", in, got)
+		}
 	}
-	r := &actors.ShardReady{Generation: 2, Rank: 1, Capacity: model.Capacity{Slots: 4, Pages: 100, PageSize: 16, Snapshots: 9}}
-	if got := readyFromPB(readyToPB(r), "test"); got.Capacity != r.Capacity {
-		t.Errorf("capacity %+v came back %+v", r.Capacity, got.Capacity)
+	for _, c := range []model.Capacity{
+		{Slots: 4, Pages: 100, PageSize: 16, Snapshots: 9},
+		{Slots: 64, Pages: 1 << 20, PageSize: 16, Scratch: 3 << 30},
+	} {
+		r := &actors.ShardReady{Generation: 2, Rank: 1, Capacity: c}
+		if got := readyFromPB(readyToPB(r), "test"); got.Capacity != r.Capacity {
+			t.Errorf("capacity %+v came back %+v", r.Capacity, got.Capacity)
+		}
 	}
 }

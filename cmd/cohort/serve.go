@@ -36,8 +36,8 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	port := fs.Int("port", 8000, "port to listen on (0 picks a free one)")
 	name := fs.String("served-model-name", "", "model id clients send (default: the model directory's name)")
 	maxModelLen := fs.Int("max-model-len", 0, "longest request, prompt + output, in tokens (0: the model's max_position_embeddings)")
-	maxPrefill := fs.Int("max-prefill-tokens", 2048, "prefill tokens per engine step")
-	kvBudget := fs.Int("kv-budget-mib", 512, "memory per rank for KV pages and request state, in MiB")
+	maxPrefill := fs.Int("max-prefill-tokens", serveMaxPrefill, "prefill tokens per engine step")
+	kvBudget := fs.Int("kv-budget-mib", 0, "memory per rank for KV pages and request state, in MiB (0: on cuda, the device's free memory once the weights and the largest step's scratch are in, less a 1 GiB reserve; on cpu, 512)")
 	maxPending := fs.Int("max-pending", 0, "requests the engine holds before answering 429 (0: 16 × the slots)")
 	workers := fs.String("workers", "", "comma-separated host:port of the cohort worker processes to place the ranks on (default: ranks in this process)")
 	remoteListen := fs.String("remote-listen", "127.0.0.1:0", "with --workers: this engine's actor-remote address; the workers must reach it")
@@ -59,8 +59,8 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	switch {
-	case run.tp < 1 || *maxPrefill < 1 || *kvBudget < 1 || *maxModelLen < 0 || *maxPending < 0:
-		return errors.New("serve: --tp, --max-prefill-tokens and --kv-budget-mib must be positive; --max-model-len and --max-pending not negative")
+	case run.tp < 1 || *maxPrefill < 1 || *kvBudget < 0 || *maxModelLen < 0 || *maxPending < 0:
+		return errors.New("serve: --tp and --max-prefill-tokens must be positive; --kv-budget-mib, --max-model-len and --max-pending not negative")
 	case *port < 0 || *port > 65535:
 		return fmt.Errorf("serve: --port %d is out of range", *port)
 	}
@@ -106,9 +106,8 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	cfg := actors.Config{
 		Checkpoint: ck, Tokenizer: tok, TP: run.tp,
 		NewBackend: newBackend, LockThread: lockThread,
-		Capacity: model.CapacityInput{Budget: int64(*kvBudget) << 20, ElemBytes: elemBytes, PageSize: 16,
-			MaxSeqs: 64, MaxModelLen: *maxModelLen},
-		MaxPrefillTokens: *maxPrefill, MaxRows: 64, MaxPending: *maxPending,
+		Capacity:         serveCapacity(run.device, *kvBudget, elemBytes, *maxModelLen),
+		MaxPrefillTokens: *maxPrefill, MaxRows: serveMaxSeqs, MaxPending: *maxPending,
 		StepDeadline: policy.stepDeadline, StepTarget: policy.stepTarget, ProgressTimeout: policy.progressTimeout, MaxReplays: policy.maxReplays, Replay: policy.replay, MaxRebuilds: policy.maxRebuilds,
 		RebuildWindow: policy.rebuildWindow, Faults: policy.debugFaults, TracerProvider: tracing,
 	}
@@ -156,8 +155,8 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	info := eng.Info()
-	fmt.Fprintf(stdout, "cohort: serving %s on http://%s (tp=%d, max_model_len=%d, slots=%d, kv_pages=%d)\n",
-		*name, ln.Addr(), info.TP, info.MaxModelLen, info.Slots, info.KVPages)
+	fmt.Fprintf(stdout, "cohort: serving %s on http://%s (tp=%d, max_model_len=%d, slots=%d, kv_pages=%d, scratch_mib=%d, max_step_tokens=%d)\n",
+		*name, ln.Addr(), info.TP, info.MaxModelLen, info.Slots, info.KVPages, info.Scratch>>20, info.MaxStepTokens)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -180,6 +179,38 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		cause = fmt.Errorf("serve: %w", err)
 	}
 	return cause
+}
+
+// The shape of serve's engine: concurrent requests (and sequences per
+// step), the default prefill tokens per step, and KV page size.
+const (
+	serveMaxSeqs    = 64
+	serveMaxPrefill = 2048
+	servePageSize   = 16
+)
+
+// cpuServeBudgetMiB is serve's state budget per CPU rank when
+// --kv-budget-mib is unset: the CPU backend reports no device memory to
+// plan from.
+const cpuServeBudgetMiB = 512
+
+// serveCapacity is serve's capacity input per rank on device, for
+// --kv-budget-mib budgetMiB and --max-model-len maxModelLen, with
+// elemBytes per state element.
+func serveCapacity(device string, budgetMiB, elemBytes, maxModelLen int) model.CapacityInput {
+	return model.CapacityInput{Budget: serveBudget(device, budgetMiB), ElemBytes: elemBytes, PageSize: servePageSize,
+		MaxSeqs: serveMaxSeqs, MaxModelLen: maxModelLen}
+}
+
+// serveBudget is the capacity budget per rank for --kv-budget-mib mib on
+// device: as given; unset (0), cpuServeBudgetMiB on the CPU, and 0 on a
+// GPU, which the rank fills with what the device has free once its weights
+// and its step scratch are in.
+func serveBudget(device string, mib int) int64 {
+	if mib == 0 && device != "cuda" {
+		mib = cpuServeBudgetMiB
+	}
+	return int64(mib) << 20
 }
 
 // setupTracing sets up OpenTelemetry from the OTEL_* variables; the

@@ -113,7 +113,7 @@ func TestServeFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--tp", "0"}, "must be positive"},
-		{[]string{"--kv-budget-mib", "-1"}, "must be positive"},
+		{[]string{"--kv-budget-mib", "-1"}, "not negative"},
 		{[]string{"--port", "70000"}, "out of range"},
 		{[]string{"--max-pending", "-3"}, "not negative"},
 		{[]string{"extra"}, "unexpected arguments"},
@@ -127,5 +127,25 @@ func TestServeFlags(t *testing.T) {
 				t.Errorf("err %v, want one containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestServeBudget: with no --kv-budget-mib a GPU rank plans from its
+// device (budget 0) and a CPU rank gets 512 MiB; a given budget is kept.
+func TestServeBudget(t *testing.T) {
+	for _, tc := range []struct {
+		device string
+		mib    int
+		want   int64
+	}{
+		{"cuda", 0, 0},
+		{"cpu", 0, 512 << 20},
+		{"cuda", 2048, 2 << 30},
+		{"cpu", 64, 64 << 20},
+	} {
+		c := serveCapacity(tc.device, tc.mib, 4, 0)
+		if c.Budget != tc.want || c.PageSize != servePageSize || c.MaxSeqs != serveMaxSeqs {
+			t.Errorf("--device %s --kv-budget-mib %d: %+v, want a budget of %d B", tc.device, tc.mib, c, tc.want)
+		}
 	}
 }

@@ -341,6 +341,57 @@ func (b *Backend) ResetScratch() {
 // ScratchBytes returns the bytes in use in the scratch arena and its capacity.
 func (b *Backend) ScratchBytes() (used, capacity int64) { return b.scratch.usage() }
 
+var _ kernels.ScratchArena = (*Backend)(nil)
+
+// ReserveScratch makes the scratch arena one chunk of exactly bytes
+// (rounded up to its alignment), between steps: a step whose scratch fits
+// then allocates nothing, and the arena grows only by arenaMinChunk at a
+// time past it. It drops the recorded CUDA graphs, as any move of the arena
+// does.
+func (b *Backend) ReserveScratch(bytes int64) error {
+	if used, _ := b.scratch.usage(); used != 0 || b.inStep {
+		return fmt.Errorf("cuda: ReserveScratch: %d bytes of scratch in use (call it after ResetScratch)", used)
+	}
+	if err := b.scratch.reserve(bytes); err != nil {
+		return fmt.Errorf("cuda: ReserveScratch of %d bytes: %w", bytes, err)
+	}
+	b.dropGraphs()
+	return nil
+}
+
+var _ kernels.StateFreer = (*Backend)(nil)
+
+// FreeKVCache gives back a cache's device memory (NewKVCache) before Close.
+func (b *Backend) FreeKVCache(c kernels.KVCache) {
+	kv, ok := c.(*KVCache)
+	if !ok {
+		panic(fmt.Sprintf("cuda: FreeKVCache: cache %T is not a *cuda.KVCache", c))
+	}
+	b.freeLive(&kv.k, &kv.v)
+}
+
+// FreeStatePool gives back a state pool's device memory (NewStatePool and
+// its snapshot places) before Close.
+func (b *Backend) FreeStatePool(p kernels.StatePool) {
+	sp, ok := p.(*StatePool)
+	if !ok {
+		panic(fmt.Sprintf("cuda: FreeStatePool: pool %T is not a *cuda.StatePool", p))
+	}
+	b.freeLive(&sp.conv, &sp.rec, &sp.snaps)
+	sp.places = 0
+}
+
+// freeLive frees the permanent allocations that ps point to, once each, and
+// clears them.
+func (b *Backend) freeLive(ps ...*devptr) {
+	for _, p := range ps {
+		if _, live := b.permanent[*p]; live && *p != 0 {
+			b.freePermanent(*p)
+		}
+		*p = 0
+	}
+}
+
 // Free releases permanent tensors (made by Upload) before Close.
 func (b *Backend) Free(ts ...kernels.Tensor) {
 	for _, t := range ts {
@@ -425,12 +476,16 @@ func (b *Backend) freePermanent(p devptr) {
 
 // arena is a bump allocator over device chunks. A reset that finds more
 // than one chunk replaces them by one chunk of their total size, so a
-// steady workload settles on a single allocation.
+// steady workload settles on a single allocation. Each new chunk doubles
+// the last, until the arena is reserved (reserve): then it grows by
+// arenaMinChunk (or the allocation) at a time, since the device's memory
+// beyond it belongs to the request state.
 type arena struct {
-	chunks []chunk
-	cur    int
-	epoch  uint64 // bumped by every reset
-	gen    uint64 // bumped whenever the chunks change (addresses move)
+	chunks   []chunk
+	cur      int
+	epoch    uint64 // bumped by every reset
+	gen      uint64 // bumped whenever the chunks change (addresses move)
+	reserved bool   // sized by reserve: grow by small chunks
 }
 
 type chunk struct {
@@ -457,7 +512,7 @@ func (a *arena) alloc(bytes int64) (devptr, error) {
 		}
 	}
 	size := max(int64(arenaMinChunk), bytes)
-	if n := len(a.chunks); n > 0 {
+	if n := len(a.chunks); n > 0 && !a.reserved {
 		size = max(size, a.chunks[n-1].size*2)
 	}
 	p, err := memAlloc(size)
@@ -491,6 +546,26 @@ func (a *arena) reset() error {
 		a.chunks[i].off = 0
 	}
 	a.cur = 0
+	return nil
+}
+
+// reserve replaces the (unused) chunks by one of exactly bytes, rounded up
+// to the alignment; 0 leaves the arena empty.
+func (a *arena) reserve(bytes int64) error {
+	bytes = (bytes + arenaAlign - 1) &^ (arenaAlign - 1)
+	a.epoch++
+	a.reserved = true
+	if len(a.chunks) == 1 && a.chunks[0].size == bytes {
+		return nil
+	}
+	if err := a.free(); err != nil || bytes == 0 {
+		return err
+	}
+	p, err := memAlloc(bytes)
+	if err != nil {
+		return err
+	}
+	a.chunks = []chunk{{base: p, size: bytes}}
 	return nil
 }
 

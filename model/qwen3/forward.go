@@ -35,6 +35,11 @@ type State struct {
 // read, and there is no other state.
 func (*State) Reset(int) {}
 
+var _ model.FreeableState = (*State)(nil)
+
+// Free gives back the KV pages on be.
+func (s *State) Free(be kernels.Backend) { kernels.FreeKVCache(be, s.KV) }
+
 // Build binds the loaded weights of one shard.
 func (Arch) Build(c *model.Config, s model.Shard, w map[string]kernels.Tensor) (model.Model, error) {
 	if err := CheckShard(c, s); err != nil {

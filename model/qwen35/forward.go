@@ -90,6 +90,15 @@ func (s *State) Reset(slot int) { s.GDN.Reset(slot) }
 
 var _ model.SnapshotState = (*State)(nil)
 
+var _ model.FreeableState = (*State)(nil)
+
+// Free gives back the KV pages and the GDN slots (and their snapshot
+// places) on be.
+func (s *State) Free(be kernels.Backend) {
+	kernels.FreeKVCache(be, s.KV)
+	kernels.FreeStatePool(be, s.GDN)
+}
+
 // AllocSnapshots makes n snapshot places of a slot's GDN state (0 when the
 // backend's state pool keeps none).
 func (s *State) AllocSnapshots(n int) int64 {

@@ -410,17 +410,18 @@ func (x *RankPrepared) GetError() string {
 
 // CapacityInput is model.CapacityInput.
 type CapacityInput struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Budget        int64                  `protobuf:"varint,1,opt,name=budget,proto3" json:"budget,omitempty"`
-	Reserve       int64                  `protobuf:"varint,2,opt,name=reserve,proto3" json:"reserve,omitempty"`
-	Scratch       int64                  `protobuf:"varint,3,opt,name=scratch,proto3" json:"scratch,omitempty"`
-	ElemBytes     int32                  `protobuf:"varint,4,opt,name=elem_bytes,json=elemBytes,proto3" json:"elem_bytes,omitempty"`
-	PageSize      int32                  `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	MaxSeqs       int32                  `protobuf:"varint,6,opt,name=max_seqs,json=maxSeqs,proto3" json:"max_seqs,omitempty"`
-	MaxModelLen   int32                  `protobuf:"varint,7,opt,name=max_model_len,json=maxModelLen,proto3" json:"max_model_len,omitempty"`
-	Snapshots     int64                  `protobuf:"varint,8,opt,name=snapshots,proto3" json:"snapshots,omitempty"` // bytes of prefix-cache snapshots (0 none, negative automatic)
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Budget         int64                  `protobuf:"varint,1,opt,name=budget,proto3" json:"budget,omitempty"`
+	Reserve        int64                  `protobuf:"varint,2,opt,name=reserve,proto3" json:"reserve,omitempty"`
+	ElemBytes      int32                  `protobuf:"varint,4,opt,name=elem_bytes,json=elemBytes,proto3" json:"elem_bytes,omitempty"`
+	PageSize       int32                  `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	MaxSeqs        int32                  `protobuf:"varint,6,opt,name=max_seqs,json=maxSeqs,proto3" json:"max_seqs,omitempty"`
+	MaxModelLen    int32                  `protobuf:"varint,7,opt,name=max_model_len,json=maxModelLen,proto3" json:"max_model_len,omitempty"`
+	Snapshots      int64                  `protobuf:"varint,8,opt,name=snapshots,proto3" json:"snapshots,omitempty"`                                    // bytes of prefix-cache snapshots (0 none, negative automatic)
+	MaxStepTokens  int32                  `protobuf:"varint,9,opt,name=max_step_tokens,json=maxStepTokens,proto3" json:"max_step_tokens,omitempty"`     // the largest step's tokens (prefill chunks + decode rows)
+	MaxStepOutputs int32                  `protobuf:"varint,10,opt,name=max_step_outputs,json=maxStepOutputs,proto3" json:"max_step_outputs,omitempty"` // the largest step's output rows
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CapacityInput) Reset() {
@@ -467,13 +468,6 @@ func (x *CapacityInput) GetReserve() int64 {
 	return 0
 }
 
-func (x *CapacityInput) GetScratch() int64 {
-	if x != nil {
-		return x.Scratch
-	}
-	return 0
-}
-
 func (x *CapacityInput) GetElemBytes() int32 {
 	if x != nil {
 		return x.ElemBytes
@@ -509,13 +503,29 @@ func (x *CapacityInput) GetSnapshots() int64 {
 	return 0
 }
 
-// Capacity is the part of model.Capacity the engine plans with.
+func (x *CapacityInput) GetMaxStepTokens() int32 {
+	if x != nil {
+		return x.MaxStepTokens
+	}
+	return 0
+}
+
+func (x *CapacityInput) GetMaxStepOutputs() int32 {
+	if x != nil {
+		return x.MaxStepOutputs
+	}
+	return 0
+}
+
+// Capacity is the part of model.Capacity the engine plans with and
+// reports.
 type Capacity struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Slots         int32                  `protobuf:"varint,1,opt,name=slots,proto3" json:"slots,omitempty"`
 	Pages         int32                  `protobuf:"varint,2,opt,name=pages,proto3" json:"pages,omitempty"`
 	PageSize      int32                  `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	Snapshots     int32                  `protobuf:"varint,4,opt,name=snapshots,proto3" json:"snapshots,omitempty"` // prefix-cache snapshot places
+	Scratch       int64                  `protobuf:"varint,5,opt,name=scratch,proto3" json:"scratch,omitempty"`     // bytes of device scratch reserved for the largest step
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -574,6 +584,13 @@ func (x *Capacity) GetPageSize() int32 {
 func (x *Capacity) GetSnapshots() int32 {
 	if x != nil {
 		return x.Snapshots
+	}
+	return 0
+}
+
+func (x *Capacity) GetScratch() int64 {
+	if x != nil {
+		return x.Scratch
 	}
 	return 0
 }
@@ -1485,22 +1502,25 @@ const file_rank_proto_rawDesc = "" +
 	"generation\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x12\x1b\n" +
 	"\tring_addr\x18\x03 \x01(\tR\bringAddr\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xf4\x01\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xbb\x02\n" +
 	"\rCapacityInput\x12\x16\n" +
 	"\x06budget\x18\x01 \x01(\x03R\x06budget\x12\x18\n" +
-	"\areserve\x18\x02 \x01(\x03R\areserve\x12\x18\n" +
-	"\ascratch\x18\x03 \x01(\x03R\ascratch\x12\x1d\n" +
+	"\areserve\x18\x02 \x01(\x03R\areserve\x12\x1d\n" +
 	"\n" +
 	"elem_bytes\x18\x04 \x01(\x05R\telemBytes\x12\x1b\n" +
 	"\tpage_size\x18\x05 \x01(\x05R\bpageSize\x12\x19\n" +
 	"\bmax_seqs\x18\x06 \x01(\x05R\amaxSeqs\x12\"\n" +
 	"\rmax_model_len\x18\a \x01(\x05R\vmaxModelLen\x12\x1c\n" +
-	"\tsnapshots\x18\b \x01(\x03R\tsnapshots\"q\n" +
+	"\tsnapshots\x18\b \x01(\x03R\tsnapshots\x12&\n" +
+	"\x0fmax_step_tokens\x18\t \x01(\x05R\rmaxStepTokens\x12(\n" +
+	"\x10max_step_outputs\x18\n" +
+	" \x01(\x05R\x0emaxStepOutputsJ\x04\b\x03\x10\x04R\ascratch\"\x8b\x01\n" +
 	"\bCapacity\x12\x14\n" +
 	"\x05slots\x18\x01 \x01(\x05R\x05slots\x12\x14\n" +
 	"\x05pages\x18\x02 \x01(\x05R\x05pages\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1c\n" +
-	"\tsnapshots\x18\x04 \x01(\x05R\tsnapshots\"\xeb\x02\n" +
+	"\tsnapshots\x18\x04 \x01(\x05R\tsnapshots\x12\x18\n" +
+	"\ascratch\x18\x05 \x01(\x03R\ascratch\"\xeb\x02\n" +
 	"\tLoadShard\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
