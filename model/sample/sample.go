@@ -8,7 +8,6 @@ package sample
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"sort"
 )
@@ -373,8 +372,7 @@ func draw(logits []float32, p Params, step int) int {
 		}
 		cands, total = cands[:n], acc
 	}
-	r := rand.New(rand.NewPCG(p.Seed, uint64(step)))
-	u := r.Float64() * total
+	u := p.Uniform(step) * total
 	for _, c := range cands {
 		u -= c.p
 		if u < 0 {
