@@ -87,8 +87,8 @@ func TestAdjustmentsMatchDraw(t *testing.T) {
 	}
 }
 
-// TestUniformIsDraws: the uniform Uniform returns is the one draw uses:
-// sampling with it over the sorted candidates gives draw's token.
+// TestUniformIsDraws: the uniform Uniform returns is the one Draw uses:
+// sampling with it over the sorted candidates gives Draw's token.
 func TestUniformIsDraws(t *testing.T) {
 	logits := peaky()
 	for step := range 100 {
@@ -108,8 +108,52 @@ func TestUniformIsDraws(t *testing.T) {
 				break
 			}
 		}
-		if got := draw(logits, p, step); got != want {
-			t.Fatalf("step %d: draw %d, with Uniform %d", step, got, want)
+		if got := int(Draw(logits, p, step, nil, nil)); got != want {
+			t.Fatalf("step %d: Draw %d, with Uniform %d", step, got, want)
 		}
+	}
+}
+
+// TestDrawFromIsDraw: Draw is DrawFrom of the logits with Adjustments
+// applied and the step's Uniform, for every filter and adjustment, greedy
+// or not: the chain a device that samples elsewhere carries out.
+func TestDrawFromIsDraw(t *testing.T) {
+	const vocab = 300
+	r := rand.New(rand.NewPCG(8, 9))
+	logits := make([]float32, vocab)
+	for i := range logits {
+		logits[i] = float32(r.NormFloat64() * 3)
+	}
+	h := NewHistory([]int32{4, 5, 6}, []int32{7, 7, 8, 250})
+	bias := []TokenBias{{ID: 3, Bias: 4}, {ID: 100, Bias: -2}}
+	for _, tc := range []struct {
+		name string
+		p    Params
+		h    *History
+	}{
+		{"greedy", Params{}, nil},
+		{"greedy with bias", Params{LogitBias: bias}, nil},
+		{"greedy with penalties", Params{RepetitionPenalty: 1.5, FrequencyPenalty: 1}, h},
+		{"temperature", Params{Temperature: 0.8}, nil},
+		{"top-k", Params{Temperature: 1.2, TopK: 5}, nil},
+		{"top-p", Params{Temperature: 1, TopP: 0.9}, nil},
+		{"min-p", Params{Temperature: 1.5, MinP: 0.05}, nil},
+		{"all filters", Params{Temperature: 0.7, TopK: 50, TopP: 0.95, MinP: 0.02}, nil},
+		{"filters and adjustments", Params{Temperature: 1.1, TopK: 40, TopP: 0.8, PresencePenalty: 0.5,
+			RepetitionPenalty: 1.2, LogitBias: bias, MinTokens: 50, StopIDs: []int32{3, 9}}, h},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for step := range 60 {
+				tc.p.Seed = uint64(step) * 31
+				work := slices.Clone(logits)
+				for _, a := range Adjustments(tc.p, step, tc.h, vocab) {
+					work[a.ID] = a.Apply(work[a.ID])
+				}
+				want := Draw(logits, tc.p, step, tc.h, nil)
+				if got := DrawFrom(work, tc.p, tc.p.Uniform(step)); got != want {
+					t.Fatalf("step %d: DrawFrom %d, Draw %d", step, got, want)
+				}
+			}
+		})
 	}
 }

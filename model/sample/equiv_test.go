@@ -89,7 +89,7 @@ func TestDrawMatchesSortedDefinition(t *testing.T) {
 		}
 		for _, p := range params {
 			p.Seed = uint64(trial)
-			if a, b := draw(logits, p, trial), drawSorted(logits, p, trial); a != b {
+			if a, b := draw(logits, p, p.Uniform(trial)), drawSorted(logits, p, trial); a != b {
 				t.Fatalf("trial %d %+v: draw %d, sorted definition %d", trial, p, a, b)
 			}
 		}

@@ -172,7 +172,19 @@ func Draw(logits []float32, p Params, step int, h *History, allowed *Mask) int32
 		allowed.Apply(work)
 	}
 	if p.Temperature > 0 {
-		return int32(draw(work, p, step))
+		return int32(draw(work, p, p.Uniform(step)))
+	}
+	return int32(Argmax(work))
+}
+
+// DrawFrom is the end of Draw, from logits already adjusted (Adjustments
+// applied, and a mask): the argmax when greedy, else the token that
+// temperature, top-k, min-p and top-p and the uniform u leave, where u is
+// the draw's Params.Uniform. Draw(logits, p, step, h, allowed) is DrawFrom
+// of the adjusted logits with p.Uniform(step).
+func DrawFrom(work []float32, p Params, u float64) int32 {
+	if p.Temperature > 0 {
+		return int32(draw(work, p, u))
 	}
 	return int32(Argmax(work))
 }
@@ -318,11 +330,11 @@ func topPCandidates(cs []cand, topP, total float64) []cand {
 	return out
 }
 
-// draw applies temperature, top-k, min-p and top-p, then samples with a
-// generator seeded by (seed, step). Candidates are ordered by probability
+// draw applies temperature, top-k, min-p and top-p, then samples with the
+// uniform u (the generator seeded by (seed, step) draws it). Candidates are ordered by probability
 // (ties: lower id), but the whole vocabulary is sorted only when top-k is
 // large.
-func draw(logits []float32, p Params, step int) int {
+func draw(logits []float32, p Params, u float64) int {
 	mx := float64(logits[Argmax(logits)])
 	cands := make([]cand, len(logits))
 	total := 0.0
@@ -372,7 +384,7 @@ func draw(logits []float32, p Params, step int) int {
 		}
 		cands, total = cands[:n], acc
 	}
-	u := p.Uniform(step) * total
+	u *= total
 	for _, c := range cands {
 		u -= c.p
 		if u < 0 {
