@@ -312,12 +312,89 @@ func ConvLinears(be Backend, x, conv Tensor, states StatePool, layer int, b *Bat
 }
 
 // DeviceSampler is implemented by backends that pick tokens where the
-// logits are (the CUDA backend), so that only the ids cross to the host.
+// logits are (the CUDA backend), so that only the ids (and the logprobs
+// asked for) cross to the host.
 type DeviceSampler interface {
 	// Argmax returns the index of the largest logit of every row of logits
 	// [rows, vocab]: the lowest index on ties, and never a NaN over a
 	// number (as sample.Argmax).
 	Argmax(logits Tensor) []int32
+	// Sample draws (or scores) one token from every row of logits [rows,
+	// vocab] as rows[r] describes it, and returns one result per row. The
+	// host sampler (model/sample's PickWithHistory and Score) is its
+	// specification: for the same description it picks the same tokens.
+	Sample(logits Tensor, rows []SampleRow) []SampleResult
+}
+
+// MaxSampleTopN is the most alternatives a SampleRow may ask for.
+const MaxSampleTopN = 20
+
+// SampleRow describes the draw of one row of logits in plain terms, for a
+// DeviceSampler. The draw follows model/sample's: the logits adjusted by
+// Adjust; then, at a positive Temperature, the probabilities
+// exp((logit − max)/Temperature), ordered most likely first (ties: lower
+// id) and cut by top-k, then min-p (relative to the most likely), then
+// top-p (the shortest prefix holding TopP of the mass); the token is the
+// first whose running mass exceeds U times the mass kept. At Temperature 0
+// or below it is the argmax of the adjusted logits (lowest id on ties).
+// Reported logprobs are those of the raw logits.
+type SampleRow struct {
+	Temperature float64 // 0 or less: greedy
+	TopK        int     // 0 or less, or the vocabulary or more: off
+	TopP        float64 // 0 or 1: off
+	MinP        float64 // 0: off
+	// U is the draw's uniform in [0, 1), drawn on the host from the
+	// request's seed and step (model/sample's Params.Uniform), so a device
+	// need not know the generator.
+	U float64
+	// Adjust are the changes made to the logits before the draw, ids
+	// ascending, distinct and within the vocabulary.
+	Adjust []LogitAdjust
+	// Score asks for the logprob of Target (a prompt token) and the TopN
+	// most likely tokens instead of a draw.
+	Score  bool
+	Target int32
+	// Logprobs asks for the drawn token's logprob; TopN (at most
+	// MaxSampleTopN) for that many of the most likely tokens, which
+	// implies it.
+	Logprobs bool
+	TopN     int
+}
+
+// AdjustOps are the operations a LogitAdjust makes, as bits, carried out
+// in the order Repeat, Penalize, Bias, Ban, each rounded to float32.
+type AdjustOps uint8
+
+const (
+	AdjustRepeat   AdjustOps = 1 << iota // divide a positive logit by Scale, multiply any other by it
+	AdjustPenalize                       // subtract Subtract
+	AdjustBias                           // add Bias
+	AdjustBan                            // set to -Inf
+)
+
+// LogitAdjust is the change made to one token's logit before a draw
+// (model/sample's Adjustment: penalties, logit bias, stop tokens banned
+// before min_tokens).
+type LogitAdjust struct {
+	ID       int32
+	Ops      AdjustOps
+	Scale    float32
+	Subtract float32
+	Bias     float32
+}
+
+// TokenLogprob is a token and its logprob under the raw logits.
+type TokenLogprob struct {
+	ID      int32
+	Logprob float64
+}
+
+// SampleResult is the outcome of one SampleRow: the drawn (or scored)
+// token, with its logprob when the row asked for one (else 0), and the
+// TopN most likely tokens, most likely first (ties: lower id).
+type SampleResult struct {
+	Token TokenLogprob
+	Top   []TokenLogprob
 }
 
 // QKPreparer is implemented by backends that prepare a gated attention
