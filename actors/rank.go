@@ -258,12 +258,7 @@ func executeStep(be kernels.Backend, m model.Model, st model.State, seqs *seqCac
 		return nil, err
 	}
 	t1 := time.Now()
-	if ds, ok := be.(kernels.DeviceSampler); ok && plainArgmax(draws) {
-		ids := ds.Argmax(logits)
-		out := make([]sample.Result, len(rows))
-		for i := range draws {
-			out[i] = sample.Result{Token: sample.TokenLogprob{ID: ids[i]}}
-		}
+	if out, ok := sampleOnDevice(be, logits, draws); ok {
 		t2 := time.Now()
 		timing.add(decodeStep(msg), t1.Sub(t0), t2.Sub(t1), 0, t2.Sub(t0))
 		return out, nil
@@ -290,6 +285,31 @@ func executeStep(be kernels.Backend, m model.Model, st model.State, seqs *seqCac
 	}
 	wg.Wait()
 	return out, nil
+}
+
+// sampleOnDevice picks the rows' tokens where the logits are, when the
+// backend is a DeviceSampler: every row a plain argmax without logprobs
+// takes its Argmax, any other step without a constrained row its Sample.
+// It reports false when the host must sample.
+func sampleOnDevice(be kernels.Backend, logits kernels.Tensor, draws []drawRow) ([]sample.Result, bool) {
+	ds, ok := be.(kernels.DeviceSampler)
+	if !ok {
+		return nil, false
+	}
+	if plainArgmax(draws) {
+		ids := ds.Argmax(logits)
+		out := make([]sample.Result, len(draws))
+		for i := range draws {
+			out[i] = sample.Result{Token: sample.TokenLogprob{ID: ids[i]}}
+		}
+		return out, true
+	}
+	_, vocab := kernels.Dims(logits.Shape())
+	rows, ok := deviceRows(draws, vocab)
+	if !ok {
+		return nil, false
+	}
+	return hostResults(ds.Sample(logits, rows)), true
 }
 
 // pick draws the row's token from its logits (or scores the prompt token
