@@ -77,6 +77,7 @@ func TestDrawMatchesSortedDefinition(t *testing.T) {
 		{Temperature: 0.5, TopP: 0.3},
 		{Temperature: 1, TopK: 40, TopP: 0.95, MinP: 0.01},
 		{Temperature: 2, TopP: 0.99, MinP: 0.001},
+		{Temperature: 1.5, TopK: 3000, TopP: 0.5}, // a top-k of the whole vocabulary cuts nothing
 	}
 	for trial := 0; trial < 200; trial++ {
 		vocab := 1 + rng.IntN(3000)

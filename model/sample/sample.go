@@ -343,8 +343,9 @@ func draw(logits []float32, p Params, u float64) int {
 		total += cands[i].p
 	}
 	topP := p.TopP > 0 && p.TopP < 1
+	cut := p.TopK > 0 && p.TopK < len(cands) // a top-k of the whole vocabulary cuts nothing
 	switch {
-	case p.TopK > 0 && p.TopK < len(cands):
+	case cut:
 		cands = largest(cands, p.TopK)
 	case p.MinP > 0:
 		// The largest candidate has p = 1, so min-p keeps p ≥ MinP.
@@ -370,7 +371,7 @@ func draw(logits []float32, p Params, u float64) int {
 		}
 		cands = cands[:n]
 	}
-	if p.TopK > 0 || p.MinP > 0 {
+	if cut || p.MinP > 0 {
 		total = 0
 		for _, c := range cands {
 			total += c.p
