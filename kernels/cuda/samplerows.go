@@ -104,7 +104,7 @@ func encodeSampleRows(op string, rows []kernels.SampleRow, vocab int) sampleArgs
 		f64(row.TopP)
 		f64(row.MinP)
 		f64(row.U)
-		topK := min(max(row.TopK, 0), vocab) // vocab or more: no cut (the kept mass is still summed in order)
+		topK := min(max(row.TopK, 0), vocab) // vocab or more: no cut
 		a.rows = append(a.rows, int32(topK), int32(row.TopN), flags, row.Target,
 			int32(start), int32(len(a.adjust)/sampleAdjustWords-start), pslot, 0)
 	}

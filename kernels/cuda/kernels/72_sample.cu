@@ -267,7 +267,7 @@ __device__ __forceinline__ bool sample_before(unsigned long long ka, int ia, uns
 struct SampleProbs {
 	const double *p;
 	__device__ __forceinline__ unsigned long long key(int i) const {
-		return (unsigned long long)__double_as_longlong(p[i]) << 2;
+		return (unsigned long long)__double_as_longlong(__ldg(p + i)) << 2;
 	}
 	__device__ static __forceinline__ double mass(unsigned long long k) {
 		return __longlong_as_double((long long)(k >> 2));
@@ -584,8 +584,9 @@ __device__ int sample_draw(const SampleRowArgs &a, const double *p, int n, int m
 	SampleProbs src = {p};
 	SampleBound b = {0, SAMPLE_NO_ID}; // everything
 	int nb = n;
-	bool filtered = a.top_k > 0 || a.min_p > 0; // the host sums the kept candidates in order
-	if (a.top_k > 0 && a.top_k < n) {
+	bool cut = a.top_k > 0 && a.top_k < n; // a top-k of the whole vocabulary cuts nothing
+	bool filtered = cut || a.min_p > 0;     // the host sums the kept candidates in order
+	if (cut) {
 		SampleSel s = {SEL_COUNT, a.top_k};
 		SamplePick pk = sample_select(src, n, b, nb, s, hc, hm, gk, gi, sh);
 		b = {pk.key, pk.id}, nb = a.top_k;
