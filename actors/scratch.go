@@ -57,7 +57,7 @@ func probeStep(in model.CapacityInput) (tokens []int32, b *kernels.Batch, rows [
 
 // measureScratch runs probeStep once on a throwaway state of one slot (freed
 // after) and returns the bytes of be's arena the step took, the device
-// sampler's argmax of its logits included.
+// sampler's argmax and draws of its logits included (probeDraws).
 func measureScratch(be kernels.Backend, arena kernels.ScratchArena, m model.Model, in model.CapacityInput) (int64, error) {
 	tokens, b, rows, pages := probeStep(in)
 	st := m.NewState(be, 1, pages, in.PageSize)
@@ -70,10 +70,23 @@ func measureScratch(be kernels.Backend, arena kernels.ScratchArena, m model.Mode
 	}
 	if ds, ok := be.(kernels.DeviceSampler); ok {
 		ds.Argmax(logits)
+		ds.Sample(logits, probeDraws(len(rows)))
 	}
 	used, _ := arena.ScratchBytes()
 	be.Download(be.SelectRows(logits, []int{0})) // waits for the step: its faults are the probe's
 	return used, nil
+}
+
+// probeDraws describes n output rows for the probe's Sample as the rows
+// that take the most of a device sampler's scratch: each a draw at a
+// temperature (the CUDA sampler keeps a float64 copy of such a row) with
+// the most alternatives.
+func probeDraws(n int) []kernels.SampleRow {
+	rows := make([]kernels.SampleRow, n)
+	for i := range rows {
+		rows[i] = kernels.SampleRow{Temperature: 1, TopN: kernels.MaxSampleTopN}
+	}
+	return rows
 }
 
 // scratchMargin is the share of the measured scratch that its reservation
