@@ -42,7 +42,9 @@ func (b *Backend) Argmax(logits kernels.Tensor) []int32 {
 // filters and draw of model/sample, on the device; only the ids, and the
 // logprobs and alternatives asked for, are copied to the host. Three
 // kernels run (see kernels/72_sample.cu); the scratch holds a float64 work
-// row for every row that draws at a temperature or adjusts its logits.
+// row for every row that draws at a temperature or adjusts its logits. A
+// row's results depend on its logits and description alone, not on the
+// other rows of the call.
 func (b *Backend) Sample(logits kernels.Tensor, rows []kernels.SampleRow) []kernels.SampleResult {
 	const op = "Sample"
 	t := b.tensor(op, logits)
@@ -54,7 +56,7 @@ func (b *Backend) Sample(logits kernels.Tensor, rows []kernels.SampleRow) []kern
 		return make([]kernels.SampleResult, nrows)
 	}
 	args := encodeSampleRows(op, rows, n)
-	spb := min(sampleMaxBlocks, max(1, (4*b.sms+nrows-1)/nrows), n)
+	spb := min(sampleMaxBlocks, n) // by the vocabulary alone, so a row's sums do not depend on its batch
 	chunk := (n + spb - 1) / spb
 	work := b.allocScratch(op, int64(max(args.pslots, 1))*int64(n)*8)
 	parts := b.allocScratch(op, int64(nrows*spb)*samplePartBytes)

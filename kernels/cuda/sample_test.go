@@ -60,7 +60,8 @@ func TestArgmax(t *testing.T) {
 // combinations, penalties over a history, logit bias, min_tokens bans,
 // greedy with adjustments, logprobs, top logprobs and prompt logprobs
 // (sampleBatchOf), in batches of 1 to 64 rows. A second call on the same
-// rows gives the same results bit for bit.
+// rows gives the same results bit for bit, and so does a batch's first row
+// sampled alone.
 func TestSample(t *testing.T) {
 	g := bf16Backend(t)
 	r := newRand(12)
@@ -82,12 +83,17 @@ func TestSample(t *testing.T) {
 			got := g.Sample(logits, b.rows)
 			took := time.Since(start)
 			again := g.Sample(logits, b.rows)
+			first := g.Upload(b.logits[:tc.vocab], 1, tc.vocab)
+			alone := g.Sample(first, b.rows[:1])
 			g.ResetScratch()
-			g.Free(logits)
+			g.Free(logits, first)
 			rows += size
 			mismatches += checkSampled(t, b, got)
 			if !reflect.DeepEqual(got, again) {
 				t.Errorf("vocab %d, %d rows: a second call differs", tc.vocab, size)
+			}
+			if !reflect.DeepEqual(got[:1], alone) {
+				t.Errorf("vocab %d, %d rows: the first row alone gives %+v, in the batch %+v", tc.vocab, size, alone[0], got[0])
 			}
 			t.Logf("vocab %d, %d rows: %v", tc.vocab, size, took)
 		}

@@ -20,7 +20,8 @@ const (
 )
 
 // The sampling kernels' launch shapes: the blocks of sample_prep and
-// sample_exp per row at most, their threads, and sample_rows' block, whose
+// sample_exp per row (fewer only for a vocabulary smaller than that), their
+// threads, and sample_rows' block, whose
 // per-thread radix histograms (16 bins of a float64 mass and an int count
 // per thread) fill its dynamic shared memory.
 const (
