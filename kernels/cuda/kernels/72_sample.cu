@@ -36,6 +36,7 @@
 #define SAMPLE_THREADS 512 // 16 warps: one per radix bin in the reduction
 #define SAMPLE_BINS 16
 #define SAMPLE_CAP 2048 // elements gathered and sorted in shared memory
+#define SAMPLE_UNROLL 8 // keys a thread loads at once
 #define SAMPLE_TOPN 20  // kernels.MaxSampleTopN
 #define SAMPLE_NO_ID 0x7fffffff
 #define NEG_INF_D __longlong_as_double((long long)0xfff0000000000000ull)
@@ -161,6 +162,7 @@ sample_prep(double *work, SamplePart *part, const float *logits, int n, int chun
 	double *w = a.pslot >= 0 ? work + (long long)a.pslot * n : nullptr;
 	int start = blockIdx.x * chunk, end = min(n, start + chunk);
 	float raw_max = NEG_INF;
+#pragma unroll 4
 	for (int i = start + threadIdx.x; i < end; i += blockDim.x) {
 		float v = __ldg(raw + i);
 		raw_max = fmaxf(raw_max, v);
@@ -183,6 +185,7 @@ sample_prep(double *work, SamplePart *part, const float *logits, int n, int chun
 	}
 	double best = NEG_INF_D;
 	int best_id = SAMPLE_NO_ID;
+#pragma unroll 4
 	for (int i = start + threadIdx.x; i < end; i += blockDim.x) {
 		double v = w ? w[i] : (double)__ldg(raw + i);
 		if (better_argmax(v, i, best, best_id)) best = v, best_id = i;
@@ -232,6 +235,7 @@ sample_exp(double *work, SamplePart *part, const float *logits, int n, int chunk
 	int start = blockIdx.x * chunk, end = min(n, start + chunk);
 	double sum = 0;
 	int count = 0;
+#pragma unroll 4
 	for (int i = start + threadIdx.x; i < end; i += blockDim.x) {
 		if (draws) {
 			double p = exp(__ddiv_rn(__dsub_rn(w[i], m.best), a.temperature));
@@ -343,6 +347,18 @@ __device__ __forceinline__ void sel_pass(SampleSel &s, int c, double m) {
 	else if (s.mode == SEL_DRAW) s.run -= m;
 }
 
+// sample_load loads the keys of elements i0, i0 + SAMPLE_THREADS, … (a
+// thread's next SAMPLE_UNROLL elements) at once, so that a block of one row
+// keeps enough loads in flight; those past n get 0.
+template <class Src>
+__device__ __forceinline__ void sample_load(const Src &src, int n, int i0, unsigned long long (&k)[SAMPLE_UNROLL]) {
+#pragma unroll
+	for (int u = 0; u < SAMPLE_UNROLL; u++) {
+		int i = i0 + u * SAMPLE_THREADS;
+		k[u] = i < n ? src.key(i) : 0;
+	}
+}
+
 // SampleShared is sample_rows' shared memory besides the histograms.
 struct SampleShared {
 	double bin_mass[SAMPLE_BINS];
@@ -362,12 +378,17 @@ __device__ void sample_hist(const Src &src, int n, SampleBound b, unsigned long 
                             int shift, bool weigh, int *hc, double *hm, SampleShared &sh) {
 	__syncthreads(); // the histogram columns alias the gathered elements
 	for (int d = 0; d < SAMPLE_BINS; d++) hc[d * SAMPLE_THREADS + threadIdx.x] = 0, hm[d * SAMPLE_THREADS + threadIdx.x] = 0;
-	for (int i = threadIdx.x; i < n; i += SAMPLE_THREADS) {
-		unsigned long long k = src.key(i);
-		if ((k & mask) != prefix || !sample_in(b, k, i)) continue;
-		int d = (int)(k >> shift) & (SAMPLE_BINS - 1);
-		hc[d * SAMPLE_THREADS + threadIdx.x]++;
-		if (weigh) hm[d * SAMPLE_THREADS + threadIdx.x] += Src::mass(k);
+	for (int i0 = threadIdx.x; i0 < n; i0 += SAMPLE_THREADS * SAMPLE_UNROLL) {
+		unsigned long long k[SAMPLE_UNROLL];
+		sample_load(src, n, i0, k);
+#pragma unroll
+		for (int u = 0; u < SAMPLE_UNROLL; u++) {
+			int i = i0 + u * SAMPLE_THREADS;
+			if (i >= n || (k[u] & mask) != prefix || !sample_in(b, k[u], i)) continue;
+			int d = (int)(k[u] >> shift) & (SAMPLE_BINS - 1);
+			hc[d * SAMPLE_THREADS + threadIdx.x]++;
+			if (weigh) hm[d * SAMPLE_THREADS + threadIdx.x] += Src::mass(k[u]);
+		}
 	}
 	__syncthreads();
 	int d = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -396,15 +417,19 @@ __device__ int sample_gather(const Src &src, int n, SampleBound b, unsigned long
 	if (threadIdx.x == 0) sh.gathered = 0;
 	__syncthreads();
 	int lane = threadIdx.x & 31;
-	for (int base = 0; base < n; base += SAMPLE_THREADS) {
-		int i = base + threadIdx.x;
-		unsigned long long k = i < n ? src.key(i) : 0;
-		bool take = i < n && (k & mask) == prefix && sample_in(b, k, i);
-		unsigned ballot = __ballot_sync(0xffffffffu, take);
-		int at = 0;
-		if (lane == 0 && ballot) at = atomicAdd(&sh.gathered, __popc(ballot));
-		at = __shfl_sync(0xffffffffu, at, 0) + __popc(ballot & ((1u << lane) - 1));
-		if (take && at < SAMPLE_CAP) gk[at] = k, gi[at] = i;
+	for (int i0 = threadIdx.x; i0 - threadIdx.x < n; i0 += SAMPLE_THREADS * SAMPLE_UNROLL) {
+		unsigned long long k[SAMPLE_UNROLL];
+		sample_load(src, n, i0, k);
+#pragma unroll
+		for (int u = 0; u < SAMPLE_UNROLL; u++) {
+			int i = i0 + u * SAMPLE_THREADS;
+			bool take = i < n && (k[u] & mask) == prefix && sample_in(b, k[u], i);
+			unsigned ballot = __ballot_sync(0xffffffffu, take);
+			int at = 0;
+			if (lane == 0 && ballot) at = atomicAdd(&sh.gathered, __popc(ballot));
+			at = __shfl_sync(0xffffffffu, at, 0) + __popc(ballot & ((1u << lane) - 1));
+			if (take && at < SAMPLE_CAP) gk[at] = k[u], gi[at] = i;
+		}
 	}
 	__syncthreads();
 	return min(sh.gathered, SAMPLE_CAP);
