@@ -20,11 +20,12 @@
 // histograms in shared memory summed in a fixed order (so a draw is the
 // same at every run), until the bin that holds the crossing has at most
 // SAMPLE_CAP elements; those are gathered into shared memory, sorted, and
-// one thread walks them with the host's own sequential sums. When the whole
-// candidate set fits in SAMPLE_CAP (top-k up to 2048, a small min-p or top-p
-// set, a small vocabulary) the walk is the host's arithmetic, sum for sum.
-// Above that, the masses before the gathered bin are tree sums, which may
-// differ from the host's sequential ones in the last bits.
+// one thread walks them with the host's own sequential sums. When the
+// candidates the host sums fit in SAMPLE_CAP (a top-k or min-p set of at
+// most 2048, with or without top-p after it; a vocabulary of at most 2048)
+// the walk is the host's arithmetic, sum for sum. Otherwise the total and
+// the masses before the gathered bin are tree sums, which may differ from
+// the host's sequential ones in the last bits.
 //
 // The probability key is the float64 bit pattern of p (≥ 0, so its order is
 // p's), shifted left by 2 (p ≤ 1 leaves the top two bits zero), so the order
