@@ -9,6 +9,8 @@ import (
 	"cohort/kernels"
 )
 
+var _ kernels.DeviceSampler = (*Backend)(nil)
+
 // argmaxBlocks is the blocks that reduce one row of logits (a 248k
 // vocabulary is then about 1k values per thread of 256).
 const argmaxBlocks = 32
