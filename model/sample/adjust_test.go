@@ -93,13 +93,7 @@ func TestUniformIsDraws(t *testing.T) {
 	logits := peaky()
 	for step := range 100 {
 		p := Params{Temperature: 1.3, Seed: 17}
-		mx := float64(logits[Argmax(logits)])
-		cands := make([]cand, len(logits))
-		total := 0.0
-		for i, v := range logits {
-			cands[i] = cand{i, math.Exp((float64(v) - mx) / p.Temperature)}
-			total += cands[i].p
-		}
+		cands, total := tempered(logits, p.Temperature)
 		sortCands(cands)
 		u, want := p.Uniform(step)*total, cands[len(cands)-1].id
 		for _, c := range cands {

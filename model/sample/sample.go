@@ -330,18 +330,26 @@ func topPCandidates(cs []cand, topP, total float64) []cand {
 	return out
 }
 
+// tempered returns every token as a candidate with its unnormalized
+// probability exp((logit − max) / temperature), in id order, and their sum
+// (in that order).
+func tempered(logits []float32, temperature float64) ([]cand, float64) {
+	mx := float64(logits[Argmax(logits)])
+	cands := make([]cand, len(logits))
+	total := 0.0
+	for i, v := range logits {
+		cands[i] = cand{i, math.Exp((float64(v) - mx) / temperature)}
+		total += cands[i].p
+	}
+	return cands, total
+}
+
 // draw applies temperature, top-k, min-p and top-p, then samples with the
 // uniform u (the generator seeded by (seed, step) draws it). Candidates are ordered by probability
 // (ties: lower id), but the whole vocabulary is sorted only when top-k is
 // large.
 func draw(logits []float32, p Params, u float64) int {
-	mx := float64(logits[Argmax(logits)])
-	cands := make([]cand, len(logits))
-	total := 0.0
-	for i, v := range logits {
-		cands[i] = cand{i, math.Exp((float64(v) - mx) / p.Temperature)}
-		total += cands[i].p
-	}
+	cands, total := tempered(logits, p.Temperature)
 	topP := p.TopP > 0 && p.TopP < 1
 	cut := p.TopK > 0 && p.TopK < len(cands) // a top-k of the whole vocabulary cuts nothing
 	switch {
