@@ -83,7 +83,8 @@ func flashTakes(s kernels.Seq, bt *kernels.Batch) bool {
 }
 
 // useFlash reports whether Attention should run this batch through
-// attentionFlash.
+// attentionFlash (never in deterministic mode, where every row takes
+// attention_f32).
 func (b *Backend) useFlash(bt *kernels.Batch, cfg kernels.AttnConfig) bool {
 	if !flashAttention || b.det || (b.weights != "bf16" && !flashF32Weights) || b.graph.mode != graphOff || flashKernel(cfg.HeadDim) == "" || cfg.KVHeads <= 0 {
 		return false

@@ -36,7 +36,7 @@ func (b *Backend) ConvLinears(x, conv kernels.Tensor, states kernels.StatePool, 
 }
 
 // convFits reports whether ConvLinears can run the conv in the GEMV: fused
-// kernels on, a decode batch of at most 8 rows the tensor-core GEMV
+// kernels on and not deterministic mode, a decode batch of at most 8 rows the tensor-core GEMV
 // serves, up to four bf16 weights, the first of them the conv's width.
 func (b *Backend) convFits(op string, xt *Tensor, p *StatePool, bt *kernels.Batch, ws []kernels.Tensor) bool {
 	if !b.fuse || b.det || len(ws) == 0 || len(ws) > 4 || len(xt.shape) != 2 || !allDecode(bt) {

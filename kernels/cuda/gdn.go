@@ -253,7 +253,9 @@ const convWideSeqs = 2
 // with beta and a [T, valueHeads] (raw), continuing each sequence from its
 // recurrent state and storing the final state. Sequences of more than
 // gdnChunkMin tokens take the chunked form (gdn_chunk.go), the others the
-// exact recurrent form. Output [T, valueHeads·dv].
+// exact recurrent form; in deterministic mode every sequence takes the
+// recurrent column-split kernel after the separate norms and gates. Output
+// [T, valueHeads·dv].
 func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, states kernels.StatePool, layer int, bt *kernels.Batch, cfg kernels.GDNConfig) kernels.Tensor {
 	const op = "GatedDeltaRule"
 	mt, bt2, at := b.tensor(op, mixed), b.tensor(op, beta), b.tensor(op, a)
