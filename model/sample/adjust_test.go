@@ -2,7 +2,6 @@ package sample
 
 import (
 	"math"
-	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -31,11 +30,7 @@ func drawLogits(logits []float32, p Params, step int, h *History) []float32 {
 // their overlaps on one token; the ids come ascending and distinct.
 func TestAdjustmentsMatchDraw(t *testing.T) {
 	const vocab = 64
-	r := rand.New(rand.NewPCG(5, 6))
-	logits := make([]float32, vocab)
-	for i := range logits {
-		logits[i] = float32(r.NormFloat64() * 4)
-	}
+	logits := normalLogits(vocab, 4, 5, 6)
 	logits[3], logits[4], logits[5] = 0, float32(math.Copysign(0, -1)), float32(math.Inf(-1))
 	prompt := []int32{1, 2, 3, 4, 5, 70, -1}
 	generated := []int32{2, 2, 2, 7, 8, 8, 63, 99}
@@ -113,11 +108,7 @@ func TestUniformIsDraws(t *testing.T) {
 // or not: the chain a device that samples elsewhere carries out.
 func TestDrawFromIsDraw(t *testing.T) {
 	const vocab = 300
-	r := rand.New(rand.NewPCG(8, 9))
-	logits := make([]float32, vocab)
-	for i := range logits {
-		logits[i] = float32(r.NormFloat64() * 3)
-	}
+	logits := normalLogits(vocab, 3, 8, 9)
 	h := NewHistory([]int32{4, 5, 6}, []int32{7, 7, 8, 250})
 	bias := []TokenBias{{ID: 3, Bias: 4}, {ID: 100, Bias: -2}}
 	for _, tc := range []struct {

@@ -108,11 +108,7 @@ func TestDrawMatchesSortedDefinition(t *testing.T) {
 
 func BenchmarkPick(b *testing.B) {
 	const vocab = 248320
-	rng := rand.New(rand.NewPCG(3, 4))
-	logits := make([]float32, vocab)
-	for i := range logits {
-		logits[i] = float32(rng.NormFloat64() * 3)
-	}
+	logits := normalLogits(vocab, 3, 3, 4)
 	for _, tc := range []struct {
 		name string
 		p    Params

@@ -10,6 +10,17 @@ import (
 
 func peaky() []float32 { return []float32{1, 4, 2, 3.9, -1, 0} }
 
+// normalLogits returns n logits drawn from a normal distribution of the
+// given scale by a generator seeded with (s1, s2).
+func normalLogits(n int, scale float64, s1, s2 uint64) []float32 {
+	r := rand.New(rand.NewPCG(s1, s2))
+	logits := make([]float32, n)
+	for i := range logits {
+		logits[i] = float32(r.NormFloat64() * scale)
+	}
+	return logits
+}
+
 func TestGreedyAndLogprobs(t *testing.T) {
 	r := Pick(peaky(), Params{}, 0, 3)
 	if r.Token.ID != 1 {
