@@ -236,6 +236,13 @@ func (p *Parser) step(final bool) bool {
 				}
 				return false
 			}
+			if i > len(openParam)+maxName {
+				// The same runaway name, read whole: skip the marker as
+				// the streaming read above does, so the split does not
+				// change the result.
+				p.buf = rest[len(openParam):]
+				return true
+			}
 			p.param = strings.TrimSpace(rest[len(openParam):i])
 			p.buf, p.st = rest[i+1:], inParam
 			return true
