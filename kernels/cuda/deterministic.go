@@ -16,6 +16,8 @@ import "os"
 //   - bf16 Linears: the tensor-core GEMV for any number of rows, in launches
 //     of at most detGroupRows rows, with the split of K that a one-row
 //     launch has (never cuBLASLt, whose algorithm depends on the shape);
+//     for K not a multiple of 64 the CUDA-core GEMV in launches of 8 rows,
+//     and for K not a multiple of 8 still cuBLASLt (no Qwen3.5 shape);
 //     f32 Linears: gemm_nt_f32, one dot product per output;
 //   - the causal conv: conv1d_f32 (not in the in-projection's epilogue);
 //   - the gated delta rule: the recurrent column-split kernel after the

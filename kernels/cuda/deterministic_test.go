@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"testing"
 
@@ -111,12 +110,12 @@ func (r *detRun) decode(ids []int32, slots ...int) {
 // their arithmetic by the step's shape).
 func TestDeterministicRows(t *testing.T) {
 	gpu(t)
+	ck := archtest.Open(t, "small")
 	for _, det := range []bool{true, false} {
 		be, err := New(Options{Deterministic: det})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ck := archtest.Open(t, "small")
 		m := loadOn(t, ck, be)
 		vocab := ck.Config.VocabSize
 		differ := detDiffers(t, be, m, vocab)
@@ -165,7 +164,7 @@ func detDiffers(t *testing.T, be *Backend, m model.Model, vocab int) []string {
 				continue
 			}
 			if !slices.Equal(got, want) {
-				differ = append(differ, fmt.Sprintf("%s at position %d: max |Δ| %.3g", name, p, maxDiff(got, want)))
+				differ = append(differ, fmt.Sprintf("%s at position %d: max |Δ| %.3g", name, p, archtest.MaxAbsDiff(got, want)))
 			}
 		}
 	}
@@ -174,12 +173,4 @@ func detDiffers(t *testing.T, be *Backend, m model.Model, vocab int) []string {
 	}
 	slices.Sort(differ)
 	return differ
-}
-
-func maxDiff(a, b []float32) float64 {
-	d := 0.0
-	for i := range a {
-		d = math.Max(d, math.Abs(float64(a[i])-float64(b[i])))
-	}
-	return d
 }

@@ -135,7 +135,14 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 // gdnPrepKernel is the chunk preparation's entry: gdn_chunk_prep_f32 (one
 // block an SM) unless COHORT_CUDA_GDN_PREP=2 picks gdn_chunk_prep2_f32 (two
 // blocks an SM, part of a thread's column spilled), for side-by-side runs.
-var gdnPrepKernel = map[bool]string{false: "gdn_chunk_prep_f32", true: "gdn_chunk_prep2_f32"}[os.Getenv("COHORT_CUDA_GDN_PREP") == "2"]
+var gdnPrepKernel = prepKernelFromEnv()
+
+func prepKernelFromEnv() string {
+	if os.Getenv("COHORT_CUDA_GDN_PREP") == "2" {
+		return "gdn_chunk_prep2_f32"
+	}
+	return "gdn_chunk_prep_f32"
+}
 
 // gdnWork holds each backend's workspace for the chunked rule's
 // intermediates (W, U, gamma, P: 40 MiB per 1,024 rows for the 4b heads).
