@@ -47,7 +47,7 @@ func benchRequests(n, maxTokens int) []Request {
 	return reqs
 }
 
-var benchCapacity = model.CapacityInput{Budget: 1 << 30, ElemBytes: 4, PageSize: 16, MaxSeqs: 64, MaxModelLen: 4096}
+var benchCapacity = model.CapacityInput{Budget: 1 << 30, ElemBytes: 4, PageSize: 16, MaxSeqs: 256, MaxModelLen: 4096}
 
 // BenchmarkServe compares the actor engine with a direct-call baseline that
 // runs the same planner and the same steps in a plain loop, at 1, 8 and 32
@@ -57,12 +57,16 @@ var benchCapacity = model.CapacityInput{Budget: 1 << 30, ElemBytes: 4, PageSize:
 func BenchmarkServe(b *testing.B) {
 	for _, preset := range []string{"echo", "tiny", "small"} {
 		maxTokens := map[string]int{"echo": 256, "tiny": 64, "small": 8}[preset]
-		b.Run(preset, func(b *testing.B) { benchServe(b, presetModel(b, preset), maxTokens) })
+		conc := []int{1, 8, 32}
+		if preset == "echo" {
+			conc = append(conc, 128, 256) // the engine's own cost at the GPU's batch sizes
+		}
+		b.Run(preset, func(b *testing.B) { benchServe(b, presetModel(b, preset), maxTokens, conc) })
 	}
 }
 
-func benchServe(b *testing.B, tm testModel, maxTokens int) {
-	for _, conc := range []int{1, 8, 32} {
+func benchServe(b *testing.B, tm testModel, maxTokens int, concs []int) {
+	for _, conc := range concs {
 		var direct, engine result
 		b.Run(fmt.Sprintf("direct/conc=%d", conc), func(b *testing.B) {
 			direct = runDirect(b, tm, benchRequests(conc, maxTokens))
@@ -93,7 +97,7 @@ func (r result) report(b *testing.B) {
 
 func runEngine(b *testing.B, tm testModel, reqs []Request) result {
 	return runEngineWith(b, Config{Checkpoint: tm.ck, Tokenizer: tm.tok, TP: 1, NewBackend: cpuBackends(0),
-		Capacity: benchCapacity, MaxPrefillTokens: 512, MaxRows: 64}, reqs)
+		Capacity: benchCapacity, MaxPrefillTokens: 512, MaxRows: 256}, reqs)
 }
 
 // runEngineWith starts an engine with cfg and times reqs through it, b.N
@@ -145,7 +149,7 @@ func runDirect(b *testing.B, tm testModel, reqs []Request) result {
 	var res result
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		p, err := planner.New(planner.Config{MaxPrefillTokens: 512, MaxRows: 64, Slots: caps.Slots,
+		p, err := planner.New(planner.Config{MaxPrefillTokens: 512, MaxRows: 256, Slots: caps.Slots,
 			KVPages: caps.Pages, PageSize: caps.PageSize, MaxModelLen: benchCapacity.MaxModelLen})
 		if err != nil {
 			b.Fatal(err)
