@@ -255,7 +255,7 @@ func Start(ctx context.Context, cfg Config) (*Engine, error) {
 			sup.faults = append(sup.faults, &rankFaults{})
 		}
 	}
-	root := &engineRoot{sup: sup, sched: &scheduler{cfg: cfg, health: e.health, stats: stats, live: map[planner.RequestID]*liveRequest{}}}
+	root := &engineRoot{sup: sup, sched: &scheduler{cfg: cfg, health: e.health, stats: stats, live: map[planner.RequestID]*liveRequest{}, timing: newEngineTiming()}}
 	e.stats = stats
 	// The engine root is never restarted in place: if it panics (a bug),
 	// the engine dies with the reason and the process exits non-zero.

@@ -49,6 +49,18 @@ type scheduler struct {
 	// stopTicks ends its ticks (nil when it is off).
 	progress  supervision.Progress
 	stopTicks func()
+
+	// timing (COHORT_STEP_TIMING) times the engine around the ranks'
+	// steps; done is the last completed step, kept until the next dispatch.
+	timing *stepTiming
+	done   doneStep
+}
+
+// doneStep is what the scheduler measured of its last completed step.
+type doneStep struct {
+	at                time.Time // its last reply
+	decode            bool
+	roundTrip, record time.Duration
 }
 
 // liveRequest is the scheduler's view of an admitted request.
@@ -95,6 +107,7 @@ type inflightStep struct {
 	started  time.Time
 	tokens   int           // rows the step computes
 	limit    time.Duration // its deadline
+	decode   bool          // every sequence one token (for timing)
 }
 
 // admit queues a request with the planner (serving: whether a group
@@ -179,9 +192,14 @@ func (s *scheduler) maybeStep(ctx actor.Context, g *rankGroup) {
 	if s.inflight != nil {
 		return
 	}
+	t0 := time.Now()
 	step := s.nextStep(ctx.Self(), g.gen)
 	if step == nil {
 		return
+	}
+	if d := s.done; !d.at.IsZero() {
+		s.timing.add(d.decode, d.roundTrip, d.record, t0.Sub(d.at)-d.record, time.Since(t0))
+		s.done = doneStep{}
 	}
 	s.maskOutputs(ctx, step)
 	s.inflight.span = startStepSpan(s.cfg.TracerProvider.Tracer(TracerName), step, s.live)
@@ -190,7 +208,7 @@ func (s *scheduler) maybeStep(ctx actor.Context, g *rankGroup) {
 	f := s.inflight
 	f.tokens, f.replied = len(step.Tokens), make([]bool, len(g.ranks))
 	f.limit = s.cost.Deadline(f.tokens, s.cfg.StepDeadline)
-	f.started = time.Now()
+	f.started, f.decode = time.Now(), decodeStep(step)
 	f.deadline = time.AfterFunc(f.limit, func() {
 		root.Send(self, &stepDeadlineExceeded{gen: gen, step: id})
 	})
@@ -331,6 +349,9 @@ func (s *scheduler) completed(ctx actor.Context, msg *StepCompleted, g *rankGrou
 		}
 	}
 	s.record(f, func(pid *actor.PID, msg requestMessage) { ctx.Send(pid, msg) })
+	if s.timing.enabled() {
+		s.done = doneStep{at: now, decode: f.decode, roundTrip: now.Sub(f.started), record: time.Since(now)}
+	}
 	return nil
 }
 

@@ -1,8 +1,10 @@
 package actors
 
 import (
+	"fmt"
 	"log"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -12,28 +14,43 @@ import (
 // the wait for its logits (device time not hidden by the host), and
 // sampling. Decode steps (every sequence one token) and the others
 // (prefill chunks, mixed steps) are kept apart, and each kind logs its
-// means every stepTimingEvery steps. It is owned by the rank's executor
-// goroutine.
+// means every stepTimingEvery steps. A rank's is owned by its executor
+// goroutine; the scheduler keeps one of its own (newEngineTiming) for what
+// happens around the ranks' steps.
 type stepTiming struct {
-	on    bool
-	rank  int
-	kinds [2]phaseSums // 0: decode, 1: other
+	on     bool
+	who    string
+	phases [4]string
+	kinds  [2]phaseSums // 0: decode, 1: other
 }
 
 // phaseSums are one kind of step's accumulated phases.
 type phaseSums struct {
-	n                        int
-	forward, wait, pick, all time.Duration
+	n int
+	d [4]time.Duration
 }
 
 const stepTimingEvery = 30
 
 func newStepTiming(rank int) *stepTiming {
-	return &stepTiming{on: os.Getenv("COHORT_STEP_TIMING") == "1", rank: rank}
+	return &stepTiming{on: stepTimingOn(), who: fmt.Sprintf("rank %d", rank),
+		phases: [4]string{"forward (host)", "logits wait", "sampling", "step"}}
 }
 
-// add records one step's phases (a nil stepTiming records nothing).
-func (t *stepTiming) add(decode bool, forward, wait, pick, all time.Duration) {
+// newEngineTiming is the scheduler's record, per step: the round trip from
+// sending the step to the last rank's reply, handing the results to the
+// request actors, the wait from there until the next step is planned (the
+// other messages the engine root handles first), and planning it.
+func newEngineTiming() *stepTiming {
+	return &stepTiming{on: stepTimingOn(), who: "scheduler",
+		phases: [4]string{"round trip", "results", "wait to plan", "planning"}}
+}
+
+func stepTimingOn() bool { return os.Getenv("COHORT_STEP_TIMING") == "1" }
+
+// add records one step's phases, in the order of t.phases (a nil
+// stepTiming records nothing).
+func (t *stepTiming) add(decode bool, phases ...time.Duration) {
 	if t == nil || !t.on {
 		return
 	}
@@ -42,15 +59,22 @@ func (t *stepTiming) add(decode bool, forward, wait, pick, all time.Duration) {
 		k, name = &t.kinds[0], "decode"
 	}
 	k.n++
-	k.forward += forward
-	k.wait += wait
-	k.pick += pick
-	k.all += all
+	for i, d := range phases[:min(len(phases), len(k.d))] {
+		k.d[i] += d
+	}
 	if k.n < stepTimingEvery {
 		return
 	}
-	n := time.Duration(k.n)
-	log.Printf("actors: rank %d: mean over %d %s steps: forward (host) %v, logits wait %v, sampling %v, step %v",
-		t.rank, k.n, name, k.forward/n, k.wait/n, k.pick/n, k.all/n)
+	var b strings.Builder
+	for i, p := range t.phases {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %v", p, k.d[i]/time.Duration(k.n))
+	}
+	log.Printf("actors: %s: mean over %d %s steps: %s", t.who, k.n, name, b.String())
 	*k = phaseSums{}
 }
+
+// enabled reports whether t records (false for nil).
+func (t *stepTiming) enabled() bool { return t != nil && t.on }

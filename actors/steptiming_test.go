@@ -13,7 +13,8 @@ import (
 // once per stepTimingEvery of its steps, and it is silent when off.
 func TestStepTiming(t *testing.T) {
 	buf := captureLog(t)
-	st := &stepTiming{on: true, rank: 3}
+	st := newStepTiming(3)
+	st.on = true
 	for range stepTimingEvery {
 		st.add(true, time.Millisecond, 2*time.Millisecond, 0, 3*time.Millisecond)
 	}
@@ -33,7 +34,8 @@ func TestStepTiming(t *testing.T) {
 	buf.Reset()
 	var off *stepTiming
 	off.add(true, time.Second, 0, 0, time.Second) // nil: records nothing
-	quiet := &stepTiming{rank: 1}
+	quiet := newStepTiming(1)
+	quiet.on = false
 	for range 2 * stepTimingEvery {
 		quiet.add(true, time.Second, 0, 0, time.Second)
 	}
