@@ -72,6 +72,7 @@ func (r *engineRoot) Receive(ctx actor.Context) {
 	if r.sup.serving() {
 		r.sched.maybeStep(ctx, r.sup.group)
 	}
+	r.sched.deliver(ctx)
 }
 
 // HandleFailure makes the engine root the supervisor of its rank actors

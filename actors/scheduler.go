@@ -54,6 +54,30 @@ type scheduler struct {
 	// steps; done is the last completed step, kept until the next dispatch.
 	timing *stepTiming
 	done   doneStep
+
+	// outbox holds the messages for request actors until the engine root
+	// has handled its message (deliver): a completed step's tokens go out
+	// after the next step was sent to the ranks, so waking the request
+	// actors overlaps the device's work instead of delaying it.
+	outbox []delivery
+}
+
+// delivery is one message for a request actor.
+type delivery struct {
+	to  *actor.PID
+	msg any
+}
+
+// tell queues msg for the request actor at to, in order.
+func (s *scheduler) tell(to *actor.PID, msg any) { s.outbox = append(s.outbox, delivery{to, msg}) }
+
+// deliver sends the queued messages in the order they were told.
+func (s *scheduler) deliver(ctx actor.Context) {
+	for i, d := range s.outbox {
+		ctx.Send(d.to, d.msg)
+		s.outbox[i] = delivery{}
+	}
+	s.outbox = s.outbox[:0]
 }
 
 // doneStep is what the scheduler measured of its last completed step.
@@ -125,7 +149,7 @@ func (s *scheduler) admit(ctx actor.Context, msg *AdmitRequest, serving bool) {
 		}
 	}
 	if err := s.plan.Add(pr); err != nil {
-		ctx.Send(msg.PID, &RequestRejected{Err: err})
+		s.tell(msg.PID, &RequestRejected{Err: err})
 		return
 	}
 	s.live[r.ID] = l
@@ -301,7 +325,7 @@ func (s *scheduler) endWithError(ctx actor.Context, id planner.RequestID, err er
 	l := s.live[id]
 	s.plan.Abort(id)
 	delete(s.live, id)
-	ctx.Send(l.pid, &RequestRejected{Err: err})
+	s.tell(l.pid, &RequestRejected{Err: err})
 }
 
 // completed takes a rank's reply to the step in flight on g. The first
@@ -348,7 +372,7 @@ func (s *scheduler) completed(ctx actor.Context, msg *StepCompleted, g *rankGrou
 			l.failedSteps = 0
 		}
 	}
-	s.record(f, func(pid *actor.PID, msg requestMessage) { ctx.Send(pid, msg) })
+	s.record(f, func(pid *actor.PID, msg requestMessage) { s.tell(pid, msg) })
 	if s.timing.enabled() {
 		s.done = doneStep{at: now, decode: f.decode, roundTrip: now.Sub(f.started), record: time.Since(now)}
 	}
@@ -574,7 +598,7 @@ func (s *scheduler) requeueInFlight(ctx actor.Context, f *supervision.RankFailur
 	end := func(l *liveRequest, id planner.RequestID, err error) {
 		s.plan.Abort(id)
 		delete(s.live, id)
-		ctx.Send(l.pid, &RequestRejected{Err: err})
+		s.tell(l.pid, &RequestRejected{Err: err})
 	}
 	if !s.cfg.Replay {
 		for _, id := range ids {
@@ -612,7 +636,7 @@ func (s *scheduler) failAll(ctx actor.Context, reason error) {
 		if s.plan != nil {
 			s.plan.Abort(id)
 		}
-		ctx.Send(s.live[id].pid, &RequestRejected{Err: fmt.Errorf("%w: %v", ErrEngineFailure, reason)})
+		s.tell(s.live[id].pid, &RequestRejected{Err: fmt.Errorf("%w: %v", ErrEngineFailure, reason)})
 		delete(s.live, id)
 	}
 }
