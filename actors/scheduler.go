@@ -198,7 +198,8 @@ func (s *scheduler) createPlanner(caps model.Capacity) error {
 	stateless := ck.Arch.StateSize(ck.Config, model.Shard{Rank: 0, Size: s.cfg.TP}, max(1, s.cfg.Capacity.ElemBytes)).SlotBytes == 0
 	p, err := planner.New(planner.Config{MaxPrefillTokens: s.cfg.MaxPrefillTokens, MaxRows: s.cfg.MaxRows,
 		Slots: caps.Slots, KVPages: caps.Pages, PageSize: caps.PageSize, MaxModelLen: s.cfg.Capacity.MaxModelLen,
-		PrefixCache: !s.cfg.DisablePrefixCache, Snapshots: caps.Snapshots, PagesOnly: stateless})
+		PrefixCache: !s.cfg.DisablePrefixCache, Snapshots: caps.Snapshots, PagesOnly: stateless,
+		MarkCutBlocks: planner.DefaultMarkCutBlocks})
 	if err != nil {
 		return err
 	}

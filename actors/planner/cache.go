@@ -230,8 +230,9 @@ func (p *Planner) countQuery(r *request) {
 }
 
 // chunkLen is the prefill chunk r takes from budget: r.chunk, cut with the
-// cache at r's next mark without a snapshot, or else, when the chunk does
-// not finish the sequence, at the last block boundary in it.
+// cache at r's next mark without a snapshot (one at least
+// Config.MarkCutBlocks past the chunk's start), or else, when the chunk does not finish the
+// sequence, at the last block boundary in it.
 func (p *Planner) chunkLen(r *request, budget int) int {
 	n := r.chunk(budget)
 	c := p.cache
@@ -240,7 +241,7 @@ func (p *Planner) chunkLen(r *request, budget int) int {
 	}
 	start, end := r.computed, r.computed+n
 	for _, m := range r.pc.marks {
-		if m > start && m < end && !c.snaps.Has(r.pc.hashes[m/c.pageSize-1]) {
+		if m > start && m >= start+p.cfg.MarkCutBlocks*c.pageSize && m < end && !c.snaps.Has(r.pc.hashes[m/c.pageSize-1]) {
 			return m - start
 		}
 	}

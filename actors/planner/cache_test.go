@@ -307,7 +307,7 @@ func TestCacheProperty(t *testing.T) {
 	for seed := range uint64(24) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			cfg := Config{MaxPrefillTokens: 8 + int(seed%6)*7, MaxRows: 2 + int(seed%5), Slots: 1 + int(seed%4), KVPages: 40 + int(seed%6)*8, PageSize: 2 + 2*int(seed%3),
-				MaxModelLen: 150, PrefixCache: true, Snapshots: 1 + int(seed%7)*2}
+				MaxModelLen: 150, PrefixCache: true, Snapshots: 1 + int(seed%7)*2, MarkCutBlocks: int(seed % 3)}
 			w := newCacheWorld(t, seed, cfg)
 			for range 1500 {
 				switch k := w.r.IntN(100); {

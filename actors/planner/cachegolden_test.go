@@ -15,7 +15,7 @@ import (
 // golden files, against the memory model of cache_test.go: every scripted
 // plan is also executed and checked as the property test checks them.
 //
-// Commands: config (the golden files' fields, plus snapshots=N and
+// Commands: config (the golden files' fields, plus snapshots=N, markcut=N and
 // pages-only); add ID max=N [sys=N | turn=ID | copy=ID] [boundary]
 // [tail=N] [noresume] (a prompt of sys shared tokens, request turn's whole
 // sequence or request copy's prompt, then tail tokens of its own; boundary
@@ -105,7 +105,8 @@ func liveIDs(live map[RequestID]*worldReq) []RequestID {
 func (s *cacheScript) config(args []string) ([]string, error) {
 	cfg := Config{PrefixCache: true}
 	fields := map[string]*int{"prefill": &cfg.MaxPrefillTokens, "rows": &cfg.MaxRows, "slots": &cfg.Slots,
-		"pages": &cfg.KVPages, "page": &cfg.PageSize, "len": &cfg.MaxModelLen, "snapshots": &cfg.Snapshots}
+		"pages": &cfg.KVPages, "page": &cfg.PageSize, "len": &cfg.MaxModelLen, "snapshots": &cfg.Snapshots,
+		"markcut": &cfg.MarkCutBlocks}
 	for _, a := range args {
 		if a == "pages-only" {
 			cfg.PagesOnly = true

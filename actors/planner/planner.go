@@ -36,7 +36,21 @@ type Config struct {
 	// PagesOnly says the model keeps no per-slot state (its state is all
 	// KV): a request resumes after any cached block, with no snapshot.
 	PagesOnly bool
+	// MarkCutBlocks is how many blocks past a prefill chunk's start a
+	// request's mark must lie for the chunk to be cut there (0: any mark
+	// past the start). A cut costs the request a step of latency; a
+	// snapshot at a mark close to where the request resumed saves a later
+	// request only those few blocks, since it can resume from the snapshot
+	// this one started from. A chat turn resumes from its previous reply's
+	// last block, a block before the previous turn's end (its mark): a cut
+	// there gave every turn's prefill a step of its own (bench --chat on
+	// the H200, 4b-shape, 32 conversations: TTFT p50 after the first turn
+	// 157 ms with it). The engine sets DefaultMarkCutBlocks.
+	MarkCutBlocks int
 }
+
+// DefaultMarkCutBlocks is the engine's MarkCutBlocks.
+const DefaultMarkCutBlocks = 2
 
 // Validate reports the first field that is out of range.
 func (c Config) Validate() error {
@@ -58,6 +72,9 @@ func (c Config) Validate() error {
 	}
 	if c.Snapshots < 0 || c.Snapshots > maxField {
 		return fmt.Errorf("planner: invalid config: Snapshots = %d, must be in [0, %d]", c.Snapshots, maxField)
+	}
+	if c.MarkCutBlocks < 0 || c.MarkCutBlocks > maxField {
+		return fmt.Errorf("planner: invalid config: MarkCutBlocks = %d, must be in [0, %d]", c.MarkCutBlocks, maxField)
 	}
 	return nil
 }
