@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync/atomic"
 	"unsafe"
 
 	"cohort/kernels"
@@ -55,7 +56,7 @@ var flashSplitForce = 0
 
 // flashSplitRuns counts the attentionFlash calls that took the split path
 // (tests check that they exercised it).
-var flashSplitRuns int
+var flashSplitRuns atomic.Int64
 
 const (
 	// flashSplitWaves is how many blocks an SM (times the blocks it holds
@@ -354,7 +355,7 @@ func (b *Backend) attentionFlashSplit(op string, out, qt, gt *Tensor, c *KVCache
 	if !ok {
 		return false
 	}
-	flashSplitRuns++
+	flashSplitRuns.Add(1)
 	meta := append(p.items, p.comb...)
 	dm := b.sharedMeta(metaKey{kind: "flashSplit", src: unsafe.Pointer(bt), n: H/KV | hd<<8 | flashSplitForce<<20},
 		func() devptr { return b.uploadInts(op, meta, nil) })

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -384,7 +385,7 @@ func TestAttentionPrefillSplit(t *testing.T) {
 					{[]int{1, 0}, []int{1, 128}},   // a decode row (attention_f32) beside a chunk
 					{[]int{0, 1}, []int{100, 130}}, // two split sequences of different contexts
 				}
-				runs := flashSplitRuns
+				runs := flashSplitRuns.Load()
 				runAttnSteps(t, p, cfg, ac, steps, flashTol, 17, func(step int) {
 					f := force
 					if step == 0 {
@@ -392,11 +393,123 @@ func TestAttentionPrefillSplit(t *testing.T) {
 					}
 					withSplit(t, true, f)
 				})
-				if flashSplitRuns-runs < len(steps)-1 {
-					t.Errorf("the split ran in %d of the %d chunk steps", flashSplitRuns-runs, len(steps)-1)
+				if flashSplitRuns.Load()-runs < int64(len(steps)-1) {
+					t.Errorf("the split ran in %d of the %d chunk steps", flashSplitRuns.Load()-runs, len(steps)-1)
 				}
 			})
 		}
+	}
+}
+
+// checkSplitPlan checks a plan of planFlashSplit for tiles (flashTiles'
+// list) with key tiles of bn positions: every tile either has one item
+// with slot -1 over [0, its positions) or slices that cover that range in
+// order, in consecutive slots, all but the last ending on a key tile edge,
+// with a combine entry that names them; the slots are all used once.
+func checkSplitPlan(tiles []int32, bn int, p flashSplitPlan) error {
+	type sl struct{ lo, hi, slot int }
+	byTile := map[[3]int32][]sl{}
+	for i := 0; i < len(p.items); i += 8 {
+		k := [3]int32{p.items[i], p.items[i+1], p.items[i+2]}
+		byTile[k] = append(byTile[k], sl{int(p.items[i+3]), int(p.items[i+4]), int(p.items[i+5])})
+	}
+	comb := map[[3]int32][2]int{}
+	for i := 0; i < len(p.comb); i += 8 {
+		comb[[3]int32{p.comb[i], p.comb[i+1], p.comb[i+2]}] = [2]int{int(p.comb[i+3]), int(p.comb[i+4])}
+	}
+	used := make([]bool, p.slots)
+	for i := 0; i < len(tiles); i += 4 {
+		k, end := [3]int32{tiles[i], tiles[i+1], tiles[i+2]}, int(tiles[i+3])
+		ss := byTile[k]
+		slices.SortFunc(ss, func(a, b sl) int { return a.lo - b.lo })
+		if len(ss) == 0 {
+			return fmt.Errorf("tile %v has no item", k)
+		}
+		if len(ss) == 1 && ss[0].slot == -1 {
+			if ss[0].lo != 0 || ss[0].hi != end {
+				return fmt.Errorf("tile %v: one item over [%d, %d), want [0, %d)", k, ss[0].lo, ss[0].hi, end)
+			}
+			if _, ok := comb[k]; ok {
+				return fmt.Errorf("tile %v: one slice, yet a combine entry", k)
+			}
+			continue
+		}
+		c, ok := comb[k]
+		if !ok || c[1] != len(ss) {
+			return fmt.Errorf("tile %v: %d slices, combine entry %v", k, len(ss), c)
+		}
+		for j, x := range ss {
+			want := 0
+			if j > 0 {
+				want = ss[j-1].hi
+			}
+			if x.lo != want || x.hi <= x.lo || x.lo%bn != 0 || (x.hi != end && x.hi%bn != 0) || x.slot != c[0]+j {
+				return fmt.Errorf("tile %v (positions %d): slice %d is [%d, %d) in slot %d (first slot %d)", k, end, j, x.lo, x.hi, x.slot, c[0])
+			}
+			if x.slot < 0 || x.slot >= p.slots || used[x.slot] {
+				return fmt.Errorf("tile %v: slot %d out of range or used twice", k, x.slot)
+			}
+			used[x.slot] = true
+		}
+		if ss[len(ss)-1].hi != end {
+			return fmt.Errorf("tile %v: slices end at %d, want %d", k, ss[len(ss)-1].hi, end)
+		}
+	}
+	for i, u := range used {
+		if !u {
+			return fmt.Errorf("slot %d unused", i)
+		}
+	}
+	return nil
+}
+
+// TestPlanFlashSplit (host only): the plan's items and combine entries
+// for random batches of prefill chunks and forced slice lengths, and its
+// choices for the 4b heads on 132 SMs: a 16- or 128-row chunk after 8,064
+// cached positions splits into one to three waves of blocks; a 2,048-row
+// chunk after 6,144 and an 8,192-row prompt keep the single pass.
+func TestPlanFlashSplit(t *testing.T) {
+	r := newRand(5)
+	for it := range 300 {
+		hd := []int{64, 128, 256}[it%3]
+		kv, g := 1+r.IntN(4), 1+r.IntN(4)
+		var lens, cached, slots []int
+		var pg [][]int32
+		for s := range 1 + r.IntN(4) {
+			n, c := 1+r.IntN(300), r.IntN(9000)
+			lens, cached, slots = append(lens, n), append(cached, c), append(slots, s)
+			pg = append(pg, make([]int32, (n+c+flashPageSize-1)/flashPageSize))
+		}
+		tiles, _ := flashTiles(batchOf(lens, cached, slots, pg), g)
+		force := []int{0, 0, 1, 3, 50}[r.IntN(5)]
+		p, ok := planFlashSplit(tiles, flashKeyTile(hd), hd, kv, 132, 132, force)
+		if !ok {
+			continue
+		}
+		if err := checkSplitPlan(tiles, flashKeyTile(hd), p); err != nil {
+			t.Fatalf("hd %d, kv %d, g %d, lens %v, cached %v, force %d: %v", hd, kv, g, lens, cached, force, err)
+		}
+	}
+	for _, c := range []struct {
+		rows, cached int
+		split        bool
+	}{{128, 8064, true}, {16, 8176, true}, {100, 3000, true}, {2048, 6144, false}, {8192, 0, false}, {1024, 0, false}} {
+		tiles, _ := flashTiles(batchOf([]int{c.rows}, []int{c.cached}, []int{0}, [][]int32{make([]int32, (c.rows+c.cached+15)/16)}), 4)
+		p, ok := planFlashSplit(tiles, 16, 256, 4, 132, 132, 0)
+		if ok != c.split {
+			t.Errorf("%d rows after %d: split %v, want %v", c.rows, c.cached, ok, c.split)
+			continue
+		}
+		if ok {
+			if blocks := len(p.items) / 8 * 4; blocks < 132 || blocks > 3*132 {
+				t.Errorf("%d rows after %d: %d blocks on 132 SMs", c.rows, c.cached, blocks)
+			}
+			if err := checkSplitPlan(tiles, 16, p); err != nil {
+				t.Errorf("%d rows after %d: %v", c.rows, c.cached, err)
+			}
+		}
+		t.Logf("%d rows after %d: %d tiles, split %v: %d items, %d sliced tiles, %d slots (%.1f MiB of partials)",
+			c.rows, c.cached, len(tiles)/4, ok, len(p.items)/8, len(p.comb)/8, p.slots, float64(p.slots*4*4*flashSlotFloats(256))/(1<<20))
 	}
 }
 
@@ -415,9 +528,9 @@ func TestAttentionPrefillSplitLong(t *testing.T) {
 			defer pf.free(g)
 			ref := g.Download(pf.runMode(g, modeF32))
 			single := g.Download(pf.runMode(g, modeSingle))
-			runs := flashSplitRuns
+			runs := flashSplitRuns.Load()
 			got := g.Download(pf.runMode(g, modeSplit))
-			split := flashSplitRuns > runs
+			split := flashSplitRuns.Load() > runs
 			if want := c.rows < 1024; split != want {
 				t.Errorf("split taken %v, want %v", split, want)
 			}
@@ -459,7 +572,7 @@ func BenchmarkAttentionPrefill(b *testing.B) {
 			defer pf.free(g)
 			reps := max(2, 4096/c.rows)
 			var t [3]time.Duration
-			runs := flashSplitRuns
+			runs := flashSplitRuns.Load()
 			for range b.N {
 				for _, m := range []flashMode{modeSplit, modeSingle, modeF32} {
 					t[m] += pf.timeStep(b, g, m, reps)
@@ -471,7 +584,7 @@ func BenchmarkAttentionPrefill(b *testing.B) {
 			b.ReportMetric(ms(t[modeF32]), "f32_ms")
 			b.ReportMetric(t[modeSingle].Seconds()/t[modeSplit].Seconds(), "single/split")
 			b.ReportMetric(t[modeF32].Seconds()/t[modeSplit].Seconds(), "f32/split")
-			b.ReportMetric(float64(flashSplitRuns-runs)/float64(b.N*2*(reps+1)), "split_taken")
+			b.ReportMetric(float64(flashSplitRuns.Load()-runs)/float64(b.N*2*(reps+1)), "split_taken")
 		})
 	}
 	for _, T := range []int{1024, 8192} {
