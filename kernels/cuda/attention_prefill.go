@@ -27,6 +27,19 @@ import (
 // tiles would cost that mode its 1e-4 agreement with HF f32), while a CUDA
 // graph is recorded or replayed, or for head dims other than 64, 128 and
 // 256.
+//
+// Split keys: the grid is tiles × KV heads, so a short chunk after a long
+// cached context (128 rows after 8,064 positions, 4b heads: 4 tiles × 4 KV
+// heads = 16 blocks on 132 SMs, each walking 8k keys) leaves most of the
+// GPU idle. planFlashSplit then cuts the tiles' key ranges into slices
+// (about two waves of blocks in all); attention_prefill_split_hd* computes
+// each slice's partial output, maximum and sum into scratch, and
+// attention_prefill_combine merges them in slice order and applies the gate
+// (deterministic: the same batch gives the same bits). Batches whose tiles
+// already fill the SMs (a 2,048-row chunk, a whole prompt) keep the single
+// pass, as does COHORT_CUDA_FLASH_SPLIT=0. The partials take at most about
+// 4·SMs·(head dim + 2)·512 bytes of scratch a step (34 MiB in the example),
+// one buffer that every attention layer of the step reuses.
 
 // flashAttention enables the tensor-core prefill attention kernel: unless
 // COHORT_CUDA_FLASH=0 at start-up; tests and benchmarks set it directly.
@@ -156,7 +169,8 @@ func flashTiles(bt *kernels.Batch, g int) (tiles []int32, rest [][2]int) {
 
 // attentionFlash computes Attention's output out for bt after kv_write_f32
 // has stored the step's k and v: the tensor-core kernel for the sequences
-// that flashTakes, attention_f32 for each run of the other rows (its
+// that flashTakes (keys split across blocks where attentionFlashSplit
+// takes them), attention_f32 for each run of the other rows (its
 // per-row arguments offset to the run's first row).
 func (b *Backend) attentionFlash(op string, out, qt, gt *Tensor, c *KVCache, dpos, dpageOff, dpages devptr,
 	layer int, bt *kernels.Batch, cfg kernels.AttnConfig, scale float32) {
