@@ -3,9 +3,11 @@
 package cuda
 
 import (
+	"container/heap"
 	"fmt"
 	"os"
 	"slices"
+	"sync/atomic"
 	"unsafe"
 
 	"cohort/kernels"
@@ -25,6 +27,19 @@ import (
 // tiles would cost that mode its 1e-4 agreement with HF f32), while a CUDA
 // graph is recorded or replayed, or for head dims other than 64, 128 and
 // 256.
+//
+// Split keys: the grid is tiles × KV heads, so a short chunk after a long
+// cached context (128 rows after 8,064 positions, 4b heads: 4 tiles × 4 KV
+// heads = 16 blocks on 132 SMs, each walking 8k keys) leaves most of the
+// GPU idle. planFlashSplit then cuts the tiles' key ranges into slices
+// (about two waves of blocks in all); attention_prefill_split_hd* computes
+// each slice's partial output, maximum and sum into scratch, and
+// attention_prefill_combine merges them in slice order and applies the gate
+// (deterministic: the same batch gives the same bits). Batches whose tiles
+// already fill the SMs (a 2,048-row chunk, a whole prompt) keep the single
+// pass, as does COHORT_CUDA_FLASH_SPLIT=0. The partials take at most about
+// 4·SMs·(head dim + 2)·512 bytes of scratch a step (34 MiB in the example),
+// one buffer that every attention layer of the step reuses.
 
 // flashAttention enables the tensor-core prefill attention kernel: unless
 // COHORT_CUDA_FLASH=0 at start-up; tests and benchmarks set it directly.
@@ -39,6 +54,34 @@ var flashF32Weights = false
 // a few rows would waste most of it). A variable so that tests can send
 // every sequence there.
 var flashMinRows = 16
+
+// flashSplit lets attentionFlash split the key range of its tiles across
+// blocks (attention_prefill_split_hd*, then attention_prefill_combine) when
+// the tiles alone would leave the SMs mostly idle: unless
+// COHORT_CUDA_FLASH_SPLIT=0 at start-up (the single-pass kernel for every
+// batch, for A/B runs); tests and benchmarks set it directly.
+var flashSplit = os.Getenv("COHORT_CUDA_FLASH_SPLIT") != "0"
+
+// flashSplitForce, when positive, makes every tile longer than that many key
+// tiles split into slices of that many (tests: many slices, slices past
+// some M-rows' positions); 0 leaves the choice to flashSplitPlan.
+var flashSplitForce = 0
+
+// flashSplitRuns counts the attentionFlash calls that took the split path
+// (tests check that they exercised it).
+var flashSplitRuns atomic.Int64
+
+const (
+	// flashSplitWaves is how many blocks an SM (times the blocks it holds
+	// at once) the split aims at: enough that the slices even out.
+	flashSplitWaves = 2
+	// flashSplitMinKeys is the shortest slice in key tiles: below it a
+	// block's fixed cost (its Q tile, its partial slot) outweighs its keys.
+	flashSplitMinKeys = 8
+	// flashSplitGain is the estimated time, relative to the single pass,
+	// under which the split is taken.
+	flashSplitGain = 0.9
+)
 
 // flashTileRows is FA_BM of kernels/45_attention_prefill.cu: the (row,
 // query head) pairs, all of one KV head, that one block works on.
@@ -93,7 +136,8 @@ func (b *Backend) useFlash(bt *kernels.Batch, cfg kernels.AttnConfig) bool {
 }
 
 // flashTiles lists the kernel's tiles for the sequences that flashTakes,
-// as {first row, length, first M-row, 0} (M-row u of a sequence is query
+// as {first row, length, first M-row, positions it sees} (the kernel
+// ignores the last; M-row u of a sequence is query
 // head u % g of its row u / g, g = query heads per KV head), the tiles that
 // see the most positions first so that the long ones do not trail. rest
 // holds the [start, end) row ranges left to attention_f32, merged where
@@ -118,14 +162,15 @@ func flashTiles(bt *kernels.Batch, g int) (tiles []int32, rest [][2]int) {
 	slices.SortStableFunc(ts, func(a, b tile) int { return b.work - a.work })
 	tiles = make([]int32, 0, 4*len(ts))
 	for _, t := range ts {
-		tiles = append(tiles, int32(t.row0), int32(t.n), int32(t.u0), 0)
+		tiles = append(tiles, int32(t.row0), int32(t.n), int32(t.u0), int32(t.work))
 	}
 	return tiles, rest
 }
 
 // attentionFlash computes Attention's output out for bt after kv_write_f32
 // has stored the step's k and v: the tensor-core kernel for the sequences
-// that flashTakes, attention_f32 for each run of the other rows (its
+// that flashTakes (keys split across blocks where attentionFlashSplit
+// takes them), attention_f32 for each run of the other rows (its
 // per-row arguments offset to the run's first row).
 func (b *Backend) attentionFlash(op string, out, qt, gt *Tensor, c *KVCache, dpos, dpageOff, dpages devptr,
 	layer int, bt *kernels.Batch, cfg kernels.AttnConfig, scale float32) {
@@ -135,7 +180,7 @@ func (b *Backend) attentionFlash(op string, out, qt, gt *Tensor, c *KVCache, dpo
 		panic(fmt.Sprintf("cuda: %s (flash): out %v, %d rows, cfg %+v (head dim 64, 128 or 256)", op, out.shape, bt.Rows(), cfg))
 	}
 	tiles, rest := flashTiles(bt, H/KV)
-	if n := len(tiles) / 4; n > 0 {
+	if n := len(tiles) / 4; n > 0 && !b.attentionFlashSplit(op, out, qt, gt, c, dpos, dpageOff, dpages, layer, bt, cfg, scale, tiles) {
 		dt := b.sharedMeta(metaKey{kind: "flashTiles", src: unsafe.Pointer(bt), n: H / KV},
 			func() devptr { return b.uploadInts(op, tiles, nil) })
 		b.allowSmem(op, name, flashSmem(hd))
@@ -149,4 +194,195 @@ func (b *Backend) attentionFlash(op string, out, qt, gt *Tensor, c *KVCache, dpo
 			out.ptr+off*rowBytes, qt.ptr+off*rowBytes, gt.ptr+off*rowBytes, c.k, c.v, dpos+4*off, dpageOff+4*off, dpages,
 			H, KV, hd, c.pageSize, c.pages, layer, scale)
 	}
+}
+
+// flashSplitKernel returns the split-keys kernel for head dim hd (one that
+// flashKernel has).
+func flashSplitKernel(hd int) string { return fmt.Sprintf("attention_prefill_split_hd%d", hd) }
+
+// flashCombineRows is R of attention_prefill_combine: the M-rows of one of
+// its blocks for head dim hd.
+func flashCombineRows(hd int) int { return 4 * flashThreads / hd }
+
+// flashSlotFloats is the float32 values of one partial slot of one KV head:
+// the accumulator and the maximum and sum of each of its M-rows.
+func flashSlotFloats(hd int) int { return flashTileRows * (hd + 2) }
+
+// flashSplitPlan is the work of a split: items for
+// attention_prefill_split_hd* (8 values each: {row0, len, u0, kLo},
+// {kHi, slot, 0, 0}, slot -1 for a tile's only slice), comb for
+// attention_prefill_combine (8 values a sliced tile: {row0, len, u0, first
+// slot}, {slices, 0, 0, 0}) and the partial slots the items fill.
+type flashSplitPlan struct {
+	items, comb []int32
+	slots       int
+}
+
+// planFlashSplit decides whether to split tiles (flashTiles' list: the
+// fourth value of each is the positions it sees, the largest first) for a
+// kernel of key tiles of bn positions, head dim hd and kv KV heads, on
+// lanes blocks at once (SMs × blocks an SM; lanes0 for the single-pass
+// kernel, lanes for the split one), and how. force > 0 is flashSplitForce.
+//
+// Tile i sees w_i key tiles; the single pass runs kv blocks of each. The
+// slice length L (key tiles, the same for every tile) is the total work
+// over flashSplitWaves·lanes slices, at least flashSplitMinKeys; tile i
+// then has ⌈w_i/L⌉ slices, the last the shorter, all but the last ending
+// on a key tile edge. With every tile in one slice there is nothing to
+// split. Otherwise both schedules are estimated (blocks taken in order by
+// whichever lane frees first, each costing its key tiles plus its fixed
+// work: Q tile, partial slot, and the combine's traffic spread over the
+// lanes) and the split is kept if it is under flashSplitGain of the single
+// pass. The items go out the longest first; the slots of a tile are
+// consecutive, in slice order.
+func planFlashSplit(tiles []int32, bn, hd, kv, lanes0, lanes, force int) (flashSplitPlan, bool) {
+	n := len(tiles) / 4
+	if n == 0 || kv <= 0 {
+		return flashSplitPlan{}, false
+	}
+	w := make([]int, n)
+	total, most := 0, 0
+	for i := range n {
+		w[i] = (int(tiles[4*i+3]) + bn - 1) / bn
+		total += kv * w[i]
+		most = max(most, w[i])
+	}
+	L := force
+	if L <= 0 {
+		L = max(flashSplitMinKeys, (total+flashSplitWaves*max(lanes, 1)-1)/(flashSplitWaves*max(lanes, 1)))
+	}
+	if L >= most {
+		return flashSplitPlan{}, false
+	}
+	// Fixed work of a block in key tiles (a key tile moves bn·hd·8 bytes;
+	// a Q tile or a partial slot flashTileRows·hd·4).
+	fixed := flashTileRows*hd*4/(bn*hd*8) + 2
+	type item struct{ t, lo, hi, slot, cost int }
+	var its []item
+	var p flashSplitPlan
+	for i := range n {
+		ns := (w[i] + L - 1) / L
+		if ns == 1 {
+			its = append(its, item{i, 0, int(tiles[4*i+3]), -1, w[i] + fixed})
+			continue
+		}
+		p.comb = append(p.comb, tiles[4*i], tiles[4*i+1], tiles[4*i+2], int32(p.slots), int32(ns), 0, 0, 0)
+		for k := range ns {
+			lo, hi := k*L*bn, min((k+1)*L*bn, int(tiles[4*i+3]))
+			its = append(its, item{i, lo, hi, p.slots + k, (hi-lo+bn-1)/bn + 2*fixed - 2})
+		}
+		p.slots += ns
+	}
+	if force <= 0 {
+		single := make([]int, n)
+		for i := range n {
+			single[i] = w[i] + fixed
+		}
+		split := make([]int, len(its))
+		for i, it := range its {
+			split[i] = it.cost
+		}
+		slices.SortStableFunc(split, func(a, b int) int { return b - a })
+		combine := 2 + p.slots*kv*flashTileRows*hd*4*2/(max(lanes, 1)*bn*hd*8)
+		if t0, t1 := flashMakespan(single, kv, lanes0), flashMakespan(split, kv, lanes)+combine; float64(t1) >= flashSplitGain*float64(t0) {
+			return flashSplitPlan{}, false
+		}
+	}
+	slices.SortStableFunc(its, func(a, b item) int { return b.cost - a.cost })
+	p.items = make([]int32, 0, 8*len(its))
+	for _, it := range its {
+		p.items = append(p.items, tiles[4*it.t], tiles[4*it.t+1], tiles[4*it.t+2], int32(it.lo), int32(it.hi), int32(it.slot), 0, 0)
+	}
+	return p, true
+}
+
+// flashMakespan estimates the time of a grid of kv blocks for each cost
+// (in order) on lanes blocks at once: each block goes to the lane that
+// frees first.
+func flashMakespan(costs []int, kv, lanes int) int {
+	h := make(laneLoads, 0, max(lanes, 1))
+	end := 0
+	for _, c := range costs {
+		for range kv {
+			if len(h) < cap(h) {
+				heap.Push(&h, c)
+			} else {
+				h[0] += c
+				heap.Fix(&h, 0)
+			}
+		}
+	}
+	for _, l := range h {
+		end = max(end, l)
+	}
+	return end
+}
+
+// laneLoads is a min-heap of the lanes' busy times.
+type laneLoads []int
+
+func (h laneLoads) Len() int           { return len(h) }
+func (h laneLoads) Less(i, j int) bool { return h[i] < h[j] }
+func (h laneLoads) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *laneLoads) Push(x any)        { *h = append(*h, x.(int)) }
+func (h *laneLoads) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// flashLanes returns how many blocks of kernel name (flashThreads threads,
+// smem bytes of dynamic shared memory, which allowSmem has allowed) the
+// device runs at once.
+func (b *Backend) flashLanes(name string, smem int) int {
+	key := fmt.Sprintf("%s/%d/smem%d", name, flashThreads, smem)
+	n, ok := b.occ[key]
+	if !ok {
+		var err error
+		if n, err = b.funcs[name].MaxActiveBlocksPerMultiProcessor(flashThreads, int64(smem)); err != nil || n < 1 {
+			n = 1
+		}
+		if b.occ == nil {
+			b.occ = map[string]int{}
+		}
+		b.occ[key] = n
+	}
+	return n * max(b.sms, 1)
+}
+
+// attentionFlashSplit runs the flash tiles (flashTiles' list) with their
+// keys split across blocks if flashSplit is on and planFlashSplit finds it
+// worth it, and reports whether it did. The partial slots take one scratch
+// buffer a step (sharedMeta: every attention layer of a step has the same
+// plan and runs after the last one's combine).
+func (b *Backend) attentionFlashSplit(op string, out, qt, gt *Tensor, c *KVCache, dpos, dpageOff, dpages devptr,
+	layer int, bt *kernels.Batch, cfg kernels.AttnConfig, scale float32, tiles []int32) bool {
+	if !flashSplit {
+		return false
+	}
+	hd, H, KV := cfg.HeadDim, cfg.Heads, cfg.KVHeads
+	name, single, smem := flashSplitKernel(hd), flashKernel(hd), flashSmem(hd)
+	b.allowSmem(op, name, smem)
+	b.allowSmem(op, single, smem)
+	p, ok := planFlashSplit(tiles, flashKeyTile(hd), hd, KV, b.flashLanes(single, smem), b.flashLanes(name, smem), flashSplitForce)
+	if !ok {
+		return false
+	}
+	flashSplitRuns.Add(1)
+	meta := append(p.items, p.comb...)
+	dm := b.sharedMeta(metaKey{kind: "flashSplit", src: unsafe.Pointer(bt), n: H/KV | hd<<8 | flashSplitForce<<20},
+		func() devptr { return b.uploadInts(op, meta, nil) })
+	dcomb := dm + devptr(4*len(p.items))
+	slotBytes := int64(4 * flashSlotFloats(hd) * KV)
+	work := b.sharedMeta(metaKey{kind: "flashSplitSlots", n: p.slots * int(slotBytes)},
+		func() devptr { return b.allocScratch(op+" (flash split)", int64(p.slots)*slotBytes) })
+	part := work
+	ml := work + devptr(int64(p.slots)*int64(KV)*int64(flashTileRows*hd)*4)
+	b.launch(op, name, [3]int{len(p.items) / 8 * KV, 1, 1}, [3]int{flashThreads, 1, 1}, smem,
+		out.ptr, qt.ptr, gt.ptr, c.k, c.v, dpos, dpageOff, dpages, dm, part, ml, H, KV, c.pageSize, c.pages, layer, scale)
+	groups := flashTileRows / flashCombineRows(hd)
+	b.launch(op, "attention_prefill_combine", [3]int{len(p.comb) / 8 * KV * groups, 1, 1}, [3]int{flashThreads, 1, 1}, 0,
+		out.ptr, gt.ptr, part, ml, dcomb, H, KV, hd)
+	return true
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -82,16 +83,29 @@ func newAttnCaches(p pair, cfg kernels.AttnConfig, layer, nSeq, maxLen int, seed
 // into the caches' page lists) in batch order and their new rows.
 type attnStep struct{ seqs, lens []int }
 
+// withSplit sets flashSplit and flashSplitForce for the test and restores
+// them after it.
+func withSplit(t testing.TB, on bool, force int) {
+	t.Helper()
+	s, f := flashSplit, flashSplitForce
+	flashSplit, flashSplitForce = on, force
+	t.Cleanup(func() { flashSplit, flashSplitForce = s, f })
+}
+
 // runAttnSteps runs the steps through both backends (layer 1 of the
 // caches), carrying each sequence's cached count from step to step, and
-// compares every output within tol.
-func runAttnSteps(t *testing.T, p pair, cfg kernels.AttnConfig, ac attnCaches, steps []attnStep, tol float64, seed uint64) {
+// compares every output within tol. before, if given, runs before each
+// step with its index.
+func runAttnSteps(t *testing.T, p pair, cfg kernels.AttnConfig, ac attnCaches, steps []attnStep, tol float64, seed uint64, before ...func(step int)) {
 	t.Helper()
 	const layer = 1
 	cached := make([]int, len(ac.pages))
 	r := newRand(seed)
 	qw, kw := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
 	for si, st := range steps {
+		for _, f := range before {
+			f(si)
+		}
 		var pg [][]int32
 		var lens, cs, slots []int
 		for i, s := range st.seqs {
@@ -190,21 +204,37 @@ type prefill4B struct {
 	bt            *kernels.Batch
 }
 
-func newPrefill4B(g *Backend, T int) prefill4B {
+func newPrefill4B(g *Backend, T int) prefill4B { return newPrefill4BAt(g, 0, T) }
+
+// newPrefill4BAt is newPrefill4B for T rows after cached positions: the
+// cache holds cached+T positions, the first cached of them filled (random
+// k and v, through one Attention call on the GPU).
+func newPrefill4BAt(g *Backend, cached, T int) prefill4B {
 	cfg := kernels.AttnConfig{Heads: 16, KVHeads: 4, HeadDim: 256, RotaryDim: 64, Theta: 1e7}
 	qw, kw := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
-	r := newRand(uint64(T))
-	pages := (T + flashPageSize - 1) / flashPageSize
+	r := newRand(uint64(T + 7919*cached))
+	pages := (cached + T + flashPageSize - 1) / flashPageSize
 	pg := make([]int32, pages)
 	for i, j := range r.Perm(pages) {
 		pg[i] = int32(j)
+	}
+	cache := g.NewKVCache(1, pages, flashPageSize, cfg.KVHeads, cfg.HeadDim)
+	if cached > 0 {
+		q, k := g.Upload(randSlice(r, cached*qw, 1), cached, qw), g.Upload(randSlice(r, cached*kw, 1), cached, kw)
+		v, gate := g.Upload(randSlice(r, cached*kw, 1), cached, kw), g.Upload(randSlice(r, cached*qw, 2), cached, qw)
+		g.Attention(q, k, v, gate, cache, 0, batchOf([]int{cached}, []int{0}, []int{0}, [][]int32{pg}), cfg)
+		if err := g.Synchronize(); err != nil {
+			panic(err)
+		}
+		g.Free(q, k, v, gate)
+		g.ResetScratch()
 	}
 	return prefill4B{
 		cfg: cfg,
 		q:   g.Upload(randSlice(r, T*qw, 1), T, qw), k: g.Upload(randSlice(r, T*kw, 1), T, kw),
 		v: g.Upload(randSlice(r, T*kw, 1), T, kw), gate: g.Upload(randSlice(r, T*qw, 2), T, qw),
-		cache: g.NewKVCache(1, pages, flashPageSize, cfg.KVHeads, cfg.HeadDim),
-		bt:    batchOf([]int{T}, []int{0}, []int{0}, [][]int32{pg}),
+		cache: cache,
+		bt:    batchOf([]int{T}, []int{cached}, []int{0}, [][]int32{pg}),
 	}
 }
 
@@ -216,6 +246,60 @@ func (pf prefill4B) run(g *Backend, flash bool) kernels.Tensor {
 	flashAttention, flashF32Weights = flash, true
 	defer func() { flashAttention, flashF32Weights = on, f32 }()
 	return g.Attention(pf.q, pf.k, pf.v, pf.gate, pf.cache, 0, pf.bt, pf.cfg)
+}
+
+// flashMode picks the prefill attention kernel of a timed or compared
+// call: attention_f32, the single-pass tensor-core kernel, or the
+// split-keys one where planFlashSplit takes it.
+type flashMode int
+
+const (
+	modeF32 flashMode = iota
+	modeSingle
+	modeSplit
+)
+
+func (m flashMode) String() string {
+	return [...]string{"attention_f32", "flash single pass", "flash split"}[m]
+}
+
+// runMode returns the output of one Attention call in mode m.
+func (pf prefill4B) runMode(g *Backend, m flashMode) kernels.Tensor {
+	s := flashSplit
+	flashSplit = m == modeSplit
+	defer func() { flashSplit = s }()
+	return pf.run(g, m != modeF32)
+}
+
+// timeStep returns the mean wall time of one Attention call in mode m over
+// reps calls inside one step (BeginStep/EndStep, no graph key: as the
+// attention layers of a step, they share the uploaded metadata and the
+// split's partial slots), measured on a second pass after a first that
+// grows the scratch arena to its size.
+func (pf prefill4B) timeStep(tb testing.TB, g *Backend, m flashMode, reps int) time.Duration {
+	tb.Helper()
+	syncLaunch := g.syncLaunch
+	g.syncLaunch = false
+	defer func() { g.syncLaunch = syncLaunch }()
+	var d time.Duration
+	for range 2 {
+		g.BeginStep("", kernels.StepInputs{Batch: pf.bt})
+		pf.runMode(g, m)
+		if err := g.Synchronize(); err != nil {
+			tb.Fatal(err)
+		}
+		start := time.Now()
+		for range reps {
+			pf.runMode(g, m)
+		}
+		if err := g.Synchronize(); err != nil {
+			tb.Fatal(err)
+		}
+		d = time.Since(start) / time.Duration(reps)
+		g.EndStep(nil)
+		g.ResetScratch()
+	}
+	return d
 }
 
 // time returns the mean wall time of one Attention call (kv_write_f32
@@ -277,13 +361,232 @@ func TestAttentionPrefill4B(t *testing.T) {
 	}
 }
 
+// TestAttentionPrefillSplit: short chunks (16, 100, 128 rows) after a
+// cached context of 3,000 positions, beside a decode row and a chunk of a
+// second sequence, on the split-keys path (flashSplitForce 0: as
+// planFlashSplit chooses; 1: slices of one key tile, so that many slices
+// lie after some M-rows' positions), against the CPU oracle, for every
+// head shape.
+func TestAttentionPrefillSplit(t *testing.T) {
+	p := newPair(t)
+	withFlash(t, 16)
+	for _, force := range []int{0, 1} {
+		for _, cfg := range flashConfigs {
+			t.Run(fmt.Sprintf("force%d/%s", force, flashName(cfg)), func(t *testing.T) {
+				gpu(t)
+				if testing.Short() && cfg.Heads*cfg.HeadDim > 1024 {
+					t.Skip("a 3,000-position context of many heads on the CPU oracle in -short")
+				}
+				ac := newAttnCaches(p, cfg, 1, 2, 3500, uint64(cfg.Heads+cfg.HeadDim))
+				steps := []attnStep{
+					{[]int{0, 1}, []int{3000, 40}}, // the context (split only where planFlashSplit takes it)
+					{[]int{0}, []int{16}},
+					{[]int{0}, []int{100}},
+					{[]int{1, 0}, []int{1, 128}},   // a decode row (attention_f32) beside a chunk
+					{[]int{0, 1}, []int{100, 130}}, // two split sequences of different contexts
+				}
+				runs := flashSplitRuns.Load()
+				runAttnSteps(t, p, cfg, ac, steps, flashTol, 17, func(step int) {
+					f := force
+					if step == 0 {
+						f = 0 // slices of one key tile over 3,000 fresh rows: too many slots
+					}
+					withSplit(t, true, f)
+				})
+				if flashSplitRuns.Load()-runs < int64(len(steps)-1) {
+					t.Errorf("the split ran in %d of the %d chunk steps", flashSplitRuns.Load()-runs, len(steps)-1)
+				}
+			})
+		}
+	}
+}
+
+// checkSplitPlan checks a plan of planFlashSplit for tiles (flashTiles'
+// list) with key tiles of bn positions: every tile either has one item
+// with slot -1 over [0, its positions) or slices that cover that range in
+// order, in consecutive slots, all but the last ending on a key tile edge,
+// with a combine entry that names them; the slots are all used once.
+func checkSplitPlan(tiles []int32, bn int, p flashSplitPlan) error {
+	type sl struct{ lo, hi, slot int }
+	byTile := map[[3]int32][]sl{}
+	for i := 0; i < len(p.items); i += 8 {
+		k := [3]int32{p.items[i], p.items[i+1], p.items[i+2]}
+		byTile[k] = append(byTile[k], sl{int(p.items[i+3]), int(p.items[i+4]), int(p.items[i+5])})
+	}
+	comb := map[[3]int32][2]int{}
+	for i := 0; i < len(p.comb); i += 8 {
+		comb[[3]int32{p.comb[i], p.comb[i+1], p.comb[i+2]}] = [2]int{int(p.comb[i+3]), int(p.comb[i+4])}
+	}
+	used := make([]bool, p.slots)
+	for i := 0; i < len(tiles); i += 4 {
+		k, end := [3]int32{tiles[i], tiles[i+1], tiles[i+2]}, int(tiles[i+3])
+		ss := byTile[k]
+		slices.SortFunc(ss, func(a, b sl) int { return a.lo - b.lo })
+		if len(ss) == 0 {
+			return fmt.Errorf("tile %v has no item", k)
+		}
+		if len(ss) == 1 && ss[0].slot == -1 {
+			if ss[0].lo != 0 || ss[0].hi != end {
+				return fmt.Errorf("tile %v: one item over [%d, %d), want [0, %d)", k, ss[0].lo, ss[0].hi, end)
+			}
+			if _, ok := comb[k]; ok {
+				return fmt.Errorf("tile %v: one slice, yet a combine entry", k)
+			}
+			continue
+		}
+		c, ok := comb[k]
+		if !ok || c[1] != len(ss) {
+			return fmt.Errorf("tile %v: %d slices, combine entry %v", k, len(ss), c)
+		}
+		for j, x := range ss {
+			want := 0
+			if j > 0 {
+				want = ss[j-1].hi
+			}
+			if x.lo != want || x.hi <= x.lo || x.lo%bn != 0 || (x.hi != end && x.hi%bn != 0) || x.slot != c[0]+j {
+				return fmt.Errorf("tile %v (positions %d): slice %d is [%d, %d) in slot %d (first slot %d)", k, end, j, x.lo, x.hi, x.slot, c[0])
+			}
+			if x.slot < 0 || x.slot >= p.slots || used[x.slot] {
+				return fmt.Errorf("tile %v: slot %d out of range or used twice", k, x.slot)
+			}
+			used[x.slot] = true
+		}
+		if ss[len(ss)-1].hi != end {
+			return fmt.Errorf("tile %v: slices end at %d, want %d", k, ss[len(ss)-1].hi, end)
+		}
+	}
+	for i, u := range used {
+		if !u {
+			return fmt.Errorf("slot %d unused", i)
+		}
+	}
+	return nil
+}
+
+// TestPlanFlashSplit (host only): the plan's items and combine entries
+// for random batches of prefill chunks and forced slice lengths, and its
+// choices for the 4b heads on 132 SMs: a 16- or 128-row chunk after 8,064
+// cached positions splits into one to three waves of blocks; a 2,048-row
+// chunk after 6,144 and an 8,192-row prompt keep the single pass.
+func TestPlanFlashSplit(t *testing.T) {
+	r := newRand(5)
+	for it := range 300 {
+		hd := []int{64, 128, 256}[it%3]
+		kv, g := 1+r.IntN(4), 1+r.IntN(4)
+		var lens, cached, slots []int
+		var pg [][]int32
+		for s := range 1 + r.IntN(4) {
+			n, c := 1+r.IntN(300), r.IntN(9000)
+			lens, cached, slots = append(lens, n), append(cached, c), append(slots, s)
+			pg = append(pg, make([]int32, (n+c+flashPageSize-1)/flashPageSize))
+		}
+		tiles, _ := flashTiles(batchOf(lens, cached, slots, pg), g)
+		force := []int{0, 0, 1, 3, 50}[r.IntN(5)]
+		p, ok := planFlashSplit(tiles, flashKeyTile(hd), hd, kv, 132, 132, force)
+		if !ok {
+			continue
+		}
+		if err := checkSplitPlan(tiles, flashKeyTile(hd), p); err != nil {
+			t.Fatalf("hd %d, kv %d, g %d, lens %v, cached %v, force %d: %v", hd, kv, g, lens, cached, force, err)
+		}
+	}
+	for _, c := range []struct {
+		rows, cached int
+		split        bool
+	}{{128, 8064, true}, {16, 8176, true}, {100, 3000, true}, {2048, 6144, false}, {8192, 0, false}, {1024, 0, false}} {
+		tiles, _ := flashTiles(batchOf([]int{c.rows}, []int{c.cached}, []int{0}, [][]int32{make([]int32, (c.rows+c.cached+15)/16)}), 4)
+		p, ok := planFlashSplit(tiles, 16, 256, 4, 132, 132, 0)
+		if ok != c.split {
+			t.Errorf("%d rows after %d: split %v, want %v", c.rows, c.cached, ok, c.split)
+			continue
+		}
+		if ok {
+			if blocks := len(p.items) / 8 * 4; blocks < 132 || blocks > 3*132 {
+				t.Errorf("%d rows after %d: %d blocks on 132 SMs", c.rows, c.cached, blocks)
+			}
+			if err := checkSplitPlan(tiles, 16, p); err != nil {
+				t.Errorf("%d rows after %d: %v", c.rows, c.cached, err)
+			}
+		}
+		t.Logf("%d rows after %d: %d tiles, split %v: %d items, %d sliced tiles, %d slots (%.1f MiB of partials)",
+			c.rows, c.cached, len(tiles)/4, ok, len(p.items)/8, len(p.comb)/8, p.slots, float64(p.slots*4*4*flashSlotFloats(256))/(1<<20))
+	}
+}
+
+// TestAttentionPrefillSplitLong: the 4b heads, chunks of 16, 100 and 128
+// rows after 3,000 and 8,064 cached positions (and 2,048 rows after 6,144,
+// where planFlashSplit keeps the single pass): the split against
+// attention_f32 and against the single pass, logging the three times.
+func TestAttentionPrefillSplitLong(t *testing.T) {
+	gpu(t)
+	withFlash(t, 16)
+	withSplit(t, true, 0)
+	for _, c := range []struct{ rows, cached int }{{16, 3000}, {100, 3000}, {128, 3000}, {16, 8064}, {100, 8064}, {128, 8064}, {2048, 6144}} {
+		t.Run(fmt.Sprintf("%d after %d", c.rows, c.cached), func(t *testing.T) {
+			g := gpu(t)
+			pf := newPrefill4BAt(g, c.cached, c.rows)
+			defer pf.free(g)
+			ref := g.Download(pf.runMode(g, modeF32))
+			single := g.Download(pf.runMode(g, modeSingle))
+			runs := flashSplitRuns.Load()
+			got := g.Download(pf.runMode(g, modeSplit))
+			split := flashSplitRuns.Load() > runs
+			if want := c.rows < 1024; split != want {
+				t.Errorf("split taken %v, want %v", split, want)
+			}
+			checkClose(t, "split vs attention_f32", got, ref, flashTol)
+			checkClose(t, "single pass vs attention_f32", single, ref, flashTol)
+			checkClose(t, "split vs single pass", got, single, flashTol)
+			again := g.Download(pf.runMode(g, modeSplit))
+			if d := relDiff(again, got); d != 0 {
+				t.Errorf("a second split run differs (relative %.3g)", d)
+			}
+			g.ResetScratch()
+			reps := max(2, 2048/c.rows)
+			var d [3]time.Duration
+			for _, m := range []flashMode{modeSplit, modeSingle, modeF32} {
+				d[m] = pf.timeStep(t, g, m, reps)
+			}
+			t.Logf("%d rows after %d, one layer: split %.3f ms, single pass %.3f ms (%.2f×), attention_f32 %.3f ms (%.2f×)",
+				c.rows, c.cached, d[modeSplit].Seconds()*1e3, d[modeSingle].Seconds()*1e3, d[modeSingle].Seconds()/d[modeSplit].Seconds(),
+				d[modeF32].Seconds()*1e3, d[modeF32].Seconds()/d[modeSplit].Seconds())
+		})
+	}
+}
+
 // BenchmarkAttentionPrefill times one 4b-shape attention layer (16 query
 // heads, 4 KV heads, head dim 256, kv_write_f32 included) over a 1,024-
 // and an 8,192-row prefill, the tensor-core kernel beside attention_f32:
-// flash_ms and f32_ms per layer, and their ratio.
+// flash_ms and f32_ms per layer, and their ratio; then chunks after a long
+// cached context ("128 new rows after 8064 cached" and others), where the
+// split-keys path runs: split_ms, single_ms (COHORT_CUDA_FLASH_SPLIT=0's
+// single pass) and f32_ms, single_ms/split_ms and f32_ms/split_ms.
 func BenchmarkAttentionPrefill(b *testing.B) {
 	gpu(b)
 	withFlash(b, 16)
+	withSplit(b, true, 0)
+	for _, c := range []struct{ rows, cached int }{{128, 8064}, {16, 8176}, {128, 3000}, {2048, 6144}} {
+		b.Run(fmt.Sprintf("%d new rows after %d cached", c.rows, c.cached), func(b *testing.B) {
+			g := gpu(b)
+			pf := newPrefill4BAt(g, c.cached, c.rows)
+			defer pf.free(g)
+			reps := max(2, 4096/c.rows)
+			var t [3]time.Duration
+			runs := flashSplitRuns.Load()
+			for range b.N {
+				for _, m := range []flashMode{modeSplit, modeSingle, modeF32} {
+					t[m] += pf.timeStep(b, g, m, reps)
+				}
+			}
+			ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 / float64(b.N) }
+			b.ReportMetric(ms(t[modeSplit]), "split_ms")
+			b.ReportMetric(ms(t[modeSingle]), "single_ms")
+			b.ReportMetric(ms(t[modeF32]), "f32_ms")
+			b.ReportMetric(t[modeSingle].Seconds()/t[modeSplit].Seconds(), "single/split")
+			b.ReportMetric(t[modeF32].Seconds()/t[modeSplit].Seconds(), "f32/split")
+			b.ReportMetric(float64(flashSplitRuns.Load()-runs)/float64(b.N*2*(reps+1)), "split_taken")
+		})
+	}
 	for _, T := range []int{1024, 8192} {
 		b.Run(fmt.Sprint(T), func(b *testing.B) {
 			g := gpu(b)

@@ -31,6 +31,19 @@
 // memory is dynamic (flashSmem in attention_prefill.go; head dim 256: Q 64 KiB, the bf16 K and
 // V tiles 8 KiB each, two float32 staging stages of K and V 64 KiB), one
 // block an SM.
+//
+// Split keys (attention_prefill_split_hd*, flash-decoding style): when the
+// tiles × KV heads alone would leave most SMs idle (a short chunk after a
+// long cached context), the host cuts each tile's key range [0, kvEnd) into
+// slices of whole key tiles and gives every slice a block. A block of a
+// tile with one slice ends as above; a block of a sliced tile stores its
+// unnormalized output accumulator and its running maximum (base 2) and sum
+// per M-row in a partial slot, and attention_prefill_combine merges the
+// slots of each tile in slice order (so the result does not depend on which
+// block ran first), divides by the merged sum and applies the gate. A slice
+// may lie wholly after some M-rows' positions: those keep maximum -inf, sum
+// 0 and output 0, and the combine gives them weight 0 (slice 0 holds
+// position 0, never masked, so the merged maximum is finite).
 
 #define FA_WARPS 8
 #define FA_THREADS (FA_WARPS * 32)
@@ -98,29 +111,44 @@ __device__ __forceinline__ void fa_stage(float *stK, float *stV, const float *kb
 }
 
 // fa_prefill is the body of attention_prefill_hd<HD>. tiles[i] =
-// {first row of the sequence, its length, first M-row of the tile, 0};
-// block x works on tile x / KV and KV head x % KV. pos, pageOff, pages,
-// the cache layout and the output are as for attention_f32; the rows of a
-// tile's sequence have consecutive positions pos[row0], pos[row0]+1, ...
-template <int HD, int BN>
+// {first row of the sequence, its length, first M-row of the tile, positions
+// it sees (unused here)}; block x works on tile x / KV and KV head x % KV.
+// pos, pageOff, pages, the cache layout and the output are as for
+// attention_f32; the rows of a tile's sequence have consecutive positions
+// pos[row0], pos[row0]+1, ...
+//
+// With SPLIT (attention_prefill_split_hd<HD>) item i is tiles[2i],
+// tiles[2i+1] = {row0, len, u0, kLo}, {kHi, slot, 0, 0}: the block walks
+// positions [kLo, kHi) only (kLo a multiple of BN; kHi one too, or the
+// tile's kvEnd) and, when slot >= 0, stores its accumulator, maximum and sum
+// in partial slot (slot, KV head): part[((slot·KV + kvh)·FA_BM + r)·HD + d]
+// and ml[((slot·KV + kvh)·FA_BM + r)·2 + {0: max, 1: sum}] for M-row r of
+// the tile; slot -1 (the tile's only slice) ends as without SPLIT.
+template <int HD, int BN, bool SPLIT = false>
 __device__ __forceinline__ void fa_prefill(float *out, const float *q, const float *gate, const float *kc, const float *vc,
 		const int *pos, const int *pageOff, const int *pages, const int4 *tiles,
-		int H, int KV, int pageSize, int numPages, int layer, float scale) {
+		int H, int KV, int pageSize, int numPages, int layer, float scale, float *part = nullptr, float *ml = nullptr) {
 	extern __shared__ __align__(16) unsigned fa_smem[];
 	unsigned *sQ = fa_smem, *sK = sQ + FA_BM * HD / 2, *sV = sK + BN * HD / 2;
 	float *stage = (float *)(sV + BN * HD / 2); // [2][K | V][BN][HD]
 	constexpr int C4 = HD / 4; // float4 per row
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
-	const int4 tl = tiles[blockIdx.x / KV];
+	const int4 tl = tiles[SPLIT ? 2 * (blockIdx.x / KV) : blockIdx.x / KV];
 	const int kvh = blockIdx.x % KV, G = H / KV;
 	const int row0 = tl.x, len = tl.y, u0 = tl.z, nM = len * G;
 	const int cached = pos[row0];
 	const int *pg = pages + pageOff[row0];
-	const int kvEnd = cached + min(len - 1, (u0 + FA_BM - 1) / G) + 1; // positions [0, kvEnd)
-	const long long kvw = (long long)KV * HD;                          // floats per cache position
+	int kLo = 0, kvEnd = cached + min(len - 1, (u0 + FA_BM - 1) / G) + 1, slot = -1; // positions [kLo, kvEnd)
+	if (SPLIT) {
+		const int4 sl = tiles[2 * (blockIdx.x / KV) + 1];
+		kLo = tl.w;
+		kvEnd = sl.x;
+		slot = sl.y;
+	}
+	const long long kvw = (long long)KV * HD; // floats per cache position
 	const long long layerOff = (long long)layer * numPages * pageSize * kvw + (long long)kvh * HD;
 	const float *kb = kc + layerOff, *vb = vc + layerOff;
-	fa_stage<HD, BN>(stage, stage + BN * HD, kb, vb, pg, 0, kvEnd, pageSize, kvw);
+	fa_stage<HD, BN>(stage, stage + BN * HD, kb, vb, pg, kLo, kvEnd, pageSize, kvw);
 
 	// The Q tile (M-rows past the sequence are zero and never stored).
 	for (int i = tid; i < FA_BM * C4; i += FA_THREADS) {
@@ -144,7 +172,7 @@ __device__ __forceinline__ void fa_prefill(float *out, const float *q, const flo
 	for (int n = 0; n < HD / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
 	float mA = NEG_INF, mB = NEG_INF, lA = 0.0f, lB = 0.0f;
 
-	for (int kv0 = 0, it = 0; kv0 < kvEnd; kv0 += BN, it++) {
+	for (int kv0 = kLo, it = 0; kv0 < kvEnd; kv0 += BN, it++) {
 		// The next tile's copies go to the other stage, which the previous
 		// iteration finished converting before its second barrier (an empty
 		// group past the end keeps wait_group 1 meaning "this tile").
@@ -200,7 +228,9 @@ __device__ __forceinline__ void fa_prefill(float *out, const float *q, const flo
 		xB = fmaxf(xB, __shfl_xor_sync(0xffffffffu, xB, 2));
 		const float nA = fmaxf(mA, xA), nB = fmaxf(mB, xB);
 		// Position 0 is never masked, so the maxima are finite after the
-		// first tile; the guards only keep -inf - -inf out of exp2.
+		// first tile; the guards only keep -inf - -inf out of exp2 (and,
+		// in a slice after position 0, keep M-rows whose positions are all
+		// before the tile at maximum -inf, sum 0 and output 0).
 		const float bA = nA == NEG_INF ? 0.0f : nA, bB = nB == NEG_INF ? 0.0f : nB;
 		const float cA = exp2f(mA - bA), cB = exp2f(mB - bB);
 		mA = nA;
@@ -247,6 +277,21 @@ __device__ __forceinline__ void fa_prefill(float *out, const float *q, const flo
 	lA += __shfl_xor_sync(0xffffffffu, lA, 2);
 	lB += __shfl_xor_sync(0xffffffffu, lB, 1);
 	lB += __shfl_xor_sync(0xffffffffu, lB, 2);
+	if (SPLIT && slot >= 0) {
+		// A partial slot: the accumulator as it is, the maximum and the sum.
+		const long long pb = ((long long)slot * KV + kvh) * FA_BM;
+#pragma unroll
+		for (int half = 0; half < 2; half++) {
+			const int r = warp * 16 + gq + 8 * half;
+			if (u0 + r >= nM) continue;
+			float *po = part + (pb + r) * HD;
+#pragma unroll
+			for (int n = 0; n < HD / 8; n++)
+				*(float2 *)(po + n * 8 + 2 * tq) = make_float2(o[n][2 * half], o[n][2 * half + 1]);
+			if (tq == 0) *(float2 *)(ml + (pb + r) * 2) = half ? make_float2(mB, lB) : make_float2(mA, lA);
+		}
+		return;
+	}
 #pragma unroll
 	for (int half = 0; half < 2; half++) {
 		const int u = half ? ub : ua;
@@ -290,4 +335,80 @@ extern "C" __global__ void __launch_bounds__(FA_THREADS) attention_prefill_hd256
 	PDL_LAUNCH();
 	PDL_WAIT();
 	fa_prefill<256, 16>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer, scale);
+}
+
+// attention_prefill_split_hd64, _hd128, _hd256: fa_prefill over one slice
+// of a tile's keys (see SPLIT above), one block per (item, KV head): grid
+// items·KV; the same dynamic shared memory as attention_prefill_hd<HD>.
+// (The explicit minimum of one block an SM lets ptxas keep hd64 and hd128
+// without spills, at about 160 registers: NVRTC 11.8 for sm_90.)
+extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_split_hd64(float *out, const float *q, const float *gate,
+		const float *kc, const float *vc, const int *pos, const int *pageOff, const int *pages, const int4 *items,
+		float *part, float *ml, int H, int KV, int pageSize, int numPages, int layer, float scale) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	fa_prefill<64, 64, true>(out, q, gate, kc, vc, pos, pageOff, pages, items, H, KV, pageSize, numPages, layer, scale, part, ml);
+}
+
+extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_split_hd128(float *out, const float *q, const float *gate,
+		const float *kc, const float *vc, const int *pos, const int *pageOff, const int *pages, const int4 *items,
+		float *part, float *ml, int H, int KV, int pageSize, int numPages, int layer, float scale) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	fa_prefill<128, 32, true>(out, q, gate, kc, vc, pos, pageOff, pages, items, H, KV, pageSize, numPages, layer, scale, part, ml);
+}
+
+extern "C" __global__ void __launch_bounds__(FA_THREADS) attention_prefill_split_hd256(float *out, const float *q, const float *gate,
+		const float *kc, const float *vc, const int *pos, const int *pageOff, const int *pages, const int4 *items,
+		float *part, float *ml, int H, int KV, int pageSize, int numPages, int layer, float scale) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	fa_prefill<256, 16, true>(out, q, gate, kc, vc, pos, pageOff, pages, items, H, KV, pageSize, numPages, layer, scale, part, ml);
+}
+
+// attention_prefill_combine merges the partial slots of the sliced tiles:
+// comb[2j], comb[2j+1] = {row0, len, u0, first slot}, {slices, 0, 0, 0}
+// (slice k of tile j in slot first + k). A block of FA_THREADS threads takes
+// R = 4·FA_THREADS/HD M-rows of one tile and KV head, HD/4 threads an M-row
+// and four columns a thread: grid tiles·KV·(FA_BM/R), block x on tile
+// x / (KV·FA_BM/R), KV head (x / (FA_BM/R)) % KV, M-rows R·(x % (FA_BM/R))
+// on. With M the largest slice maximum and w_k = 2^(m_k − M) (0 for a
+// slice that saw none of the M-row's positions), the output is
+// Σ w_k·o_k / Σ w_k·l_k · sigmoid(gate), summed in slice order.
+extern "C" __global__ void __launch_bounds__(FA_THREADS) attention_prefill_combine(float *out, const float *gate,
+		const float *part, const float *ml, const int4 *comb, int H, int KV, int HD) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	const int tpr = HD / 4, R = FA_THREADS / tpr, groups = FA_BM / R;
+	const int j = blockIdx.x / (KV * groups), kvh = (blockIdx.x / groups) % KV;
+	const int r = (blockIdx.x % groups) * R + threadIdx.x / tpr, c = threadIdx.x % tpr;
+	const int4 a = comb[2 * j];
+	const int ns = comb[2 * j + 1].x, G = H / KV, u = a.z + r;
+	if (u >= a.y * G) return;
+	const long long stride = (long long)KV * FA_BM; // M-rows between one slot and the next
+	const long long r0 = ((long long)a.w * KV + kvh) * FA_BM + r;
+	float M = NEG_INF;
+	for (int k = 0; k < ns; k++) M = fmaxf(M, ml[(r0 + k * stride) * 2]);
+	float den = 0.0f;
+	float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+	for (int k = 0; k < ns; k++) {
+		const long long rk = r0 + k * stride;
+		const float2 m = *(const float2 *)(ml + rk * 2);
+		const float w = m.x == NEG_INF ? 0.0f : exp2f(m.x - M);
+		const float4 o = *(const float4 *)(part + rk * HD + 4 * c);
+		den += w * m.y;
+		acc.x += w * o.x;
+		acc.y += w * o.y;
+		acc.z += w * o.z;
+		acc.w += w * o.w;
+	}
+	const float inv = 1.0f / den;
+	const long long base = ((long long)(a.x + u / G) * H + kvh * G + u % G) * HD + 4 * c;
+	const float4 gv = *(const float4 *)(gate + base);
+	float4 res;
+	res.x = acc.x * inv * sigmoid_ref(gv.x);
+	res.y = acc.y * inv * sigmoid_ref(gv.y);
+	res.z = acc.z * inv * sigmoid_ref(gv.z);
+	res.w = acc.w * inv * sigmoid_ref(gv.w);
+	*(float4 *)(out + base) = res;
 }
