@@ -4,8 +4,10 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
+	"time"
 
 	"cohort/kernels"
 	"cohort/kernels/cpu"
@@ -99,5 +101,175 @@ func TestSetSlotRoundTrip(t *testing.T) {
 	}
 	if slices.ContainsFunc(pool.Snapshot(2), func(v float32) bool { return v != 0 }) {
 		t.Fatalf("SetSlot(1) touched slot 2")
+	}
+}
+
+// TestConvTilesMatchLanes runs CausalConv1d with the tiled kernels (the
+// default: conv1d_tile1_f32 for decode rows, conv1d_tile8_f32 otherwise)
+// and with conv1d_f32 (COHORT_CUDA_CONV=lanes) from the same conv state,
+// and wants the outputs and the states equal bit for bit after every step:
+// decodes, sequences shorter than K-1, empty ones, lengths at and around
+// the tile, and a long prefill beside decodes (the flat tile numbering).
+func TestConvTilesMatchLanes(t *testing.T) {
+	gpu(t)
+	defer func(v bool) { convTiled = v }(convTiled)
+	for _, cfg := range []kernels.GDNConfig{
+		{KeyHeads: 2, ValueHeads: 4, KeyDim: 32, ValueDim: 48, ConvKernel: 4},
+		{KeyHeads: 3, ValueHeads: 3, KeyDim: 16, ValueDim: 8, ConvKernel: 2},
+		{KeyHeads: 1, ValueHeads: 1, KeyDim: 20, ValueDim: 24, ConvKernel: 3},
+		gdnConv4b,
+	} {
+		t.Run(fmt.Sprintf("C%d/K%d", cfg.ConvDim(), cfg.ConvKernel), func(t *testing.T) {
+			be := gpu(t)
+			const layers, slotCount, layer = 2, 5, 1
+			C, K := cfg.ConvDim(), cfg.ConvKernel
+			r := newRand(uint64(C*10 + K))
+			pa := be.NewStatePool(layers, slotCount, cfg).(*StatePool)
+			pb := be.NewStatePool(layers, slotCount, cfg).(*StatePool)
+			for s := range slotCount {
+				st := randSlice(r, len(pa.Snapshot(s)), 1)
+				pa.SetSlot(s, st)
+				pb.SetSlot(s, st)
+			}
+			w := be.Upload(randSlice(r, C*K, 0.5), C, 1, K)
+			slots := []int{3, 0, 4, 1}
+			steps := [][]int{
+				{5, 1, 2, 3},    // prefill beside decode and short pieces
+				{1, 1, 1, 1},    // decodes (conv1d_tile1_f32)
+				{0, 2, 9, 1},    // empty piece; 9 tokens: two tiles
+				{8, 1, 0, 7},    // one tile each (flat = 0)
+				{17, 1, 2, 16},  // tile boundaries
+				{1, 1000, 1, 3}, // a long prefill among decodes
+				{2, 1, 1, 1},
+				{1, 1, 1, 1},
+			}
+			for si, lens := range steps {
+				bt := batchOf(lens, make([]int, len(lens)), slots, nil)
+				T := bt.Rows()
+				x := be.Upload(randSlice(r, T*C, 1), T, C)
+				convTiled = false
+				ya := be.CausalConv1d(x, w, pa, layer, bt)
+				convTiled = true
+				yb := be.CausalConv1d(x, w, pb, layer, bt)
+				if _, _, _, _, ok := convTiles(bt, C, K, 0); !ok {
+					t.Fatalf("step %d: the tiled conv does not take C=%d K=%d", si, C, K)
+				}
+				bitEqual(t, fmt.Sprintf("step %d %v conv", si, lens), be.Download(yb), be.Download(ya))
+				for _, s := range slots {
+					bitEqual(t, fmt.Sprintf("step %d %v slot %d state", si, lens, s), pb.Snapshot(s), pa.Snapshot(s))
+				}
+				be.Free(x)
+			}
+		})
+	}
+}
+
+// gdnConv4b is the 4b shape's GDN (convDim 8192, K 4).
+var gdnConv4b = kernels.GDNConfig{KeyHeads: 16, ValueHeads: 32, KeyDim: 128, ValueDim: 128, ConvKernel: 4}
+
+// bitEqual fails t unless got and want hold the same float32 bits.
+func bitEqual(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	n, first := 0, -1
+	for i := range got {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			if n == 0 {
+				first = i
+			}
+			n++
+		}
+	}
+	if n > 0 {
+		t.Errorf("%s: %d of %d values differ, first at %d: %v, want %v", what, n, len(got), first, got[first], want[first])
+	}
+}
+
+// gdnBenchBe is the backend of this file's benchmarks (without the test
+// backend's synchronization after every launch).
+var gdnBenchBe *Backend
+
+// gdnBench returns gdnBenchBe, made on first use and bound to the calling
+// thread.
+func gdnBench(b *testing.B) *Backend {
+	gpu(b)
+	if gdnBenchBe == nil {
+		be, err := New(Options{Weights: "f32"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		gdnBenchBe = be
+	}
+	if err := gdnBenchBe.Bind(); err != nil {
+		b.Fatal(err)
+	}
+	return gdnBenchBe
+}
+
+// timeGDNOp returns the mean time of op over b.N·reps calls after a
+// warm-up, synchronizing and resetting the scratch after every reps.
+func timeGDNOp(b *testing.B, g *Backend, reps int, op func()) time.Duration {
+	b.Helper()
+	run := func(n int) {
+		for range n {
+			op()
+		}
+		if err := g.Synchronize(); err != nil {
+			b.Fatal(err)
+		}
+		g.ResetScratch()
+	}
+	run(2)
+	start := time.Now()
+	for range b.N {
+		run(reps)
+	}
+	return time.Since(start) / time.Duration(b.N*reps)
+}
+
+// BenchmarkGDNConv times one CausalConv1d (one layer, the 4b shape: 8192
+// channels, K 4) with the tiled kernels beside conv1d_f32
+// (COHORT_CUDA_CONV=lanes) in the same run: one prefill sequence of 1,024
+// and 8,192 tokens, and a decode step of 128 rows. It reports both in ms
+// and old/new.
+func BenchmarkGDNConv(b *testing.B) {
+	gdnBench(b)
+	cfg := gdnConv4b
+	C, K := cfg.ConvDim(), cfg.ConvKernel
+	for _, c := range []struct {
+		name      string
+		seqs, len int
+	}{{"T1024", 1, 1024}, {"T8192", 1, 8192}, {"decode128", 128, 1}} {
+		b.Run(c.name, func(b *testing.B) {
+			g := gdnBench(b) // sub-benchmarks run on their own goroutines: lock and bind
+			defer func(v bool) { convTiled = v }(convTiled)
+			r := newRand(uint64(c.seqs*c.len + 1))
+			pool := g.NewStatePool(1, c.seqs, cfg)
+			defer g.FreeStatePool(pool)
+			lens, slots := make([]int, c.seqs), make([]int, c.seqs)
+			for i := range lens {
+				lens[i], slots[i] = c.len, i
+			}
+			bt := batchOf(lens, make([]int, c.seqs), slots, nil)
+			T := bt.Rows()
+			x := g.Upload(randSlice(r, T*C, 1), T, C)
+			w := g.Upload(randSlice(r, C*K, 0.5), C, 1, K)
+			defer g.Free(x, w)
+			times := map[bool]time.Duration{}
+			for _, tiled := range []bool{false, true} {
+				convTiled = tiled
+				times[tiled] = timeGDNOp(b, g, 20, func() { g.CausalConv1d(x, w, pool, 0, bt) })
+			}
+			old, cur := times[false], times[true]
+			gbs := float64(2*T*C*4) / cur.Seconds() / 1e9
+			b.ReportMetric(old.Seconds()*1e3, "lanes_ms")
+			b.ReportMetric(cur.Seconds()*1e3, "tiled_ms")
+			b.ReportMetric(old.Seconds()/cur.Seconds(), "lanes/tiled")
+			b.ReportMetric(gbs, "tiled_GB/s")
+			b.Logf("%s: conv1d_f32 %.4f ms, tiled %.4f ms (%.2fx, %.0f GB/s)", c.name,
+				old.Seconds()*1e3, cur.Seconds()*1e3, old.Seconds()/cur.Seconds(), gbs)
+		})
 	}
 }

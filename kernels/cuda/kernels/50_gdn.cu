@@ -56,6 +56,119 @@ extern "C" __global__ void conv1d_f32(float *y, const float *x, const float *w, 
 	for (int j = 0; j < hist; j++) st[(long long)j * C + c] = conv_in(x, st, start, hist, C, c, len - hist + j);
 }
 
+// CONV_TILE is the tokens a thread of conv1d_tile8_f32 runs (at least
+// CONV_MAX_K - 1, so that only a sequence's first tile reads the conv state).
+#define CONV_TILE 8
+
+// conv1d_vec runs the conv plus SiLU of the 4 channels c .. c+3 of tokens
+// t0 .. t0+R-1 of one sequence: the R + K-1 raw inputs the tile needs are
+// loaded as float4s up front (the taps before the sequence from the conv
+// state st), then every output is summed in the order of conv1d_rows
+// (oldest tap first, the new input last), each channel on its own. The
+// thread of the first tile (t0 = 0), the only one that reads the state for
+// its channels, then leaves the last K-1 raw inputs in it. x, y, st and w
+// must be 16-byte aligned and C a multiple of 4. Requires R >= K-1 when a
+// sequence has more than one tile.
+template <int K, int R>
+__device__ __forceinline__ void conv1d_vec(float *y, const float *x, const float *w, float *st, int start, int len, int C, int c, int t0) {
+	constexpr int hist = K - 1;
+	float4 win[R + hist];
+#pragma unroll
+	for (int i = 0; i < R + hist; i++) {
+		int p = t0 - hist + i;
+		float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+		if (p < len) {
+			if (p >= 0) v = __ldg((const float4 *)(x + (long long)(start + p) * C + c));
+			else v = *(const float4 *)(st + (long long)(hist + p) * C + c);
+		}
+		win[i] = v;
+	}
+	float wk[4 * K]; // channel e's tap j at wk[e*K + j]
+#pragma unroll
+	for (int i = 0; i < K; i++) {
+		float4 v = __ldg((const float4 *)(w + (long long)c * K) + i);
+		wk[4 * i] = v.x, wk[4 * i + 1] = v.y, wk[4 * i + 2] = v.z, wk[4 * i + 3] = v.w;
+	}
+#pragma unroll
+	for (int r = 0; r < R; r++) {
+		if (t0 + r < len) {
+			float ax = 0.0f, ay = 0.0f, az = 0.0f, aw = 0.0f;
+#pragma unroll
+			for (int j = 0; j < hist; j++) {
+				ax += wk[j] * win[r + j].x;
+				ay += wk[K + j] * win[r + j].y;
+				az += wk[2 * K + j] * win[r + j].z;
+				aw += wk[3 * K + j] * win[r + j].w;
+			}
+			ax += wk[hist] * win[r + hist].x;
+			ay += wk[K + hist] * win[r + hist].y;
+			az += wk[2 * K + hist] * win[r + hist].z;
+			aw += wk[3 * K + hist] * win[r + hist].w;
+			*(float4 *)(y + (long long)(start + t0 + r) * C + c) = make_float4(silu_ref(ax), silu_ref(ay), silu_ref(az), silu_ref(aw));
+		}
+	}
+	if (t0 != 0) return;
+	// Ascending j reads state entries (j + len) before they are written; the
+	// window above read every entry this thread overwrites.
+#pragma unroll
+	for (int j = 0; j < hist; j++) {
+		int p = len - hist + j;
+		float4 v = p >= 0 ? __ldg((const float4 *)(x + (long long)(start + p) * C + c)) : *(const float4 *)(st + (long long)(hist + p) * C + c);
+		*(float4 *)(st + (long long)j * C + c) = v;
+	}
+}
+
+// conv1d_tiles runs the block's tile: blockIdx.x picks the sequence and its
+// tile of R tokens, blockIdx.y*blockDim.x + threadIdx.x the channel quad.
+// With flat = 0 every sequence has one tile (at most R tokens), block x is
+// sequence x. With flat = 1 sequence s's tiles are the blocks from
+// s + seqStart[s]/R on (disjoint, since the sequences tile the rows in
+// order; a block past a sequence's last tile exits), found by a binary
+// search over the starts; the grid has nSeq + ceil(T/R) blocks in x.
+template <int R>
+__device__ __forceinline__ void conv1d_tiles(float *y, const float *x, const float *w, float *convState,
+		const int *seqStart, const int *seqLen, const int *seqSlot, int C, int K, int slots, int layer, int nSeq, int flat) {
+	int g = blockIdx.x, s = g, tile = 0;
+	if (flat) {
+		int lo = 0, hi = nSeq - 1;
+		while (lo < hi) {
+			int mid = (lo + hi + 1) >> 1;
+			if (mid + seqStart[mid] / R <= g) lo = mid;
+			else hi = mid - 1;
+		}
+		s = lo, tile = g - (s + seqStart[s] / R);
+	}
+	int start = seqStart[s], len = seqLen[s], t0 = tile * R;
+	int c = (blockIdx.y * blockDim.x + threadIdx.x) * 4;
+	if (t0 >= len || c >= C) return;
+	float *st = convState + ((long long)layer * slots + seqSlot[s]) * (K - 1) * C;
+	switch (K) {
+	case 2: conv1d_vec<2, R>(y, x, w, st, start, len, C, c, t0); break;
+	case 3: conv1d_vec<3, R>(y, x, w, st, start, len, C, c, t0); break;
+	default: conv1d_vec<4, R>(y, x, w, st, start, len, C, c, t0); break;
+	}
+}
+
+// conv1d_tile8_f32 is conv1d_f32 with a thread for 4 channels of CONV_TILE
+// tokens of a sequence (conv1d_tiles), every input loaded once by the tile
+// and K-1 more for its halo, the results those of conv1d_f32 bit for bit.
+// K in 2..4, C a multiple of 4, x, y, w and the conv state 16-byte aligned.
+extern "C" __global__ void __launch_bounds__(128) conv1d_tile8_f32(float *y, const float *x, const float *w, float *convState,
+		const int *seqStart, const int *seqLen, const int *seqSlot, int C, int K, int slots, int layer, int nSeq, int flat) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	conv1d_tiles<CONV_TILE>(y, x, w, convState, seqStart, seqLen, seqSlot, C, K, slots, layer, nSeq, flat);
+}
+
+// conv1d_tile1_f32 is conv1d_tile8_f32 with tiles of one token, for decode
+// rows (every sequence at most one token, flat = 0): fewer registers.
+extern "C" __global__ void __launch_bounds__(128) conv1d_tile1_f32(float *y, const float *x, const float *w, float *convState,
+		const int *seqStart, const int *seqLen, const int *seqSlot, int C, int K, int slots, int layer, int nSeq, int flat) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	conv1d_tiles<1>(y, x, w, convState, seqStart, seqLen, seqSlot, C, K, slots, layer, nSeq, flat);
+}
+
 // gdn_qk_norm_f32: block (row r, head y) l2-normalizes head y of the q
 // heads (y < nk, also scaled by `scale`) or of the k heads (y >= nk) of
 // mixed's row r into qh or kh [T, nk*dk].
