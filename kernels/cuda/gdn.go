@@ -353,6 +353,15 @@ func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, st
 		// on the H200 at batch 128 the 16-warp form moved the state at
 		// 1.4 TB/s (9.1 of a 17.2 ms step).
 		name, warps, rows = "gdn_recurrent_cols_wide_f32", w, gdnRowsWide
+		if gdnWidePipe && dk == gdnRowsWide*gdnPipeWarps && dv%32 == 0 {
+			// The same blocks, each running a share of the (sequence,
+			// head, column chunk) items with the next one's loads in flight.
+			b.launch(op, "gdn_recurrent_cols_pipe_f32", [3]int{b.gdnPipeBlocks(nSeq * nv * (dv / 32)), 1, 1}, [3]int{32, gdnPipeWarps, 1},
+				(2*dk+2*32*gdnPipeWarps)*4,
+				out.ptr, qh.ptr, kh.ptr, mt.ptr, g.ptr, bs.ptr, p.rec, start, length, slot,
+				nk, nv, dk, dv, convDim, p.slots, layer, nSeq)
+			return out
+		}
 	}
 	if (dk+warps-1)/warps <= rows {
 		// Column-split form: 32 state columns per block, dk rows over the
@@ -379,10 +388,33 @@ const (
 )
 
 // gdnWide sends decode batches to the wide kernels, gdnWideFused to the
-// fused one (COHORT_CUDA_GDN_WIDE=0: neither, the 16-warp kernels; "fused":
-// gdn_decode_cols_wide_f32; default: gdn_recurrent_cols_wide_f32 after
-// separate norms and gates).
+// fused one, gdnWidePipe to the pipelined one where it applies
+// (COHORT_CUDA_GDN_WIDE=0: none, the 16-warp kernels; "fused":
+// gdn_decode_cols_wide_f32; "nopipe": gdn_recurrent_cols_wide_f32 after
+// separate norms and gates, the default before the pipelined kernel;
+// default: gdn_recurrent_cols_pipe_f32 after separate norms and gates for
+// dk = 128 and dv a multiple of 32, else gdn_recurrent_cols_wide_f32).
 var (
 	gdnWide      = os.Getenv("COHORT_CUDA_GDN_WIDE") != "0"
 	gdnWideFused = os.Getenv("COHORT_CUDA_GDN_WIDE") == "fused"
+	gdnWidePipe  = os.Getenv("COHORT_CUDA_GDN_WIDE") != "nopipe"
 )
+
+// gdnPipeWarps is GDN_PIPE_WARPS of kernels/50_gdn.cu: the warps of a
+// gdn_recurrent_cols_pipe_f32 block (so dk = 128).
+const gdnPipeWarps = 4
+
+// gdnPipeBlocks returns the grid of gdn_recurrent_cols_pipe_f32 for items
+// work items: every item its own block when they fit the resident blocks
+// (one wave), else one wave's worth or a little fewer, so that every block
+// runs the same number of items (ceil(items/resident) each, the last of
+// them one fewer at most). The kernel's launch bounds ask for 4 blocks an
+// SM: 16 warps of 128 registers, 64 KiB of state in flight an SM.
+func (b *Backend) gdnPipeBlocks(items int) int {
+	resident := b.occupancy("gdn_recurrent_cols_pipe_f32", 32*gdnPipeWarps) * max(b.sms, 1)
+	if items <= resident {
+		return items
+	}
+	per := (items + resident - 1) / resident
+	return (items + per - 1) / per
+}

@@ -395,6 +395,176 @@ extern "C" __global__ void __launch_bounds__(128, 5) gdn_recurrent_cols_wide_f32
 	gdn_recurrent_cols<GDN_ROWS_WIDE>(sm, out, qh, kh, mixed, g, beta, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, convDim, slots, layer);
 }
 
+// GDN_PIPE_WARPS is the warps of a gdn_recurrent_cols_pipe_f32 block.
+#define GDN_PIPE_WARPS 4
+
+// gdn_pipe_meta is a work item's sequence (start row, length, slot) in
+// gdn_recurrent_cols_pipe_f32; an item past the last has length 0.
+struct gdn_pipe_meta {
+	int start, len, slot;
+};
+
+__device__ __forceinline__ gdn_pipe_meta gdn_pipe_meta_load(int it, int items, int per, const int *seqStart, const int *seqLen, const int *seqSlot) {
+	gdn_pipe_meta m = {0, 0, 0};
+	if (it < items) {
+		int s = it / per;
+		m.start = seqStart[s], m.len = seqLen[s], m.slot = seqSlot[s];
+	}
+	return m;
+}
+
+// gdn_pipe_item is what a thread holds of a work item it (sequence, v
+// head h, column chunk) of gdn_recurrent_cols_pipe_f32: its sequence m, its
+// state rows (those of gdn_cols_load), the first token's q and k element
+// tid, g, beta and the column's value, loaded one item ahead of its use.
+template <int ROWS>
+struct gdn_pipe_item {
+	float st[ROWS];
+	float q, k, g, b, v;
+	gdn_pipe_meta m;
+};
+
+// gdn_pipe_at is an item's head h, column c and state base S.
+struct gdn_pipe_at {
+	int h, c;
+	float *S;
+};
+
+__device__ __forceinline__ gdn_pipe_at gdn_pipe_place(int it, int slot, float *rec, int nv, int nz, int dk, int dv, int slots, int layer, int lane) {
+	gdn_pipe_at a;
+	int rem = it % (nv * nz);
+	a.h = rem / nz, a.c = (rem % nz) * 32 + lane;
+	a.S = rec + (((long long)layer * slots + slot) * nv + a.h) * (long long)dk * dv;
+	return a;
+}
+
+// gdn_pipe_fill issues the loads of item it (of sequence m): the state
+// streamed (read once), the rest through the caches.
+template <int ROWS>
+__device__ __forceinline__ void gdn_pipe_fill(gdn_pipe_item<ROWS> &x, int it, const gdn_pipe_meta &m, const float *qh, const float *kh,
+		const float *mixed, const float *g, const float *beta, float *rec, int nk, int nv, int nz, int dk, int dv, int convDim,
+		int slots, int layer, int lane, int w, int nw, int tid) {
+	x.m = m;
+	gdn_pipe_at a = gdn_pipe_place(it, m.slot, rec, nv, nz, dk, dv, slots, layer, lane);
+	bool on = m.len > 0;
+	const float *p = a.S + (long long)w * dv + a.c;
+	const long long step = (long long)nw * dv;
+	if (on) {
+#pragma unroll
+		for (int i = 0; i < ROWS; i++) x.st[i] = __ldcs(p + i * step);
+		long long r = m.start;
+		int qk = nk * dk, kHead = a.h / (nv / nk);
+		x.q = qh[r * qk + (long long)kHead * dk + tid];
+		x.k = kh[r * qk + (long long)kHead * dk + tid];
+		x.g = g[r * nv + a.h];
+		x.b = beta[r * nv + a.h];
+		x.v = mixed[r * convDim + 2 * qk + (long long)a.h * dv + a.c];
+	}
+}
+
+// gdn_pipe_token is gdn_cols_token for blocks whose every row is a state
+// row (no predicates), the same operations in the same order.
+template <int ROWS, int NW>
+__device__ __forceinline__ void gdn_pipe_token(float st[ROWS], const float *sq, const float *sk, float *redU, float *redO,
+		int w, int lane, float decay, float bt, float vj, float *out) {
+	float u = 0.0f;
+#pragma unroll
+	for (int i = 0; i < ROWS; i++) {
+		int d = w + i * NW;
+		st[i] = st[i] * decay;
+		u += sk[d] * st[i];
+	}
+	redU[w * 32 + lane] = u;
+	__syncthreads();
+	u = 0.0f;
+#pragma unroll
+	for (int k = 0; k < NW; k++) u += redU[k * 32 + lane];
+	float delta = bt * (vj - u);
+	float o = 0.0f;
+#pragma unroll
+	for (int i = 0; i < ROWS; i++) {
+		int d = w + i * NW;
+		st[i] = st[i] + sk[d] * delta;
+		o += sq[d] * st[i];
+	}
+	redO[w * 32 + lane] = o;
+	__syncthreads();
+	if (w == 0) {
+		o = 0.0f;
+#pragma unroll
+		for (int k = 0; k < NW; k++) o += redO[k * 32 + lane];
+		*out = o;
+	}
+}
+
+// gdn_pipe_run runs item x, number it (every thread of the block, which
+// all hold the same item): its one token as gdn_recurrent_cols does, from
+// the values gdn_pipe_fill loaded, then stores the state (streamed). An item
+// of more than one token traps: the kernel is for decode rows.
+template <int ROWS>
+__device__ __forceinline__ void gdn_pipe_run(gdn_pipe_item<ROWS> &x, int it, float *sq, float *sk, float *redU, float *redO, float *out,
+		const float *qh, const float *kh, const float *mixed, const float *g, const float *beta, float *rec,
+		int nk, int nv, int nz, int dk, int dv, int convDim, int slots, int layer, int lane, int w, int nw, int tid) {
+	if (x.m.len <= 0) return;
+	if (x.m.len > 1) __trap(); // decode rows only (the host's contract)
+	gdn_pipe_at a = gdn_pipe_place(it, x.m.slot, rec, nv, nz, dk, dv, slots, layer, lane);
+	__syncthreads(); // the previous item is done with sq, sk and redU
+	sq[tid] = x.q;
+	sk[tid] = x.k;
+	__syncthreads();
+	long long r = x.m.start;
+	float decay = (float)exp((double)x.g);
+	gdn_pipe_token<ROWS, GDN_PIPE_WARPS>(x.st, sq, sk, redU, redO, w, lane, decay, x.b, x.v, out + r * nv * dv + (long long)a.h * dv + a.c);
+	float *p = a.S + (long long)w * dv + a.c;
+	const long long step = (long long)nw * dv;
+#pragma unroll
+	for (int i = 0; i < ROWS; i++) __stcs(p + i * step, x.st[i]);
+}
+
+// gdn_recurrent_cols_pipe_f32 is gdn_recurrent_cols_wide_f32 (the same
+// threads, rows and arithmetic, so the same results bit for bit) with each
+// block running work items blockIdx.x, blockIdx.x + gridDim.x, ... (item =
+// (sequence, v head, column chunk), the chunk fastest; nSeq·nv·ceil(dv/32)
+// of them) and loading the next item (state, q, k, gates, value) before it
+// runs the current one, the sequence metadata two items ahead, so a block
+// always has a state tile in flight. Two items' state rows live in
+// registers (A and B in turn: no copies that would wait on the loads).
+// Blocks of GDN_PIPE_WARPS warps (a compile-time count: the rows' shared
+// memory offsets become constants) for dk = 32·GDN_PIPE_WARPS = 128 (every
+// row of every warp is a state row, thread tid holds q and k element tid)
+// and dv a multiple of 32 (every lane a column): no predicates.
+extern "C" __global__ void __launch_bounds__(128, 4) gdn_recurrent_cols_pipe_f32(float *out, const float *qh, const float *kh, const float *mixed,
+		const float *g, const float *beta, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
+		int nk, int nv, int dk, int dv, int convDim, int slots, int layer, int nSeq) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	extern __shared__ float sm[];
+	const int lane = threadIdx.x, w = threadIdx.y, nw = GDN_PIPE_WARPS, tid = w * 32 + lane;
+	const int nz = (dv + 31) / 32, per = nv * nz, items = nSeq * per, G = gridDim.x;
+	float *sq = sm, *sk = sm + dk, *redU = sm + 2 * dk, *redO = redU + 32 * nw;
+	int it = blockIdx.x;
+	if (it >= items) return;
+#define GDN_PIPE_FILL(X, IT, M) gdn_pipe_fill<GDN_ROWS_WIDE>(X, IT, M, qh, kh, mixed, g, beta, rec, nk, nv, nz, dk, dv, convDim, slots, layer, lane, w, nw, tid)
+#define GDN_PIPE_RUN(X, IT) gdn_pipe_run<GDN_ROWS_WIDE>(X, IT, sq, sk, redU, redO, out, qh, kh, mixed, g, beta, rec, nk, nv, nz, dk, dv, convDim, slots, layer, lane, w, nw, tid)
+	gdn_pipe_item<GDN_ROWS_WIDE> A, B;
+	gdn_pipe_meta P = gdn_pipe_meta_load(it + G, items, per, seqStart, seqLen, seqSlot), Q;
+	GDN_PIPE_FILL(A, it, gdn_pipe_meta_load(it, items, per, seqStart, seqLen, seqSlot));
+	for (;;) {
+		// A holds item it, P the metadata of it + G.
+		Q = gdn_pipe_meta_load(it + 2 * G, items, per, seqStart, seqLen, seqSlot);
+		GDN_PIPE_FILL(B, it + G, P);
+		GDN_PIPE_RUN(A, it);
+		if ((it += G) >= items) break;
+		// B holds item it, Q the metadata of it + G.
+		P = gdn_pipe_meta_load(it + 2 * G, items, per, seqStart, seqLen, seqSlot);
+		GDN_PIPE_FILL(A, it + G, Q);
+		GDN_PIPE_RUN(B, it);
+		if ((it += G) >= items) break;
+	}
+#undef GDN_PIPE_FILL
+#undef GDN_PIPE_RUN
+}
+
 // block_sum2_d returns the sums of a and b over a block of (32, nw) threads
 // to every thread; part has 2*nw doubles. Every thread must call it.
 __device__ __forceinline__ void block_sum2_d(double &a, double &b, double *part, int lane, int w, int nw) {
