@@ -405,16 +405,11 @@ var (
 const gdnPipeWarps = 4
 
 // gdnPipeBlocks returns the grid of gdn_recurrent_cols_pipe_f32 for items
-// work items: every item its own block when they fit the resident blocks
-// (one wave), else one wave's worth or a little fewer, so that every block
-// runs the same number of items (ceil(items/resident) each, the last of
-// them one fewer at most). The kernel's launch bounds ask for 4 blocks an
-// SM: 16 warps of 128 registers, 64 KiB of state in flight an SM.
+// work items: one wave of resident blocks (every item its own block when
+// they fit), so that every SM holds as many blocks as it can (the kernel's
+// launch bounds ask for 4: 16 warps of 128 registers, 64 KiB of state
+// loads in flight an SM) and each block runs ceil or floor of
+// items/blocks of them.
 func (b *Backend) gdnPipeBlocks(items int) int {
-	resident := b.occupancy("gdn_recurrent_cols_pipe_f32", 32*gdnPipeWarps) * max(b.sms, 1)
-	if items <= resident {
-		return items
-	}
-	per := (items + resident - 1) / resident
-	return (items + per - 1) / per
+	return min(items, b.occupancy("gdn_recurrent_cols_pipe_f32", 32*gdnPipeWarps)*max(b.sms, 1))
 }

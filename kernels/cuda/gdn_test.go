@@ -294,7 +294,7 @@ func TestGDNPipeMatchesWide(t *testing.T) {
 		seqs int
 	}{
 		{gdnConv4b, 140},
-		{gdnConv4b, 5}, // fewer items than resident blocks: one each
+		{gdnConv4b, 4}, // 512 items: one a block on an H200 (528 resident)
 		{kernels.GDNConfig{KeyHeads: 2, ValueHeads: 6, KeyDim: 128, ValueDim: 96, ConvKernel: 4}, 300},
 	} {
 		cfg := c.cfg
@@ -340,7 +340,7 @@ func TestGDNPipeMatchesWide(t *testing.T) {
 				ob := be.Download(be.GatedDeltaRule(mg, bg, ag, alg, dtg, pb, layer, bt, cfg))
 				bitEqual(t, fmt.Sprintf("step %d out", step), ob, oa)
 				bitEqual(t, fmt.Sprintf("step %d state", step), pb.download(pb.rec, nRec), pa.download(pa.rec, nRec))
-				if step == 0 && c.seqs <= 5 {
+				if step == 0 && c.seqs <= 4 {
 					// Against the CPU oracle from the same state (slot by slot).
 					pc := p.c.NewStatePool(layers, slotCount, cfg).(*cpu.StatePool)
 					for s := range slotCount {
