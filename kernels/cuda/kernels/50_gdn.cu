@@ -503,8 +503,7 @@ __device__ __forceinline__ void gdn_pipe_token(float st[ROWS], const float *sq, 
 // of more than one token traps: the kernel is for decode rows.
 template <int ROWS>
 __device__ __forceinline__ void gdn_pipe_run(gdn_pipe_item<ROWS> &x, int it, float *sq, float *sk, float *redU, float *redO, float *out,
-		const float *qh, const float *kh, const float *mixed, const float *g, const float *beta, float *rec,
-		int nk, int nv, int nz, int dk, int dv, int convDim, int slots, int layer, int lane, int w, int nw, int tid) {
+		float *rec, int nv, int nz, int dk, int dv, int slots, int layer, int lane, int w, int nw, int tid) {
 	if (x.m.len <= 0) return;
 	if (x.m.len > 1) __trap(); // decode rows only (the host's contract)
 	gdn_pipe_at a = gdn_pipe_place(it, x.m.slot, rec, nv, nz, dk, dv, slots, layer, lane);
@@ -545,7 +544,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) gdn_recurrent_cols_pipe_f32
 	int it = blockIdx.x;
 	if (it >= items) return;
 #define GDN_PIPE_FILL(X, IT, M) gdn_pipe_fill<GDN_ROWS_WIDE>(X, IT, M, qh, kh, mixed, g, beta, rec, nk, nv, nz, dk, dv, convDim, slots, layer, lane, w, nw, tid)
-#define GDN_PIPE_RUN(X, IT) gdn_pipe_run<GDN_ROWS_WIDE>(X, IT, sq, sk, redU, redO, out, qh, kh, mixed, g, beta, rec, nk, nv, nz, dk, dv, convDim, slots, layer, lane, w, nw, tid)
+#define GDN_PIPE_RUN(X, IT) gdn_pipe_run<GDN_ROWS_WIDE>(X, IT, sq, sk, redU, redO, out, rec, nv, nz, dk, dv, slots, layer, lane, w, nw, tid)
 	gdn_pipe_item<GDN_ROWS_WIDE> A, B;
 	gdn_pipe_meta P = gdn_pipe_meta_load(it + G, items, per, seqStart, seqLen, seqSlot), Q;
 	GDN_PIPE_FILL(A, it, gdn_pipe_meta_load(it, items, per, seqStart, seqLen, seqSlot));
