@@ -187,6 +187,11 @@ func (b *Backend) CausalConv1d(x, w kernels.Tensor, states kernels.StatePool, la
 		return y
 	}
 	start, length, slot := b.seqMeta(op, p, layer, bt)
+	if name, grid, block, flat, ok := convTiles(bt, convDim, K, y.ptr, xt.ptr, wt.ptr, p.conv); ok {
+		b.launch(op, name, grid, block, 0,
+			y.ptr, xt.ptr, wt.ptr, p.conv, start, length, slot, convDim, K, p.slots, layer, len(bt.Seqs), flat)
+		return y
+	}
 	lanes := convLanes(bt)
 	channels := max(256/lanes, 32)
 	b.launch(op, "conv1d_f32", [3]int{(convDim + channels - 1) / channels, len(bt.Seqs), 1}, [3]int{channels, lanes, 1}, 0,
@@ -217,6 +222,51 @@ func (b *Backend) gdnDecodeKernel(bt *kernels.Batch, cfg kernels.GDNConfig, warp
 		return "gdn_decode_cols_wide_f32", w
 	}
 	return "", 0
+}
+
+// convTile is CONV_TILE of kernels/50_gdn.cu: the tokens a thread of
+// conv1d_tile8_f32 runs.
+const convTile = 8
+
+// convTiled sends the conv to the tiled kernels (COHORT_CUDA_CONV=lanes:
+// conv1d_f32 with token lanes, the kernel before them, for A/B runs).
+var convTiled = os.Getenv("COHORT_CUDA_CONV") != "lanes"
+
+// convTiles returns the launch of the tiled conv kernels for bt, or ok =
+// false where conv1d_f32 must run (COHORT_CUDA_CONV=lanes, K outside 2..4,
+// convDim not a multiple of 4 or a pointer not 16-byte aligned). A thread
+// runs 4 channels (float4 loads and stores) of a tile of tokens of one
+// sequence: one token (conv1d_tile1_f32) when no sequence has more, else
+// convTile. Measured with ncu on the H200 (4b-shape, one 1024-token
+// sequence), conv1d_f32 took 133 µs a launch at 484 GB/s: 256 blocks of
+// 32 channels × 32 token lanes, each thread walking 32 tokens with 4 loads
+// each, little in flight. The tiles load every input once (and K-1 more
+// for the halo, from L2) with 11 loads in flight a thread. Batches whose
+// sequences all fit one tile (decode rows) map block x to sequence x
+// (flat = 0: the CUDA-graph decode steps); longer ones take the flat tile
+// numbering of conv1d_tiles (nSeq + ceil(T/convTile) blocks in x, a few of
+// them idle).
+func convTiles(bt *kernels.Batch, convDim, K int, ptrs ...devptr) (name string, grid, block [3]int, flat int, ok bool) {
+	if !convTiled || K < 2 || K > 4 || convDim%4 != 0 {
+		return "", grid, block, 0, false
+	}
+	for _, p := range ptrs {
+		if p%16 != 0 {
+			return "", grid, block, 0, false
+		}
+	}
+	longest, T := 0, 0
+	for _, s := range bt.Seqs {
+		longest, T = max(longest, s.Len), T+s.Len
+	}
+	quads := convDim / 4
+	switch {
+	case longest <= 1:
+		return "conv1d_tile1_f32", [3]int{len(bt.Seqs), (quads + 63) / 64, 1}, [3]int{64, 1, 1}, 0, true
+	case longest <= convTile:
+		return "conv1d_tile8_f32", [3]int{len(bt.Seqs), (quads + 127) / 128, 1}, [3]int{128, 1, 1}, 0, true
+	}
+	return "conv1d_tile8_f32", [3]int{len(bt.Seqs) + (T+convTile-1)/convTile, (quads + 127) / 128, 1}, [3]int{128, 1, 1}, 1, true
 }
 
 // convLanes is the token lanes of a conv1d_f32 block (the rest of its
@@ -303,6 +353,15 @@ func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, st
 		// on the H200 at batch 128 the 16-warp form moved the state at
 		// 1.4 TB/s (9.1 of a 17.2 ms step).
 		name, warps, rows = "gdn_recurrent_cols_wide_f32", w, gdnRowsWide
+		if gdnWidePipe && dk == gdnRowsWide*gdnPipeWarps && dv%32 == 0 {
+			// The same blocks, each running a share of the (sequence,
+			// head, column chunk) items with the next one's loads in flight.
+			b.launch(op, "gdn_recurrent_cols_pipe_f32", [3]int{b.gdnPipeBlocks(nSeq * nv * (dv / 32)), 1, 1}, [3]int{32, gdnPipeWarps, 1},
+				(2*dk+2*32*gdnPipeWarps)*4,
+				out.ptr, qh.ptr, kh.ptr, mt.ptr, g.ptr, bs.ptr, p.rec, start, length, slot,
+				nk, nv, dk, dv, convDim, p.slots, layer, nSeq)
+			return out
+		}
 	}
 	if (dk+warps-1)/warps <= rows {
 		// Column-split form: 32 state columns per block, dk rows over the
@@ -329,10 +388,28 @@ const (
 )
 
 // gdnWide sends decode batches to the wide kernels, gdnWideFused to the
-// fused one (COHORT_CUDA_GDN_WIDE=0: neither, the 16-warp kernels; "fused":
-// gdn_decode_cols_wide_f32; default: gdn_recurrent_cols_wide_f32 after
-// separate norms and gates).
+// fused one, gdnWidePipe to the pipelined one where it applies
+// (COHORT_CUDA_GDN_WIDE=0: none, the 16-warp kernels; "fused":
+// gdn_decode_cols_wide_f32; "nopipe": gdn_recurrent_cols_wide_f32 after
+// separate norms and gates, the default before the pipelined kernel;
+// default: gdn_recurrent_cols_pipe_f32 after separate norms and gates for
+// dk = 128 and dv a multiple of 32, else gdn_recurrent_cols_wide_f32).
 var (
 	gdnWide      = os.Getenv("COHORT_CUDA_GDN_WIDE") != "0"
 	gdnWideFused = os.Getenv("COHORT_CUDA_GDN_WIDE") == "fused"
+	gdnWidePipe  = os.Getenv("COHORT_CUDA_GDN_WIDE") != "nopipe"
 )
+
+// gdnPipeWarps is GDN_PIPE_WARPS of kernels/50_gdn.cu: the warps of a
+// gdn_recurrent_cols_pipe_f32 block (so dk = 128).
+const gdnPipeWarps = 4
+
+// gdnPipeBlocks returns the grid of gdn_recurrent_cols_pipe_f32 for items
+// work items: one wave of resident blocks (every item its own block when
+// they fit), so that every SM holds as many blocks as it can (the kernel's
+// launch bounds ask for 4: 16 warps of 128 registers, 64 KiB of state
+// loads in flight an SM) and each block runs ceil or floor of
+// items/blocks of them.
+func (b *Backend) gdnPipeBlocks(items int) int {
+	return min(items, b.occupancy("gdn_recurrent_cols_pipe_f32", 32*gdnPipeWarps)*max(b.sms, 1))
+}

@@ -56,6 +56,119 @@ extern "C" __global__ void conv1d_f32(float *y, const float *x, const float *w, 
 	for (int j = 0; j < hist; j++) st[(long long)j * C + c] = conv_in(x, st, start, hist, C, c, len - hist + j);
 }
 
+// CONV_TILE is the tokens a thread of conv1d_tile8_f32 runs (at least
+// CONV_MAX_K - 1, so that only a sequence's first tile reads the conv state).
+#define CONV_TILE 8
+
+// conv1d_vec runs the conv plus SiLU of the 4 channels c .. c+3 of tokens
+// t0 .. t0+R-1 of one sequence: the R + K-1 raw inputs the tile needs are
+// loaded as float4s up front (the taps before the sequence from the conv
+// state st), then every output is summed in the order of conv1d_rows
+// (oldest tap first, the new input last), each channel on its own. The
+// thread of the first tile (t0 = 0), the only one that reads the state for
+// its channels, then leaves the last K-1 raw inputs in it. x, y, st and w
+// must be 16-byte aligned and C a multiple of 4. Requires R >= K-1 when a
+// sequence has more than one tile.
+template <int K, int R>
+__device__ __forceinline__ void conv1d_vec(float *y, const float *x, const float *w, float *st, int start, int len, int C, int c, int t0) {
+	constexpr int hist = K - 1;
+	float4 win[R + hist];
+#pragma unroll
+	for (int i = 0; i < R + hist; i++) {
+		int p = t0 - hist + i;
+		float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+		if (p < len) {
+			if (p >= 0) v = __ldg((const float4 *)(x + (long long)(start + p) * C + c));
+			else v = *(const float4 *)(st + (long long)(hist + p) * C + c);
+		}
+		win[i] = v;
+	}
+	float wk[4 * K]; // channel e's tap j at wk[e*K + j]
+#pragma unroll
+	for (int i = 0; i < K; i++) {
+		float4 v = __ldg((const float4 *)(w + (long long)c * K) + i);
+		wk[4 * i] = v.x, wk[4 * i + 1] = v.y, wk[4 * i + 2] = v.z, wk[4 * i + 3] = v.w;
+	}
+#pragma unroll
+	for (int r = 0; r < R; r++) {
+		if (t0 + r < len) {
+			float ax = 0.0f, ay = 0.0f, az = 0.0f, aw = 0.0f;
+#pragma unroll
+			for (int j = 0; j < hist; j++) {
+				ax += wk[j] * win[r + j].x;
+				ay += wk[K + j] * win[r + j].y;
+				az += wk[2 * K + j] * win[r + j].z;
+				aw += wk[3 * K + j] * win[r + j].w;
+			}
+			ax += wk[hist] * win[r + hist].x;
+			ay += wk[K + hist] * win[r + hist].y;
+			az += wk[2 * K + hist] * win[r + hist].z;
+			aw += wk[3 * K + hist] * win[r + hist].w;
+			*(float4 *)(y + (long long)(start + t0 + r) * C + c) = make_float4(silu_ref(ax), silu_ref(ay), silu_ref(az), silu_ref(aw));
+		}
+	}
+	if (t0 != 0) return;
+	// Ascending j reads state entries (j + len) before they are written; the
+	// window above read every entry this thread overwrites.
+#pragma unroll
+	for (int j = 0; j < hist; j++) {
+		int p = len - hist + j;
+		float4 v = p >= 0 ? __ldg((const float4 *)(x + (long long)(start + p) * C + c)) : *(const float4 *)(st + (long long)(hist + p) * C + c);
+		*(float4 *)(st + (long long)j * C + c) = v;
+	}
+}
+
+// conv1d_tiles runs the block's tile: blockIdx.x picks the sequence and its
+// tile of R tokens, blockIdx.y*blockDim.x + threadIdx.x the channel quad.
+// With flat = 0 every sequence has one tile (at most R tokens), block x is
+// sequence x. With flat = 1 sequence s's tiles are the blocks from
+// s + seqStart[s]/R on (disjoint, since the sequences tile the rows in
+// order; a block past a sequence's last tile exits), found by a binary
+// search over the starts; the grid has nSeq + ceil(T/R) blocks in x.
+template <int R>
+__device__ __forceinline__ void conv1d_tiles(float *y, const float *x, const float *w, float *convState,
+		const int *seqStart, const int *seqLen, const int *seqSlot, int C, int K, int slots, int layer, int nSeq, int flat) {
+	int g = blockIdx.x, s = g, tile = 0;
+	if (flat) {
+		int lo = 0, hi = nSeq - 1;
+		while (lo < hi) {
+			int mid = (lo + hi + 1) >> 1;
+			if (mid + seqStart[mid] / R <= g) lo = mid;
+			else hi = mid - 1;
+		}
+		s = lo, tile = g - (s + seqStart[s] / R);
+	}
+	int start = seqStart[s], len = seqLen[s], t0 = tile * R;
+	int c = (blockIdx.y * blockDim.x + threadIdx.x) * 4;
+	if (t0 >= len || c >= C) return;
+	float *st = convState + ((long long)layer * slots + seqSlot[s]) * (K - 1) * C;
+	switch (K) {
+	case 2: conv1d_vec<2, R>(y, x, w, st, start, len, C, c, t0); break;
+	case 3: conv1d_vec<3, R>(y, x, w, st, start, len, C, c, t0); break;
+	default: conv1d_vec<4, R>(y, x, w, st, start, len, C, c, t0); break;
+	}
+}
+
+// conv1d_tile8_f32 is conv1d_f32 with a thread for 4 channels of CONV_TILE
+// tokens of a sequence (conv1d_tiles), every input loaded once by the tile
+// and K-1 more for its halo, the results those of conv1d_f32 bit for bit.
+// K in 2..4, C a multiple of 4, x, y, w and the conv state 16-byte aligned.
+extern "C" __global__ void __launch_bounds__(128) conv1d_tile8_f32(float *y, const float *x, const float *w, float *convState,
+		const int *seqStart, const int *seqLen, const int *seqSlot, int C, int K, int slots, int layer, int nSeq, int flat) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	conv1d_tiles<CONV_TILE>(y, x, w, convState, seqStart, seqLen, seqSlot, C, K, slots, layer, nSeq, flat);
+}
+
+// conv1d_tile1_f32 is conv1d_tile8_f32 with tiles of one token, for decode
+// rows (every sequence at most one token, flat = 0): fewer registers.
+extern "C" __global__ void __launch_bounds__(128) conv1d_tile1_f32(float *y, const float *x, const float *w, float *convState,
+		const int *seqStart, const int *seqLen, const int *seqSlot, int C, int K, int slots, int layer, int nSeq, int flat) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	conv1d_tiles<1>(y, x, w, convState, seqStart, seqLen, seqSlot, C, K, slots, layer, nSeq, flat);
+}
+
 // gdn_qk_norm_f32: block (row r, head y) l2-normalizes head y of the q
 // heads (y < nk, also scaled by `scale`) or of the k heads (y >= nk) of
 // mixed's row r into qh or kh [T, nk*dk].
@@ -280,6 +393,175 @@ extern "C" __global__ void __launch_bounds__(128, 5) gdn_recurrent_cols_wide_f32
 	PDL_WAIT();
 	extern __shared__ float sm[];
 	gdn_recurrent_cols<GDN_ROWS_WIDE>(sm, out, qh, kh, mixed, g, beta, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, convDim, slots, layer);
+}
+
+// GDN_PIPE_WARPS is the warps of a gdn_recurrent_cols_pipe_f32 block.
+#define GDN_PIPE_WARPS 4
+
+// gdn_pipe_meta is a work item's sequence (start row, length, slot) in
+// gdn_recurrent_cols_pipe_f32; an item past the last has length 0.
+struct gdn_pipe_meta {
+	int start, len, slot;
+};
+
+__device__ __forceinline__ gdn_pipe_meta gdn_pipe_meta_load(int it, int items, int per, const int *seqStart, const int *seqLen, const int *seqSlot) {
+	gdn_pipe_meta m = {0, 0, 0};
+	if (it < items) {
+		int s = it / per;
+		m.start = seqStart[s], m.len = seqLen[s], m.slot = seqSlot[s];
+	}
+	return m;
+}
+
+// gdn_pipe_item is what a thread holds of a work item it (sequence, v
+// head h, column chunk) of gdn_recurrent_cols_pipe_f32: its sequence m, its
+// state rows (those of gdn_cols_load), the first token's q and k element
+// tid, g, beta and the column's value, loaded one item ahead of its use.
+template <int ROWS>
+struct gdn_pipe_item {
+	float st[ROWS];
+	float q, k, g, b, v;
+	gdn_pipe_meta m;
+};
+
+// gdn_pipe_at is an item's head h, column c and state base S.
+struct gdn_pipe_at {
+	int h, c;
+	float *S;
+};
+
+__device__ __forceinline__ gdn_pipe_at gdn_pipe_place(int it, int slot, float *rec, int nv, int nz, int dk, int dv, int slots, int layer, int lane) {
+	gdn_pipe_at a;
+	int rem = it % (nv * nz);
+	a.h = rem / nz, a.c = (rem % nz) * 32 + lane;
+	a.S = rec + (((long long)layer * slots + slot) * nv + a.h) * (long long)dk * dv;
+	return a;
+}
+
+// gdn_pipe_fill issues the loads of item it (of sequence m): the state
+// streamed (read once), the rest through the caches.
+template <int ROWS>
+__device__ __forceinline__ void gdn_pipe_fill(gdn_pipe_item<ROWS> &x, int it, const gdn_pipe_meta &m, const float *qh, const float *kh,
+		const float *mixed, const float *g, const float *beta, float *rec, int nk, int nv, int nz, int dk, int dv, int convDim,
+		int slots, int layer, int lane, int w, int nw, int tid) {
+	x.m = m;
+	gdn_pipe_at a = gdn_pipe_place(it, m.slot, rec, nv, nz, dk, dv, slots, layer, lane);
+	bool on = m.len > 0;
+	const float *p = a.S + (long long)w * dv + a.c;
+	const long long step = (long long)nw * dv;
+	if (on) {
+#pragma unroll
+		for (int i = 0; i < ROWS; i++) x.st[i] = __ldcs(p + i * step);
+		long long r = m.start;
+		int qk = nk * dk, kHead = a.h / (nv / nk);
+		x.q = qh[r * qk + (long long)kHead * dk + tid];
+		x.k = kh[r * qk + (long long)kHead * dk + tid];
+		x.g = g[r * nv + a.h];
+		x.b = beta[r * nv + a.h];
+		x.v = mixed[r * convDim + 2 * qk + (long long)a.h * dv + a.c];
+	}
+}
+
+// gdn_pipe_token is gdn_cols_token for blocks whose every row is a state
+// row (no predicates), the same operations in the same order.
+template <int ROWS, int NW>
+__device__ __forceinline__ void gdn_pipe_token(float st[ROWS], const float *sq, const float *sk, float *redU, float *redO,
+		int w, int lane, float decay, float bt, float vj, float *out) {
+	float u = 0.0f;
+#pragma unroll
+	for (int i = 0; i < ROWS; i++) {
+		int d = w + i * NW;
+		st[i] = st[i] * decay;
+		u += sk[d] * st[i];
+	}
+	redU[w * 32 + lane] = u;
+	__syncthreads();
+	u = 0.0f;
+#pragma unroll
+	for (int k = 0; k < NW; k++) u += redU[k * 32 + lane];
+	float delta = bt * (vj - u);
+	float o = 0.0f;
+#pragma unroll
+	for (int i = 0; i < ROWS; i++) {
+		int d = w + i * NW;
+		st[i] = st[i] + sk[d] * delta;
+		o += sq[d] * st[i];
+	}
+	redO[w * 32 + lane] = o;
+	__syncthreads();
+	if (w == 0) {
+		o = 0.0f;
+#pragma unroll
+		for (int k = 0; k < NW; k++) o += redO[k * 32 + lane];
+		*out = o;
+	}
+}
+
+// gdn_pipe_run runs item x, number it (every thread of the block, which
+// all hold the same item): its one token as gdn_recurrent_cols does, from
+// the values gdn_pipe_fill loaded, then stores the state (streamed). An item
+// of more than one token traps: the kernel is for decode rows.
+template <int ROWS>
+__device__ __forceinline__ void gdn_pipe_run(gdn_pipe_item<ROWS> &x, int it, float *sq, float *sk, float *redU, float *redO, float *out,
+		float *rec, int nv, int nz, int dk, int dv, int slots, int layer, int lane, int w, int nw, int tid) {
+	if (x.m.len <= 0) return;
+	if (x.m.len > 1) __trap(); // decode rows only (the host's contract)
+	gdn_pipe_at a = gdn_pipe_place(it, x.m.slot, rec, nv, nz, dk, dv, slots, layer, lane);
+	__syncthreads(); // the previous item is done with sq, sk and redU
+	sq[tid] = x.q;
+	sk[tid] = x.k;
+	__syncthreads();
+	long long r = x.m.start;
+	float decay = (float)exp((double)x.g);
+	gdn_pipe_token<ROWS, GDN_PIPE_WARPS>(x.st, sq, sk, redU, redO, w, lane, decay, x.b, x.v, out + r * nv * dv + (long long)a.h * dv + a.c);
+	float *p = a.S + (long long)w * dv + a.c;
+	const long long step = (long long)nw * dv;
+#pragma unroll
+	for (int i = 0; i < ROWS; i++) __stcs(p + i * step, x.st[i]);
+}
+
+// gdn_recurrent_cols_pipe_f32 is gdn_recurrent_cols_wide_f32 (the same
+// threads, rows and arithmetic, so the same results bit for bit) with each
+// block running work items blockIdx.x, blockIdx.x + gridDim.x, ... (item =
+// (sequence, v head, column chunk), the chunk fastest; nSeq·nv·ceil(dv/32)
+// of them) and loading the next item (state, q, k, gates, value) before it
+// runs the current one, the sequence metadata two items ahead, so a block
+// always has a state tile in flight. Two items' state rows live in
+// registers (A and B in turn: no copies that would wait on the loads).
+// Blocks of GDN_PIPE_WARPS warps (a compile-time count: the rows' shared
+// memory offsets become constants) for dk = 32·GDN_PIPE_WARPS = 128 (every
+// row of every warp is a state row, thread tid holds q and k element tid)
+// and dv a multiple of 32 (every lane a column): no predicates.
+extern "C" __global__ void __launch_bounds__(128, 4) gdn_recurrent_cols_pipe_f32(float *out, const float *qh, const float *kh, const float *mixed,
+		const float *g, const float *beta, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
+		int nk, int nv, int dk, int dv, int convDim, int slots, int layer, int nSeq) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	extern __shared__ float sm[];
+	const int lane = threadIdx.x, w = threadIdx.y, nw = GDN_PIPE_WARPS, tid = w * 32 + lane;
+	const int nz = (dv + 31) / 32, per = nv * nz, items = nSeq * per, G = gridDim.x;
+	float *sq = sm, *sk = sm + dk, *redU = sm + 2 * dk, *redO = redU + 32 * nw;
+	int it = blockIdx.x;
+	if (it >= items) return;
+#define GDN_PIPE_FILL(X, IT, M) gdn_pipe_fill<GDN_ROWS_WIDE>(X, IT, M, qh, kh, mixed, g, beta, rec, nk, nv, nz, dk, dv, convDim, slots, layer, lane, w, nw, tid)
+#define GDN_PIPE_RUN(X, IT) gdn_pipe_run<GDN_ROWS_WIDE>(X, IT, sq, sk, redU, redO, out, rec, nv, nz, dk, dv, slots, layer, lane, w, nw, tid)
+	gdn_pipe_item<GDN_ROWS_WIDE> A, B;
+	gdn_pipe_meta P = gdn_pipe_meta_load(it + G, items, per, seqStart, seqLen, seqSlot), Q;
+	GDN_PIPE_FILL(A, it, gdn_pipe_meta_load(it, items, per, seqStart, seqLen, seqSlot));
+	for (;;) {
+		// A holds item it, P the metadata of it + G.
+		Q = gdn_pipe_meta_load(it + 2 * G, items, per, seqStart, seqLen, seqSlot);
+		GDN_PIPE_FILL(B, it + G, P);
+		GDN_PIPE_RUN(A, it);
+		if ((it += G) >= items) break;
+		// B holds item it, Q the metadata of it + G.
+		P = gdn_pipe_meta_load(it + 2 * G, items, per, seqStart, seqLen, seqSlot);
+		GDN_PIPE_FILL(A, it + G, Q);
+		GDN_PIPE_RUN(B, it);
+		if ((it += G) >= items) break;
+	}
+#undef GDN_PIPE_FILL
+#undef GDN_PIPE_RUN
 }
 
 // block_sum2_d returns the sums of a and b over a block of (32, nw) threads
