@@ -32,6 +32,10 @@ const (
 	gdnChunkCols    = 16
 )
 
+// gdnScanRingBytes is the dynamic shared memory of gdn_chunk_scan_mma_f32:
+// GDN_STAGES (4) tiles of GDN_TILE (64·2·32) floats.
+const gdnScanRingBytes = 4 * gdnChunkLen * 2 * 32 * 4
+
 // gdnChunkMin is the length above which a sequence of a GatedDeltaRule
 // batch takes the chunked kernels. Below it the recurrent kernel's one
 // launch costs less than the chunked form's setup. A variable so that tests
@@ -126,7 +130,12 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 	b.launch(op, gdnKernels.prep, [3]int{nChunks, nv, 1}, [3]int{gdnChunkThreads, 1, 1}, 0,
 		w, u, gamma, pm, qh.ptr, kh.ptr, mixed.ptr, g.ptr, bs.ptr,
 		at(0), at(1), nk, nv, dk, dv, convDim)
-	b.launch(op, gdnKernels.scan, [3]int{nSeq, nv, (dv + gdnChunkCols - 1) / gdnChunkCols}, [3]int{gdnChunkThreads, 1, 1}, 0,
+	scanSmem := 0
+	if gdnKernels.scan == gdnKernelsNew.scan {
+		scanSmem = gdnScanRingBytes
+		b.allowSmem(op, gdnKernels.scan, scanSmem)
+	}
+	b.launch(op, gdnKernels.scan, [3]int{nSeq, nv, (dv + gdnChunkCols - 1) / gdnChunkCols}, [3]int{gdnChunkThreads, 1, 1}, scanSmem,
 		out.ptr, p.rec, w, u, gamma, pm, qh.ptr, kh.ptr,
 		at(0), at(1), at(2), at(3), at(4), nk, nv, dk, dv, p.slots, layer)
 	return start, length, slot, nRest

@@ -675,8 +675,9 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_scan_f32(
 }
 
 // ---------------------------------------------------------------------------
-// gdn_chunk_scan_mma_f32: the default scan. Same blocks, pipeline and tiles
-// as gdn_chunk_scan_f32 (K tiles swizzled, see gdn_scan_issue), with the
+// gdn_chunk_scan_mma_f32: the default scan. Same blocks and tiles as
+// gdn_chunk_scan_f32 (K tiles swizzled, see gdn_scan_issue), a deeper
+// pipeline (GDN_STAGES) and the
 // four per-chunk products on tensor cores: mma.sync m16n8k8 tf32 in the
 // 3xTF32 form, a b ~ a_hi b_hi + a_hi b_lo + a_lo b_hi with x_hi =
 // tf32(x) and x_lo = tf32(x - x_hi) (rounded to nearest, f32
@@ -692,6 +693,13 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_scan_f32(
 //      Vn_j as the B fragment is loaded (instead of to k_j).
 // The state tile and Vn are stored [row][GDN_CT] with column c at
 // c ^ 8 ((row >> 1) & 1) (gdn_sidx) so that B fragments hit 32 banks.
+// The tiles are streamed through a ring of GDN_STAGES slots in dynamic
+// shared memory (GDN_STAGES * GDN_TILE floats, 64 KiB; gdn_chunk.go opts
+// the entry in), so that three tiles are in flight while one is consumed.
+#define GDN_STAGES 4
+
+__device__ __forceinline__ void gdn_cp_wait_stages() { asm volatile("cp.async.wait_group %0;" ::"n"(GDN_STAGES - 1) : "memory"); }
+
 __device__ __forceinline__ int gdn_sidx(int r, int c) { return r * GDN_CT + (c ^ ((r & 2) << 2)); }
 
 __device__ __forceinline__ unsigned gdn_tf32(float x) {
@@ -730,8 +738,8 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_scan_mma_
 	PDL_WAIT();
 	__shared__ __align__(16) float sS[GDN_DK_MAX * GDN_CT];
 	__shared__ __align__(16) float sV[GDN_CH * GDN_CT];
-	__shared__ __align__(16) float sT[2][GDN_TILE];
-	__shared__ float sGam[GDN_CH], sEg[GDN_CH], sEl[GDN_CH];
+	extern __shared__ __align__(16) float gdn_ring[]; // GDN_STAGES tiles of GDN_TILE floats
+	__shared__ float sGam[2][GDN_CH], sEg[GDN_CH], sEl[GDN_CH]; // sGam by chunk parity
 	__shared__ float sEgl;
 	const int x = blockIdx.x, h = blockIdx.y, cBase = blockIdx.z * GDN_CT;
 	const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
@@ -749,26 +757,41 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_scan_mma_
 	const int nq = (dk + GDN_SQ - 1) / GDN_SQ, nt = nq + 1 + GDN_CH / GDN_KR, total = nChunks * nt;
 	float accW[4] = {}, accQ[4] = {}, accS[2][4] = {};
 	float2 u0 = make_float2(0.0f, 0.0f), u1 = u0;
-	gdn_scan_issue<true>(sT[0], sGam, 0, nq, c0, chunkRow[c0], chunkLen[c0], W, G, P, qh, kh, h, kHead, nv, dk, qk);
-	gdn_cp_commit();
+	// Tile u goes to ring slot u % GDN_STAGES, issued GDN_STAGES - 1
+	// iterations before it is consumed; one commit group per tile (possibly
+	// empty), so waiting until GDN_STAGES - 1 groups remain in flight
+	// leaves tile it (and, with a tile 0, the chunk's gamma) landed.
+#pragma unroll
+	for (int u = 0; u < GDN_STAGES - 1; u++) {
+		if (u < total) {
+			const int cu = u / nt, cidxu = c0 + cu;
+			gdn_scan_issue<true>(gdn_ring + u * GDN_TILE, sGam[cu & 1], u - cu * nt, nq, cidxu, chunkRow[cidxu], chunkLen[cidxu],
+				W, G, P, qh, kh, h, kHead, nv, dk, qk);
+		}
+		gdn_cp_commit();
+	}
 	for (int it = 0; it < total; it++) {
 		const int ci = it / nt, tk = it - ci * nt, cidx = c0 + ci;
 		const int row0 = chunkRow[cidx], n = chunkLen[cidx];
-		if (it + 1 < total) {
-			const int ci1 = (it + 1) / nt, tk1 = it + 1 - ci1 * nt, cidx1 = c0 + ci1;
-			gdn_scan_issue<true>(sT[(it + 1) & 1], sGam, tk1, nq, cidx1, chunkRow[cidx1], chunkLen[cidx1],
-				W, G, P, qh, kh, h, kHead, nv, dk, qk);
+		const int u = it + GDN_STAGES - 1;
+		if (u < total) {
+			// Slot u % GDN_STAGES was consumed at iteration it - 1. A chunk's
+			// gamma is read only at its tile 0, and tile 0 of chunk cu is
+			// issued after chunk cu - 2's (same parity) tile 0 was consumed.
+			const int cu = u / nt, cidxu = c0 + cu;
+			gdn_scan_issue<true>(gdn_ring + (u % GDN_STAGES) * GDN_TILE, sGam[cu & 1], u - cu * nt, nq, cidxu,
+				chunkRow[cidxu], chunkLen[cidxu], W, G, P, qh, kh, h, kHead, nv, dk, qk);
 		}
-		gdn_cp_commit(); // possibly empty: one group per iteration
-		gdn_cp_wait1();  // tile it (and with tile 0 sGam) has landed
+		gdn_cp_commit();
+		gdn_cp_wait_stages();
 		__syncthreads();
-		const float *buf = sT[it & 1];
+		const float *buf = gdn_ring + (it % GDN_STAGES) * GDN_TILE;
 		if (tk < nq) {
 			if (tk == 0) {
 				// sGam is stable until tile 0 of the next chunk is issued (at
 				// this chunk's last tile); sEg, sEl, sEgl are read from tile 1 on.
 				if (tid < GDN_CH) {
-					float gl = sGam[n - 1], gi = sGam[tid];
+					float gl = sGam[ci & 1][n - 1], gi = sGam[ci & 1][tid];
 					bool live = tid < n;
 					sEg[tid] = live ? (float)exp((double)gi) : 0.0f;
 					sEl[tid] = live ? (float)exp((double)(gl - gi)) : 0.0f;
@@ -852,7 +875,7 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_scan_mma_
 				}
 			}
 		}
-		__syncthreads(); // buf is consumed before iteration it + 1 refills it; sV, sS are complete
+		__syncthreads(); // buf is consumed before iteration it + 1 refills its slot; sV, sS are complete
 	}
 	gdn_cp_wait0();
 	for (int e = tid; e < dk * GDN_CT; e += GDN_THREADS) {
