@@ -46,6 +46,48 @@
 #define GDN_CT 16     // state columns per block of gdn_chunk_scan_f32
 #define GDN_THREADS 256 // threads per block of both kernels (the tilings assume it)
 #define GDN_STRIDE_T (GDN_CH + 4) // row stride of the prep's transposed [d][i] tiles (16-byte rows, few bank conflicts)
+#define GDN_STRIDE_M (GDN_CH + 8) // the same for gdn_chunk_prep_mma_f32 (fragments of 4 rows x 8 hit 32 banks)
+#define GDN_SK (GDN_DQ + 4)       // row stride of gdn_chunk_prep_mma_f32's [i][d] K and Q slices
+
+// Tensor-core helpers (sm_80 and later): mma.sync m16n8k8 with tf32 inputs
+// and f32 accumulation, used in the 3xTF32 form a b ~ a_hi b_hi + a_hi b_lo
+// + a_lo b_hi, x_hi = tf32(x), x_lo = tf32(x - x_hi) (round to nearest),
+// which keeps about float32's precision. Fragments (PTX ISA, lane =
+// 4 g + t): A 16x8 a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4);
+// B 8x8 b0 (t, g), b1 (t + 4, g); C 16x8 c0, c1 (g, 2t, 2t + 1), c2, c3
+// (g + 8, 2t, 2t + 1).
+__device__ __forceinline__ unsigned gdn_tf32(float x) {
+	unsigned r;
+	asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+	return r;
+}
+
+__device__ __forceinline__ void gdn_split(float x, unsigned &hi, unsigned &lo) {
+	hi = gdn_tf32(x);
+	lo = gdn_tf32(x - __uint_as_float(hi));
+}
+
+__device__ __forceinline__ void gdn_mma_tf32(float d[4], const unsigned a[4], const unsigned b[2]) {
+	asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// gdn_mma3s adds a b to d in the 3xTF32 form (A and B fragments given split
+// as ah + al and bh + bl), the small terms first; gdn_mma3 splits a itself.
+__device__ __forceinline__ void gdn_mma3s(float d[4], const unsigned ah[4], const unsigned al[4], const unsigned bh[2], const unsigned bl[2]) {
+	gdn_mma_tf32(d, al, bh);
+	gdn_mma_tf32(d, ah, bl);
+	gdn_mma_tf32(d, ah, bh);
+}
+
+__device__ __forceinline__ void gdn_mma3(float d[4], const float a[4], const unsigned bh[2], const unsigned bl[2]) {
+	unsigned ah[4], al[4];
+#pragma unroll
+	for (int q = 0; q < 4; q++) gdn_split(a[q], ah[q], al[q]);
+	gdn_mma3s(d, ah, al, bh, bl);
+}
+
 
 // gdn_chunk_prep_f32: block (chunk c, v head h), 256 threads. Writes
 // W, U and G for the chunk's rows and P for (c, h).
@@ -175,38 +217,14 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS) gdn_chunk_prep_f32(flo
 	}
 }
 
-// gdn_chunk_prep_inv_f32: the default chunk preparation; block (chunk c,
-// v head h), 256 threads, same outputs as gdn_chunk_prep_f32 (up to
-// rounding: W and U come from the inverse instead of the substitution).
-//
-// Phase 0: the gates are loaded in parallel into shared memory and thread 0
-// sums them from registers in index order (the CPU oracle's f32 order;
-// padded rows add 0, which repeats gamma_{n-1} exactly).
-// Phase 1: A and P as in gdn_chunk_prep_f32, but A is stored transposed,
-// M[j][i] = A_ij (M is then turned into T^T in place).
-// Phase 2: T = (I + A)^-1, lower unit triangular, by recursive doubling on
-// 16x16 blocks: the four diagonal blocks by forward substitution on the
-// identity (64 threads, 16 rows each), then for L = [[T1, 0], [A21, T2]]
-// the off-diagonal block -T2 (A21 T1): first both 32x32 diagonal blocks
-// (16x16 off-diagonal blocks), then the whole 64x64 (a 32x32 one). The
-// upper triangle of M is A's zeros, which are T's.
-// Phase 3: [W | U] = T [beta e^gamma K | beta V], 64 columns at a time
-// staged in shared memory, thread (ty, tx) a 4x4 tile of rows 4ty..,
-// columns 4tx.., the sum over j <= 4ty + 3 only (T_ij = 0 for j > i).
-extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_prep_inv_f32(float *W, float *U, float *G, float *P,
-		const float *qh, const float *kh, const float *mixed, const float *g, const float *beta,
-		const int *chunkRow, const int *chunkLen, int nk, int nv, int dk, int dv, int convDim) {
-	PDL_LAUNCH();
-	PDL_WAIT();
-	__shared__ __align__(16) float sG[GDN_CH];
-	__shared__ float sB[GDN_CH], sEg[GDN_CH];
-	// Phase 1: K^T and Q^T slices [GDN_DQ][GDN_STRIDE_T] each; phase 2: X
-	// temporaries; phase 3: the staged right-hand sides [GDN_CH][GDN_STRIDE_T].
-	__shared__ __align__(16) float sR[GDN_CH * GDN_STRIDE_T];
-	__shared__ __align__(16) float sM[GDN_CH * GDN_STRIDE_T]; // A^T, then T^T
-	const int c = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
-	const int row0 = chunkRow[c], n = chunkLen[c];
-	const int kHead = h / (nv / nk), qk = nk * dk;
+// gdn_prep_gamma (phase 0 of both preps): beta, gamma (the gates loaded in
+// parallel into shared memory, then summed by thread 0 from registers in
+// index order: the CPU oracle's f32 order; padded rows add 0, which repeats
+// gamma_{n-1} exactly) and e^gamma for the chunk's rows, and gamma to G.
+// Ends with sG and sB visible to the block; sEg after the next barrier.
+__device__ __forceinline__ void gdn_prep_gamma(float *sG, float *sB, float *sEg, float *G, const float *g, const float *beta,
+		int row0, int n, int nv, int h) {
+	const int tid = threadIdx.x;
 	if (tid < GDN_CH) {
 		bool live = tid < n;
 		sG[tid] = live ? g[(long long)(row0 + tid) * nv + h] : 0.0f;
@@ -238,6 +256,142 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_prep_inv_
 		sEg[tid] = live ? (float)exp((double)sG[tid]) : 0.0f;
 		if (live) G[(long long)(row0 + tid) * nv + h] = sG[tid];
 	}
+}
+
+// gdn_prep_invert (phase 2 of both preps) turns M = A^T ([GDN_CH][ST],
+// M[j][i] = A_ij, zero for j >= i) into T^T in place, T = (I + A)^-1
+// (lower unit triangular), with sR (at least 2 * 32 * 36 floats) as
+// scratch, by recursive doubling on 16x16 blocks: the four diagonal blocks
+// by forward substitution on the identity (64 threads, 16 rows each), then
+// for L = [[T1, 0], [A21, T2]] the off-diagonal block -T2 (A21 T1): first
+// both 32x32 diagonal blocks (16x16 off-diagonal blocks), then the whole
+// 64x64 (a 32x32 one). The upper triangle of M is A's zeros, which are T's.
+// Starts after a barrier that makes M visible; T^T is visible after the
+// next one.
+template <int ST>
+__device__ __forceinline__ void gdn_prep_invert(float *sM, float *sR) {
+	const int tid = threadIdx.x;
+	// Phase 2a: the diagonal 16x16 blocks of T, thread (block b, column jl):
+	// x_il = delta_il,jl - sum_{k < il} A_il,k x_k (x_k = 0 for k < jl, so
+	// the full sums add exact zeros only).
+	{
+		float x[16];
+		const int b = tid / 16, jl = tid % 16, base = 16 * b;
+		if (tid < GDN_CH) {
+#pragma unroll
+			for (int il = 0; il < 16; il++) {
+				float acc = il == jl ? 1.0f : 0.0f;
+#pragma unroll
+				for (int k = 0; k < il; k++) acc -= sM[(base + k) * ST + base + il] * x[k];
+				x[il] = acc;
+			}
+		}
+		__syncthreads(); // every thread has read its A block
+		if (tid < GDN_CH) {
+#pragma unroll
+			for (int il = 0; il < 16; il += 4)
+				*(float4 *)&sM[(base + jl) * ST + base + il] = make_float4(x[il], x[il + 1], x[il + 2], x[il + 3]);
+		}
+		__syncthreads();
+	}
+	// Phase 2b: the 32x32 diagonal blocks p = 0, 1 (rows and columns 32p..):
+	// X = A21 T1 into sR, then T21 = -T2 X over A21. Thread: output (il, jl)
+	// of both blocks.
+	{
+		const int il = tid / 16, jl = tid % 16;
+#pragma unroll
+		for (int p = 0; p < 2; p++) {
+			const int o = 32 * p;
+			float acc = 0.0f;
+#pragma unroll
+			for (int k = 0; k < 16; k++)
+				acc += sM[(o + k) * ST + o + 16 + il] * sM[(o + jl) * ST + o + k];
+			sR[p * 256 + il * 16 + jl] = acc;
+		}
+		__syncthreads();
+#pragma unroll
+		for (int p = 0; p < 2; p++) {
+			const int o = 32 * p;
+			float acc = 0.0f;
+#pragma unroll
+			for (int k = 0; k < 16; k++)
+				acc += sM[(o + 16 + k) * ST + o + 16 + il] * sR[p * 256 + k * 16 + jl];
+			sM[(o + jl) * ST + o + 16 + il] = -acc;
+		}
+		__syncthreads();
+	}
+	// Phase 2c: the whole 64x64: X = A21 T1 (32x32) into sR, then
+	// T21 = -T2 X over A21. Thread: row il, columns 4 q .. 4 q + 3.
+	{
+		const int il = tid / 8, q = tid % 8;
+		float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 8
+		for (int k = 0; k < 32; k++) {
+			float a = sM[k * ST + 32 + il];
+#pragma unroll
+			for (int s = 0; s < 4; s++) acc[s] += a * sM[(4 * q + s) * ST + k];
+		}
+		*(float4 *)&sR[il * 36 + 4 * q] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+		__syncthreads();
+#pragma unroll
+		for (int s = 0; s < 4; s++) acc[s] = 0.0f;
+#pragma unroll 8
+		for (int k = 0; k < 32; k++) {
+			float t = sM[(32 + k) * ST + 32 + il];
+			float4 x4 = *(const float4 *)&sR[k * 36 + 4 * q];
+			acc[0] += t * x4.x; acc[1] += t * x4.y; acc[2] += t * x4.z; acc[3] += t * x4.w;
+		}
+#pragma unroll
+		for (int s = 0; s < 4; s++) sM[(4 * q + s) * ST + 32 + il] = -acc[s];
+	}
+
+}
+
+// gdn_prep_rhs stages columns col0 .. col0 + GDN_CH - 1 of the right-hand
+// sides R = [beta e^gamma K | beta V] of the chunk into sR [GDN_CH][ST]
+// (zero past n rows and past dk + dv columns).
+template <int ST>
+__device__ __forceinline__ void gdn_prep_rhs(float *sR, const float *sB, const float *sEg, const float *kRow, const float *vRow,
+		int col0, int row0, int n, int dk, int dv, int qk, int convDim) {
+	const int tid = threadIdx.x;
+#pragma unroll
+	for (int e = tid; e < GDN_CH * GDN_CH; e += GDN_THREADS) {
+		int j = e / GDN_CH, col = col0 + e % GDN_CH;
+		float r = 0.0f;
+		if (j < n && col < dk + dv) {
+			long long row = row0 + j;
+			r = col < dk ? (sB[j] * sEg[j]) * kRow[row * qk + col] : sB[j] * vRow[row * convDim + (col - dk)];
+		}
+		sR[j * ST + e % GDN_CH] = r;
+	}
+}
+
+// gdn_chunk_prep_inv_f32: block (chunk c, v head h), 256 threads, same
+// outputs as gdn_chunk_prep_f32 (up to rounding: W and U come from the
+// inverse instead of the substitution), on CUDA cores.
+//
+// Phase 0: gdn_prep_gamma.
+// Phase 1: A and P as in gdn_chunk_prep_f32, but A is stored transposed,
+// M[j][i] = A_ij (M is then turned into T^T in place).
+// Phase 2: T = (I + A)^-1 (gdn_prep_invert).
+// Phase 3: [W | U] = T [beta e^gamma K | beta V], 64 columns at a time
+// staged in shared memory, thread (ty, tx) a 4x4 tile of rows 4ty..,
+// columns 4tx.., the sum over j <= 4ty + 3 only (T_ij = 0 for j > i).
+extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_prep_inv_f32(float *W, float *U, float *G, float *P,
+		const float *qh, const float *kh, const float *mixed, const float *g, const float *beta,
+		const int *chunkRow, const int *chunkLen, int nk, int nv, int dk, int dv, int convDim) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	__shared__ __align__(16) float sG[GDN_CH];
+	__shared__ float sB[GDN_CH], sEg[GDN_CH];
+	// Phase 1: K^T and Q^T slices [GDN_DQ][GDN_STRIDE_T] each; phase 2: X
+	// temporaries; phase 3: the staged right-hand sides [GDN_CH][GDN_STRIDE_T].
+	__shared__ __align__(16) float sR[GDN_CH * GDN_STRIDE_T];
+	__shared__ __align__(16) float sM[GDN_CH * GDN_STRIDE_T]; // A^T, then T^T
+	const int c = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
+	const int row0 = chunkRow[c], n = chunkLen[c];
+	const int kHead = h / (nv / nk), qk = nk * dk;
+	gdn_prep_gamma(sG, sB, sEg, G, g, beta, row0, n, nv, h);
 
 	// Phase 1: a = K K^T, p = Q K^T over the chunk (zero rows past n).
 	float *sKT = sR, *sQT = sR + GDN_DQ * GDN_STRIDE_T;
@@ -296,94 +450,13 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_prep_inv_
 	}
 	__syncthreads();
 
-	// Phase 2a: the diagonal 16x16 blocks of T, thread (block b, column jl):
-	// x_il = delta_il,jl - sum_{k < il} A_il,k x_k (x_k = 0 for k < jl, so
-	// the full sums add exact zeros only).
-	{
-		float x[16];
-		const int b = tid / 16, jl = tid % 16, base = 16 * b;
-		if (tid < GDN_CH) {
-#pragma unroll
-			for (int il = 0; il < 16; il++) {
-				float acc = il == jl ? 1.0f : 0.0f;
-#pragma unroll
-				for (int k = 0; k < il; k++) acc -= sM[(base + k) * GDN_STRIDE_T + base + il] * x[k];
-				x[il] = acc;
-			}
-		}
-		__syncthreads(); // every thread has read its A block
-		if (tid < GDN_CH) {
-#pragma unroll
-			for (int il = 0; il < 16; il += 4)
-				*(float4 *)&sM[(base + jl) * GDN_STRIDE_T + base + il] = make_float4(x[il], x[il + 1], x[il + 2], x[il + 3]);
-		}
-		__syncthreads();
-	}
-	// Phase 2b: the 32x32 diagonal blocks p = 0, 1 (rows and columns 32p..):
-	// X = A21 T1 into sR, then T21 = -T2 X over A21. Thread: output (il, jl)
-	// of both blocks.
-	{
-		const int il = tid / 16, jl = tid % 16;
-#pragma unroll
-		for (int p = 0; p < 2; p++) {
-			const int o = 32 * p;
-			float acc = 0.0f;
-#pragma unroll
-			for (int k = 0; k < 16; k++)
-				acc += sM[(o + k) * GDN_STRIDE_T + o + 16 + il] * sM[(o + jl) * GDN_STRIDE_T + o + k];
-			sR[p * 256 + il * 16 + jl] = acc;
-		}
-		__syncthreads();
-#pragma unroll
-		for (int p = 0; p < 2; p++) {
-			const int o = 32 * p;
-			float acc = 0.0f;
-#pragma unroll
-			for (int k = 0; k < 16; k++)
-				acc += sM[(o + 16 + k) * GDN_STRIDE_T + o + 16 + il] * sR[p * 256 + k * 16 + jl];
-			sM[(o + jl) * GDN_STRIDE_T + o + 16 + il] = -acc;
-		}
-		__syncthreads();
-	}
-	// Phase 2c: the whole 64x64: X = A21 T1 (32x32) into sR, then
-	// T21 = -T2 X over A21. Thread: row il, columns 4 q .. 4 q + 3.
-	{
-		const int il = tid / 8, q = tid % 8;
-		float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll 8
-		for (int k = 0; k < 32; k++) {
-			float a = sM[k * GDN_STRIDE_T + 32 + il];
-#pragma unroll
-			for (int s = 0; s < 4; s++) acc[s] += a * sM[(4 * q + s) * GDN_STRIDE_T + k];
-		}
-		*(float4 *)&sR[il * 36 + 4 * q] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-		__syncthreads();
-#pragma unroll
-		for (int s = 0; s < 4; s++) acc[s] = 0.0f;
-#pragma unroll 8
-		for (int k = 0; k < 32; k++) {
-			float t = sM[(32 + k) * GDN_STRIDE_T + 32 + il];
-			float4 x4 = *(const float4 *)&sR[k * 36 + 4 * q];
-			acc[0] += t * x4.x; acc[1] += t * x4.y; acc[2] += t * x4.z; acc[3] += t * x4.w;
-		}
-#pragma unroll
-		for (int s = 0; s < 4; s++) sM[(4 * q + s) * GDN_STRIDE_T + 32 + il] = -acc[s];
-	}
+	gdn_prep_invert<GDN_STRIDE_T>(sM, sR);
 
 	// Phase 3: [W | U] = T R, 64 columns of R = [beta e^gamma K | beta V] at a time.
 	const float *kRow = kh + (long long)kHead * dk, *vRow = mixed + 2LL * qk + (long long)h * dv;
 	for (int col0 = 0; col0 < dk + dv; col0 += GDN_CH) {
 		__syncthreads(); // T is complete; the previous slice is consumed
-#pragma unroll
-		for (int e = tid; e < GDN_CH * GDN_CH; e += GDN_THREADS) {
-			int j = e / GDN_CH, col = col0 + e % GDN_CH;
-			float r = 0.0f;
-			if (j < n && col < dk + dv) {
-				long long row = row0 + j;
-				r = col < dk ? (sB[j] * sEg[j]) * kRow[row * qk + col] : sB[j] * vRow[row * convDim + (col - dk)];
-			}
-			sR[j * GDN_STRIDE_T + e % GDN_CH] = r;
-		}
+		gdn_prep_rhs<GDN_STRIDE_T>(sR, sB, sEg, kRow, vRow, col0, row0, n, dk, dv, qk, convDim);
 		__syncthreads();
 		float acc[4][4];
 #pragma unroll
@@ -678,13 +751,7 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_scan_f32(
 // gdn_chunk_scan_mma_f32: the default scan. Same blocks and tiles as
 // gdn_chunk_scan_f32 (K tiles swizzled, see gdn_scan_issue), a deeper
 // pipeline (GDN_STAGES) and the
-// four per-chunk products on tensor cores: mma.sync m16n8k8 tf32 in the
-// 3xTF32 form, a b ~ a_hi b_hi + a_hi b_lo + a_lo b_hi with x_hi =
-// tf32(x) and x_lo = tf32(x - x_hi) (rounded to nearest, f32
-// accumulation), which keeps about float32's precision. Fragments (PTX ISA,
-// lane = 4 g + t): A 16x8 a0 (g, t), a1 (g + 8, t), a2 (g, t + 4),
-// a3 (g + 8, t + 4); B 8x8 b0 (t, g), b1 (t + 4, g); C 16x8 c0, c1 (g, 2t,
-// 2t + 1), c2, c3 (g + 8, 2t, 2t + 1).
+// four per-chunk products on tensor cores (3xTF32, see gdn_mma3s).
 // Warp w (8 warps):
 //   W S, Q S and the outputs: rows 16 (w / 2) .., state columns 8 (w % 2) ..
 //      (one C tile each of W S and Q S, over the key dims in order);
@@ -701,34 +768,6 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_scan_f32(
 __device__ __forceinline__ void gdn_cp_wait_stages() { asm volatile("cp.async.wait_group %0;" ::"n"(GDN_STAGES - 1) : "memory"); }
 
 __device__ __forceinline__ int gdn_sidx(int r, int c) { return r * GDN_CT + (c ^ ((r & 2) << 2)); }
-
-__device__ __forceinline__ unsigned gdn_tf32(float x) {
-	unsigned r;
-	asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-	return r;
-}
-
-__device__ __forceinline__ void gdn_split(float x, unsigned &hi, unsigned &lo) {
-	hi = gdn_tf32(x);
-	lo = gdn_tf32(x - __uint_as_float(hi));
-}
-
-__device__ __forceinline__ void gdn_mma_tf32(float d[4], const unsigned a[4], const unsigned b[2]) {
-	asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// gdn_mma3 adds a b (A fragment a, B fragment given split as bh + bl) to d
-// in the 3xTF32 form, the small terms first.
-__device__ __forceinline__ void gdn_mma3(float d[4], const float a[4], const unsigned bh[2], const unsigned bl[2]) {
-	unsigned ah[4], al[4];
-#pragma unroll
-	for (int q = 0; q < 4; q++) gdn_split(a[q], ah[q], al[q]);
-	gdn_mma_tf32(d, al, bh);
-	gdn_mma_tf32(d, ah, bl);
-	gdn_mma_tf32(d, ah, bh);
-}
 
 extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_scan_mma_f32(float *out, float *rec,
 		const float *W, const float *U, const float *G, const float *P, const float *qh, const float *kh,
