@@ -141,18 +141,21 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 	return start, length, slot, nRest
 }
 
-// gdnKernels are the entries of the chunked rule: by default the blockwise
-// inverse prep (gdn_chunk_prep_inv_f32) and the tensor-core scan
-// (gdn_chunk_scan_mma_f32). COHORT_CUDA_GDN_CHUNK picks the previous ones
-// for side-by-side runs: "old" both, "oldprep" or "oldscan" one of them.
-// Tests and BenchmarkGDNPrefill switch it in process.
+// gdnKernels are the entries of the chunked rule: by default the
+// tensor-core prep (gdn_chunk_prep_mma_f32: blockwise inverse, 3xTF32
+// products) and scan (gdn_chunk_scan_mma_f32). COHORT_CUDA_GDN_CHUNK picks
+// others for side-by-side runs: "old" the previous pair (gdn_chunk_prep_f32,
+// gdn_chunk_scan_f32), "oldprep" or "oldscan" one of them, "invprep" the
+// blockwise-inverse prep on CUDA cores (gdn_chunk_prep_inv_f32). Tests and
+// BenchmarkGDNPrefill switch it in process.
 var gdnKernels = gdnKernelsFromEnv(os.Getenv("COHORT_CUDA_GDN_CHUNK"))
 
 type gdnKernelPair struct{ prep, scan string }
 
 var (
-	gdnKernelsNew = gdnKernelPair{prep: "gdn_chunk_prep_inv_f32", scan: "gdn_chunk_scan_mma_f32"}
+	gdnKernelsNew = gdnKernelPair{prep: "gdn_chunk_prep_mma_f32", scan: "gdn_chunk_scan_mma_f32"}
 	gdnKernelsOld = gdnKernelPair{prep: "gdn_chunk_prep_f32", scan: "gdn_chunk_scan_f32"}
+	gdnPrepInv    = "gdn_chunk_prep_inv_f32"
 )
 
 func gdnKernelsFromEnv(v string) gdnKernelPair {
@@ -164,6 +167,8 @@ func gdnKernelsFromEnv(v string) gdnKernelPair {
 		k.prep = gdnKernelsOld.prep
 	case "oldscan":
 		k.scan = gdnKernelsOld.scan
+	case "invprep":
+		k.prep = gdnPrepInv
 	}
 	return k
 }

@@ -47,8 +47,8 @@ func gdnRun(be kernels.Backend, in gdnInputs, aLog, dtBias kernels.Tensor, pool 
 }
 
 // gdnVariants are the chunked-rule entry pairs the tests run: the default
-// (new) pair, the previous one, and the two mixes (which tell a fault of the
-// new prep from one of the new scan).
+// (new) pair, the previous one, the two mixes (which tell a fault of the
+// new prep from one of the new scan) and the CUDA-core inverse prep.
 var gdnVariants = []struct {
 	name string
 	k    gdnKernelPair
@@ -57,6 +57,7 @@ var gdnVariants = []struct {
 	{"old", gdnKernelsOld},
 	{"newprep+oldscan", gdnKernelPair{prep: gdnKernelsNew.prep, scan: gdnKernelsOld.scan}},
 	{"oldprep+newscan", gdnKernelPair{prep: gdnKernelsOld.prep, scan: gdnKernelsNew.scan}},
+	{"invprep+newscan", gdnKernelPair{prep: gdnPrepInv, scan: gdnKernelsNew.scan}},
 }
 
 // withGDNKernels runs f with the chunked rule's entries set to k.
@@ -83,7 +84,7 @@ func withChunkMin(v int, f func()) {
 // full state of every slot after every step. The CPU oracle runs its
 // chunked form for pieces of more than one token.
 //
-// Every entry pair of gdnVariants runs it (subtests new, old and the mixes).
+// Every entry pair of gdnVariants runs it (subtests new, old, the mixes).
 func TestGDNChunkedMatchesCPU(t *testing.T) {
 	p := newPair(t)
 	for _, v := range gdnVariants {
@@ -268,7 +269,7 @@ var gdnBenchBackend *Backend
 // BenchmarkGDNPrefill times one GatedDeltaRule op (one layer) for a single
 // prefill sequence of 1,024 and 8,192 tokens with the 4b model's GDN heads
 // (16 key heads, 32 value heads, dk = dv = 128): the chunked form with the
-// new (default) entries, the previous ones and the two mixes (gdnVariants),
+// new (default) entries, the previous ones and the other mixes (gdnVariants),
 // and the recurrent form, in ms per layer, with old/new.
 func BenchmarkGDNPrefill(b *testing.B) {
 	gpu(b)

@@ -13,7 +13,7 @@ var kernelNames = []string{
 	"kv_write_f32", "attention_f32", "attn_prep_f32",
 	"attention_prefill_hd64", "attention_prefill_hd128", "attention_prefill_hd256",
 	"argmax_rows", "argmax_ids", "sample_prep", "sample_exp", "sample_rows",
-	"conv1d_f32", "gdn_qk_norm_f32", "gdn_gates_f32", "gdn_recurrent_f32", "gdn_recurrent_cols_f32", "gdn_recurrent_cols_wide_f32", "gdn_decode_cols_f32", "gdn_decode_cols_wide_f32", "gdn_chunk_prep_f32", "gdn_chunk_prep_inv_f32", "gdn_chunk_scan_f32", "gdn_chunk_scan_mma_f32",
+	"conv1d_f32", "gdn_qk_norm_f32", "gdn_gates_f32", "gdn_recurrent_f32", "gdn_recurrent_cols_f32", "gdn_recurrent_cols_wide_f32", "gdn_decode_cols_f32", "gdn_decode_cols_wide_f32", "gdn_chunk_prep_f32", "gdn_chunk_prep_inv_f32", "gdn_chunk_prep_mma_f32", "gdn_chunk_scan_f32", "gdn_chunk_scan_mma_f32",
 }
 
 // collectiveKernels are the device-side kernels of 60_allreduce.cu, looked

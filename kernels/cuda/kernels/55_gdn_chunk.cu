@@ -16,11 +16,12 @@
 // with zero rows (k = v = beta = 0), which is exact.
 //
 // Two kernels per op (kernels/cuda/gdn_chunk.go picks the entries):
-//   gdn_chunk_prep_inv_f32  every (chunk, v head) in parallel: gamma, A, the
+//   gdn_chunk_prep_mma_f32  every (chunk, v head) in parallel: gamma, A, the
 //                       inverse T = (I + A)^-1 by 16x16 blocks, W and U as
 //                       T times the right-hand sides, and the masked
-//                       decayed Q K^T of the chunk (P), into scratch
-//                       (float32 on CUDA cores);
+//                       decayed Q K^T of the chunk (P), into scratch (the
+//                       products K K^T, Q K^T and T R on tensor cores,
+//                       3xTF32; the inverse in float32 on CUDA cores);
 //   gdn_chunk_scan_mma_f32  every (sequence, v head, 16 state columns): the
 //                       sequential pass over the sequence's chunks, with
 //                       the state tile in shared memory and the chunks'
@@ -29,8 +30,9 @@
 //                       update, the products on tensor cores (3xTF32, about
 //                       float32's precision, float32 state).
 // The previous entries, gdn_chunk_prep_f32 (forward substitution, one
-// column a thread) and gdn_chunk_scan_f32 (CUDA cores), compute the same
-// and stay for A/B runs (COHORT_CUDA_GDN_CHUNK).
+// column a thread) and gdn_chunk_scan_f32 (CUDA cores), and
+// gdn_chunk_prep_inv_f32 (the inverse prep on CUDA cores) compute the same
+// up to rounding and stay for A/B runs (COHORT_CUDA_GDN_CHUNK).
 // Both need dk and dv multiples of 4 (16-byte copies and float4 accesses).
 // Chunk table (built by kernels/cuda/gdn_chunk.go): chunk c covers batch rows
 // chunkRow[c] .. chunkRow[c] + chunkLen[c] - 1 of one sequence; sequence x of
@@ -484,6 +486,152 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_prep_inv_
 				float4 v = make_float4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
 				if (col < dk) *(float4 *)&W[(row * nv + h) * dk + col] = v;
 				else *(float4 *)&U[(row * nv + h) * dv + (col - dk)] = v;
+			}
+		}
+	}
+}
+
+// gdn_chunk_prep_mma_f32: the default chunk preparation; block (chunk c,
+// v head h), 256 threads (8 warps), the outputs of gdn_chunk_prep_inv_f32
+// with phases 1 and 3 on tensor cores (3xTF32, see gdn_mma3s; lane =
+// 4 g + t, warp w, m-tile mt = w / 2, n-tiles nb = 4 (w % 2) .. nb + 3):
+// Phase 0: gdn_prep_gamma.
+// Phase 1: A = K K^T and P = Q K^T, warp w the C tiles of rows 16 mt ..
+// and columns 8 nb .. 8 nb + 31 of both (tiles wholly above the diagonal
+// stay zero), over key dims staged GDN_DQ at a time as [i][d] slices;
+// then the decay and mask, P to global memory and M[j][i] = A_ij.
+// Phase 2: T = (I + A)^-1 (gdn_prep_invert).
+// Phase 3: [W | U] = T R, R = [beta e^gamma K | beta V] staged 64 columns
+// at a time, warp w the C tiles of rows 16 mt .. and slice columns
+// 8 nb .. 8 nb + 31, the sum over rows j < 16 mt + 16 only (T_ij = 0 for
+// j > i).
+extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_prep_mma_f32(float *W, float *U, float *G, float *P,
+		const float *qh, const float *kh, const float *mixed, const float *g, const float *beta,
+		const int *chunkRow, const int *chunkLen, int nk, int nv, int dk, int dv, int convDim) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	__shared__ __align__(16) float sG[GDN_CH];
+	__shared__ float sB[GDN_CH], sEg[GDN_CH];
+	// Phase 1: K and Q slices [GDN_CH][GDN_SK] each; phase 2: X
+	// temporaries; phase 3: the staged right-hand sides [GDN_CH][GDN_STRIDE_M].
+	__shared__ __align__(16) float sR[GDN_CH * GDN_STRIDE_M];
+	__shared__ __align__(16) float sM[GDN_CH * GDN_STRIDE_M]; // A^T, then T^T
+	const int c = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
+	const int row0 = chunkRow[c], n = chunkLen[c];
+	const int kHead = h / (nv / nk), qk = nk * dk;
+	const int warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
+	const int mt = warp / 2, nb = 4 * (warp % 2);
+	const int r0 = 16 * mt + gq, r1 = r0 + 8; // this lane's C rows
+	gdn_prep_gamma(sG, sB, sEg, G, g, beta, row0, n, nv, h);
+
+	// Phase 1.
+	{
+		float *sK = sR, *sQ = sR + GDN_CH * GDN_SK;
+		float ca[4][4], cp[4][4];
+#pragma unroll
+		for (int q = 0; q < 4; q++)
+#pragma unroll
+			for (int z = 0; z < 4; z++) ca[q][z] = cp[q][z] = 0.0f;
+		for (int d0 = 0; d0 < dk; d0 += GDN_DQ) {
+			__syncthreads(); // the previous slice is consumed
+#pragma unroll
+			for (int e = tid; e < GDN_CH * GDN_DQ; e += GDN_THREADS) {
+				int i = e / GDN_DQ, dl = e % GDN_DQ, d = d0 + dl;
+				bool ok = i < n && d < dk;
+				long long off = (long long)(row0 + i) * qk + (long long)kHead * dk + d;
+				sK[i * GDN_SK + dl] = ok ? kh[off] : 0.0f;
+				sQ[i * GDN_SK + dl] = ok ? qh[off] : 0.0f;
+			}
+			__syncthreads();
+#pragma unroll
+			for (int ks = 0; ks < GDN_DQ / 8; ks++) {
+				const int k0 = 8 * ks + tq;
+				const float ak[4] = {sK[r0 * GDN_SK + k0], sK[r1 * GDN_SK + k0], sK[r0 * GDN_SK + k0 + 4], sK[r1 * GDN_SK + k0 + 4]};
+				const float aq[4] = {sQ[r0 * GDN_SK + k0], sQ[r1 * GDN_SK + k0], sQ[r0 * GDN_SK + k0 + 4], sQ[r1 * GDN_SK + k0 + 4]};
+				unsigned akh[4], akl[4], aqh[4], aql[4];
+#pragma unroll
+				for (int z = 0; z < 4; z++) {
+					gdn_split(ak[z], akh[z], akl[z]);
+					gdn_split(aq[z], aqh[z], aql[z]);
+				}
+#pragma unroll
+				for (int q = 0; q < 4; q++) {
+					const int nt = nb + q;
+					if (nt > 2 * mt + 1) continue; // wholly above the diagonal (warp-uniform)
+					const int jr = 8 * nt + gq;
+					unsigned bh[2], bl[2];
+					gdn_split(sK[jr * GDN_SK + k0], bh[0], bl[0]);
+					gdn_split(sK[jr * GDN_SK + k0 + 4], bh[1], bl[1]);
+					gdn_mma3s(ca[q], akh, akl, bh, bl);
+					gdn_mma3s(cp[q], aqh, aql, bh, bl);
+				}
+			}
+		}
+		float *Pc = P + ((long long)c * nv + h) * GDN_CH * GDN_CH;
+#pragma unroll
+		for (int q = 0; q < 4; q++) {
+			const int j0 = 8 * (nb + q) + 2 * tq;
+#pragma unroll
+			for (int hr = 0; hr < 2; hr++) {
+				const int i = hr ? r1 : r0;
+				float pv[2], av[2];
+#pragma unroll
+				for (int z = 0; z < 2; z++) {
+					const int j = j0 + z;
+					float dec = (j <= i && i < n) ? (float)exp((double)(sG[i] - sG[j])) : 0.0f;
+					av[z] = j < i ? sB[i] * ca[q][2 * hr + z] * dec : 0.0f;
+					pv[z] = j <= i ? cp[q][2 * hr + z] * dec : 0.0f;
+				}
+				*(float2 *)&Pc[i * GDN_CH + j0] = make_float2(pv[0], pv[1]);
+				sM[j0 * GDN_STRIDE_M + i] = av[0];
+				sM[(j0 + 1) * GDN_STRIDE_M + i] = av[1];
+			}
+		}
+	}
+	__syncthreads();
+
+	gdn_prep_invert<GDN_STRIDE_M>(sM, sR);
+
+	// Phase 3.
+	const float *kRow = kh + (long long)kHead * dk, *vRow = mixed + 2LL * qk + (long long)h * dv;
+	const int kEnd = 2 * mt + 2; // k-steps of 8 rows j < 16 mt + 16
+	for (int col0 = 0; col0 < dk + dv; col0 += GDN_CH) {
+		__syncthreads(); // T is complete; the previous slice is consumed
+		gdn_prep_rhs<GDN_STRIDE_M>(sR, sB, sEg, kRow, vRow, col0, row0, n, dk, dv, qk, convDim);
+		__syncthreads();
+		float co[4][4];
+#pragma unroll
+		for (int q = 0; q < 4; q++)
+#pragma unroll
+			for (int z = 0; z < 4; z++) co[q][z] = 0.0f;
+#pragma unroll 2
+		for (int ks = 0; ks < kEnd; ks++) {
+			const int j = 8 * ks + tq;
+			const float at[4] = {sM[j * GDN_STRIDE_M + r0], sM[j * GDN_STRIDE_M + r1], sM[(j + 4) * GDN_STRIDE_M + r0], sM[(j + 4) * GDN_STRIDE_M + r1]};
+			unsigned ah[4], al[4];
+#pragma unroll
+			for (int z = 0; z < 4; z++) gdn_split(at[z], ah[z], al[z]);
+#pragma unroll
+			for (int q = 0; q < 4; q++) {
+				const int cc = 8 * (nb + q) + gq;
+				unsigned bh[2], bl[2];
+				gdn_split(sR[j * GDN_STRIDE_M + cc], bh[0], bl[0]);
+				gdn_split(sR[(j + 4) * GDN_STRIDE_M + cc], bh[1], bl[1]);
+				gdn_mma3s(co[q], ah, al, bh, bl);
+			}
+		}
+#pragma unroll
+		for (int q = 0; q < 4; q++) {
+			const int col = col0 + 8 * (nb + q) + 2 * tq; // even, dk % 4 == 0: both columns W or both U
+			if (col >= dk + dv) continue;
+#pragma unroll
+			for (int hr = 0; hr < 2; hr++) {
+				const int i = hr ? r1 : r0;
+				if (i >= n) continue;
+				long long row = row0 + i;
+				float2 v = make_float2(co[q][2 * hr], co[q][2 * hr + 1]);
+				if (col < dk) *(float2 *)&W[(row * nv + h) * dk + col] = v;
+				else *(float2 *)&U[(row * nv + h) * dv + (col - dk)] = v;
 			}
 		}
 	}
