@@ -505,7 +505,8 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_prep_inv_
 // at a time, warp w the C tiles of rows 16 mt .. and slice columns
 // 8 nb .. 8 nb + 31, the sum over rows j < 16 mt + 16 only (T_ij = 0 for
 // j > i).
-extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_prep_mma_f32(float *W, float *U, float *G, float *P,
+// Three blocks an SM (80 registers, 37 KiB of shared memory each).
+extern "C" __global__ void __launch_bounds__(GDN_THREADS, 3) gdn_chunk_prep_mma_f32(float *W, float *U, float *G, float *P,
 		const float *qh, const float *kh, const float *mixed, const float *g, const float *beta,
 		const int *chunkRow, const int *chunkLen, int nk, int nv, int dk, int dv, int convDim) {
 	PDL_LAUNCH();
