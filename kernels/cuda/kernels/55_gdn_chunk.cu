@@ -976,8 +976,8 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_scan_mma_
 		const float *buf = gdn_ring + (it % GDN_STAGES) * GDN_TILE;
 		if (tk < nq) {
 			if (tk == 0) {
-				// sGam is stable until tile 0 of the next chunk is issued (at
-				// this chunk's last tile); sEg, sEl, sEgl are read from tile 1 on.
+				// sGam[ci & 1] is not refilled before chunk ci + 2's tile 0 is
+				// issued; sEg, sEl, sEgl are read from tile 1 on.
 				if (tid < GDN_CH) {
 					float gl = sGam[ci & 1][n - 1], gi = sGam[ci & 1][tid];
 					bool live = tid < n;
