@@ -32,6 +32,10 @@ const (
 	gdnChunkCols    = 16
 )
 
+// gdnScanRingBytes is the dynamic shared memory of gdn_chunk_scan_mma_f32:
+// GDN_STAGES (4) tiles of GDN_TILE (64·2·32) floats.
+const gdnScanRingBytes = 4 * gdnChunkLen * 2 * 32 * 4
+
 // gdnChunkMin is the length above which a sequence of a GatedDeltaRule
 // batch takes the chunked kernels. Below it the recurrent kernel's one
 // launch costs less than the chunked form's setup. A variable so that tests
@@ -123,25 +127,50 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 		base += devptr((n*4 + 255) &^ 255)
 	}
 	w, u, gamma, pm := parts[0], parts[1], parts[2], parts[3]
-	b.launch(op, gdnPrepKernel, [3]int{nChunks, nv, 1}, [3]int{gdnChunkThreads, 1, 1}, 0,
+	b.launch(op, gdnKernels.prep, [3]int{nChunks, nv, 1}, [3]int{gdnChunkThreads, 1, 1}, 0,
 		w, u, gamma, pm, qh.ptr, kh.ptr, mixed.ptr, g.ptr, bs.ptr,
 		at(0), at(1), nk, nv, dk, dv, convDim)
-	b.launch(op, "gdn_chunk_scan_f32", [3]int{nSeq, nv, (dv + gdnChunkCols - 1) / gdnChunkCols}, [3]int{gdnChunkThreads, 1, 1}, 0,
+	scanSmem := 0
+	if gdnKernels.scan == gdnKernelsNew.scan {
+		scanSmem = gdnScanRingBytes
+		b.allowSmem(op, gdnKernels.scan, scanSmem)
+	}
+	b.launch(op, gdnKernels.scan, [3]int{nSeq, nv, (dv + gdnChunkCols - 1) / gdnChunkCols}, [3]int{gdnChunkThreads, 1, 1}, scanSmem,
 		out.ptr, p.rec, w, u, gamma, pm, qh.ptr, kh.ptr,
 		at(0), at(1), at(2), at(3), at(4), nk, nv, dk, dv, p.slots, layer)
 	return start, length, slot, nRest
 }
 
-// gdnPrepKernel is the chunk preparation's entry: gdn_chunk_prep_f32 (one
-// block an SM) unless COHORT_CUDA_GDN_PREP=2 picks gdn_chunk_prep2_f32 (two
-// blocks an SM, part of a thread's column spilled), for side-by-side runs.
-var gdnPrepKernel = prepKernelFromEnv()
+// gdnKernels are the entries of the chunked rule: by default the
+// tensor-core prep (gdn_chunk_prep_mma_f32: blockwise inverse, 3xTF32
+// products) and scan (gdn_chunk_scan_mma_f32). COHORT_CUDA_GDN_CHUNK picks
+// others for side-by-side runs: "old" the previous pair (gdn_chunk_prep_f32,
+// gdn_chunk_scan_f32), "oldprep" or "oldscan" one of them, "invprep" the
+// blockwise-inverse prep on CUDA cores (gdn_chunk_prep_inv_f32). Tests and
+// BenchmarkGDNPrefill switch it in process.
+var gdnKernels = gdnKernelsFromEnv(os.Getenv("COHORT_CUDA_GDN_CHUNK"))
 
-func prepKernelFromEnv() string {
-	if os.Getenv("COHORT_CUDA_GDN_PREP") == "2" {
-		return "gdn_chunk_prep2_f32"
+type gdnKernelPair struct{ prep, scan string }
+
+var (
+	gdnKernelsNew = gdnKernelPair{prep: "gdn_chunk_prep_mma_f32", scan: "gdn_chunk_scan_mma_f32"}
+	gdnKernelsOld = gdnKernelPair{prep: "gdn_chunk_prep_f32", scan: "gdn_chunk_scan_f32"}
+	gdnPrepInv    = "gdn_chunk_prep_inv_f32"
+)
+
+func gdnKernelsFromEnv(v string) gdnKernelPair {
+	k := gdnKernelsNew
+	switch v {
+	case "old":
+		k = gdnKernelsOld
+	case "oldprep":
+		k.prep = gdnKernelsOld.prep
+	case "oldscan":
+		k.scan = gdnKernelsOld.scan
+	case "invprep":
+		k.prep = gdnPrepInv
 	}
-	return "gdn_chunk_prep_f32"
+	return k
 }
 
 // gdnWork holds each backend's workspace for the chunked rule's

@@ -46,6 +46,28 @@ func gdnRun(be kernels.Backend, in gdnInputs, aLog, dtBias kernels.Tensor, pool 
 	return be.Download(be.GatedDeltaRule(m, bt, a, aLog, dtBias, pool, layer, b, cfg))
 }
 
+// gdnVariants are the chunked-rule entry pairs the tests run: the default
+// (new) pair, the previous one, the two mixes (which tell a fault of the
+// new prep from one of the new scan) and the CUDA-core inverse prep.
+var gdnVariants = []struct {
+	name string
+	k    gdnKernelPair
+}{
+	{"new", gdnKernelsNew},
+	{"old", gdnKernelsOld},
+	{"newprep+oldscan", gdnKernelPair{prep: gdnKernelsNew.prep, scan: gdnKernelsOld.scan}},
+	{"oldprep+newscan", gdnKernelPair{prep: gdnKernelsOld.prep, scan: gdnKernelsNew.scan}},
+	{"invprep+newscan", gdnKernelPair{prep: gdnPrepInv, scan: gdnKernelsNew.scan}},
+}
+
+// withGDNKernels runs f with the chunked rule's entries set to k.
+func withGDNKernels(k gdnKernelPair, f func()) {
+	old := gdnKernels
+	gdnKernels = k
+	defer func() { gdnKernels = old }()
+	f()
+}
+
 // withChunkMin runs f with gdnChunkMin set to v.
 func withChunkMin(v int, f func()) {
 	old := gdnChunkMin
@@ -61,8 +83,16 @@ func withChunkMin(v int, f func()) {
 // from the state the previous step left), and compares the outputs and the
 // full state of every slot after every step. The CPU oracle runs its
 // chunked form for pieces of more than one token.
+//
+// Every entry pair of gdnVariants runs it (subtests new, old, the mixes).
 func TestGDNChunkedMatchesCPU(t *testing.T) {
 	p := newPair(t)
+	for _, v := range gdnVariants {
+		t.Run(v.name, func(t *testing.T) { withGDNKernels(v.k, func() { testGDNChunkedMatchesCPU(t, p) }) })
+	}
+}
+
+func testGDNChunkedMatchesCPU(t *testing.T, p pair) {
 	for _, cfg := range gdnChunkCfgs {
 		t.Run(fmt.Sprintf("nk%d/nv%d/dk%d/dv%d", cfg.KeyHeads, cfg.ValueHeads, cfg.KeyDim, cfg.ValueDim), func(t *testing.T) {
 			gpu(t)
@@ -101,8 +131,15 @@ func TestGDNChunkedMatchesCPU(t *testing.T) {
 // same batches run once with the chunked kernels (gdnChunkMin 0, so even a
 // two-token piece is chunked) and once with the recurrent kernel alone, on
 // two state pools that start equal and nonzero.
+// The default and the previous entry pairs both run it.
 func TestGDNChunkedMatchesRecurrent(t *testing.T) {
 	be := gpu(t)
+	for _, v := range gdnVariants[:2] {
+		t.Run(v.name, func(t *testing.T) { withGDNKernels(v.k, func() { testGDNChunkedMatchesRecurrent(t, be) }) })
+	}
+}
+
+func testGDNChunkedMatchesRecurrent(t *testing.T, be *Backend) {
 	for _, cfg := range gdnChunkCfgs {
 		t.Run(fmt.Sprintf("nk%d/nv%d/dk%d/dv%d", cfg.KeyHeads, cfg.ValueHeads, cfg.KeyDim, cfg.ValueDim), func(t *testing.T) {
 			gpu(t)
@@ -178,8 +215,16 @@ var gdn4b = kernels.GDNConfig{KeyHeads: 16, ValueHeads: 32, KeyDim: 128, ValueDi
 // counts beside a decode row, from a nonzero state, against the CPU oracle,
 // and logs the GPU op's time (the test backend synchronizes after every
 // launch; BenchmarkGDNPrefill times it without).
+// The default and the previous entry pairs both run it.
 func TestGDNChunkedLarge(t *testing.T) {
 	p := newPair(t)
+	for _, v := range gdnVariants[:2] {
+		t.Run(v.name, func(t *testing.T) { withGDNKernels(v.k, func() { testGDNChunkedLarge(t, p) }) })
+	}
+}
+
+func testGDNChunkedLarge(t *testing.T, p pair) {
+	gpu(t)
 	cfg := gdn4b
 	const layers, slotCount, layer = 1, 2, 0
 	pc := p.c.NewStatePool(layers, slotCount, cfg)
@@ -223,8 +268,9 @@ var gdnBenchBackend *Backend
 
 // BenchmarkGDNPrefill times one GatedDeltaRule op (one layer) for a single
 // prefill sequence of 1,024 and 8,192 tokens with the 4b model's GDN heads
-// (16 key heads, 32 value heads, dk = dv = 128), chunked beside recurrent,
-// and reports both in ms per layer and the chunked form's speed-up.
+// (16 key heads, 32 value heads, dk = dv = 128): the chunked form with the
+// new (default) entries, the previous ones and the other mixes (gdnVariants),
+// and the recurrent form, in ms per layer, with old/new.
 func BenchmarkGDNPrefill(b *testing.B) {
 	gpu(b)
 	if gdnBenchBackend == nil {
@@ -255,34 +301,45 @@ func BenchmarkGDNPrefill(b *testing.B) {
 			aLog, dtBias := g.Upload(randSlice(r, nv, 1), nv), g.Upload(randSlice(r, nv, 1), nv)
 			defer g.Free(m, bt, a, aLog, dtBias)
 			batch := batchOf([]int{T}, []int{0}, []int{0}, nil)
-			timeOp := func(chunkMin, reps int) time.Duration {
+			timeOp := func(k gdnKernelPair, chunkMin, reps int) time.Duration {
 				var d time.Duration
-				withChunkMin(chunkMin, func() {
-					run := func(n int) {
-						for range n {
-							g.GatedDeltaRule(m, bt, a, aLog, dtBias, pool, 0, batch, cfg)
+				withGDNKernels(k, func() {
+					withChunkMin(chunkMin, func() {
+						run := func(n int) {
+							for range n {
+								g.GatedDeltaRule(m, bt, a, aLog, dtBias, pool, 0, batch, cfg)
+							}
+							if err := g.Synchronize(); err != nil {
+								b.Fatal(err)
+							}
+							g.ResetScratch()
 						}
-						if err := g.Synchronize(); err != nil {
-							b.Fatal(err)
+						run(1)
+						start := time.Now()
+						for range b.N {
+							run(reps)
 						}
-						g.ResetScratch()
-					}
-					run(1)
-					start := time.Now()
-					for range b.N {
-						run(reps)
-					}
-					d = time.Since(start) / time.Duration(b.N*reps)
+						d = time.Since(start) / time.Duration(b.N*reps)
+					})
 				})
 				return d
 			}
-			chunked := timeOp(gdnChunkMin, 20)
-			recurrent := timeOp(math.MaxInt32, max(1, 8192/T))
-			b.ReportMetric(chunked.Seconds()*1e3, "chunked_ms/layer")
-			b.ReportMetric(recurrent.Seconds()*1e3, "recurrent_ms/layer")
-			b.ReportMetric(recurrent.Seconds()/chunked.Seconds(), "speedup")
-			b.Logf("T=%d: chunked %.3f ms/layer, recurrent %.3f ms/layer (%.1fx)", T,
-				chunked.Seconds()*1e3, recurrent.Seconds()*1e3, recurrent.Seconds()/chunked.Seconds())
+			ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 }
+			var times []time.Duration
+			for _, v := range gdnVariants {
+				times = append(times, timeOp(v.k, gdnChunkMin, 20))
+			}
+			recurrent := timeOp(gdnKernels, math.MaxInt32, max(1, 8192/T))
+			newT, oldT := times[0], times[1]
+			b.ReportMetric(ms(newT), "new_ms/layer")
+			b.ReportMetric(ms(oldT), "old_ms/layer")
+			b.ReportMetric(oldT.Seconds()/newT.Seconds(), "old/new")
+			b.ReportMetric(ms(recurrent), "recurrent_ms/layer")
+			b.Logf("T=%d: chunked new %.3f ms/layer, old %.3f ms/layer (old/new %.2fx); recurrent %.3f ms/layer (recurrent/new %.1fx)",
+				T, ms(newT), ms(oldT), oldT.Seconds()/newT.Seconds(), ms(recurrent), recurrent.Seconds()/newT.Seconds())
+			for i, v := range gdnVariants[2:] {
+				b.Logf("T=%d: chunked %s (%s, %s) %.3f ms/layer", T, v.name, v.k.prep, v.k.scan, ms(times[2+i]))
+			}
 		})
 	}
 }

@@ -14,7 +14,10 @@ var kernelNames = []string{
 	"attention_prefill_hd64", "attention_prefill_hd128", "attention_prefill_hd256",
 	"attention_prefill_split_hd64", "attention_prefill_split_hd128", "attention_prefill_split_hd256", "attention_prefill_combine",
 	"argmax_rows", "argmax_ids", "sample_prep", "sample_exp", "sample_rows",
-	"conv1d_f32", "conv1d_tile8_f32", "conv1d_tile1_f32", "gdn_qk_norm_f32", "gdn_gates_f32", "gdn_recurrent_f32", "gdn_recurrent_cols_f32", "gdn_recurrent_cols_wide_f32", "gdn_recurrent_cols_pipe_f32", "gdn_decode_cols_f32", "gdn_decode_cols_wide_f32", "gdn_chunk_prep_f32", "gdn_chunk_prep2_f32", "gdn_chunk_scan_f32",
+	"conv1d_f32", "conv1d_tile8_f32", "conv1d_tile1_f32", "gdn_qk_norm_f32", "gdn_gates_f32",
+	"gdn_recurrent_f32", "gdn_recurrent_cols_f32", "gdn_recurrent_cols_wide_f32", "gdn_recurrent_cols_pipe_f32",
+	"gdn_decode_cols_f32", "gdn_decode_cols_wide_f32",
+	"gdn_chunk_prep_f32", "gdn_chunk_prep_inv_f32", "gdn_chunk_prep_mma_f32", "gdn_chunk_scan_f32", "gdn_chunk_scan_mma_f32",
 }
 
 // collectiveKernels are the device-side kernels of 60_allreduce.cu, looked

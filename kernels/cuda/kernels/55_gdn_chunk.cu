@@ -15,16 +15,24 @@
 // exponentiated, so no exponent is positive. A partial last chunk is padded
 // with zero rows (k = v = beta = 0), which is exact.
 //
-// Two kernels, both float32 on CUDA cores:
-//   gdn_chunk_prep_f32  every (chunk, v head) in parallel: gamma, A, the
-//                       forward substitution for W and U, and the masked
-//                       decayed Q K^T of the chunk (P), into scratch;
-//   gdn_chunk_scan_f32  every (sequence, v head, 16 state columns): the
+// Two kernels per op (kernels/cuda/gdn_chunk.go picks the entries):
+//   gdn_chunk_prep_mma_f32  every (chunk, v head) in parallel: gamma, A, the
+//                       inverse T = (I + A)^-1 by 16x16 blocks, W and U as
+//                       T times the right-hand sides, and the masked
+//                       decayed Q K^T of the chunk (P), into scratch (the
+//                       products K K^T, Q K^T and T R on tensor cores,
+//                       3xTF32; the inverse in float32 on CUDA cores);
+//   gdn_chunk_scan_mma_f32  every (sequence, v head, 16 state columns): the
 //                       sequential pass over the sequence's chunks, with
 //                       the state tile in shared memory and the chunks'
 //                       W, Q, P and K streamed through a double-buffered
 //                       cp.async pipeline: Vn, the outputs and the state
-//                       update.
+//                       update, the products on tensor cores (3xTF32, about
+//                       float32's precision, float32 state).
+// The previous entries, gdn_chunk_prep_f32 (forward substitution, one
+// column a thread) and gdn_chunk_scan_f32 (CUDA cores), and
+// gdn_chunk_prep_inv_f32 (the inverse prep on CUDA cores) compute the same
+// up to rounding and stay for A/B runs (COHORT_CUDA_GDN_CHUNK).
 // Both need dk and dv multiples of 4 (16-byte copies and float4 accesses).
 // Chunk table (built by kernels/cuda/gdn_chunk.go): chunk c covers batch rows
 // chunkRow[c] .. chunkRow[c] + chunkLen[c] - 1 of one sequence; sequence x of
@@ -40,6 +48,48 @@
 #define GDN_CT 16     // state columns per block of gdn_chunk_scan_f32
 #define GDN_THREADS 256 // threads per block of both kernels (the tilings assume it)
 #define GDN_STRIDE_T (GDN_CH + 4) // row stride of the prep's transposed [d][i] tiles (16-byte rows, few bank conflicts)
+#define GDN_STRIDE_M (GDN_CH + 8) // the same for gdn_chunk_prep_mma_f32 (fragments of 4 rows x 8 hit 32 banks)
+#define GDN_SK (GDN_DQ + 4)       // row stride of gdn_chunk_prep_mma_f32's [i][d] K and Q slices
+
+// Tensor-core helpers (sm_80 and later): mma.sync m16n8k8 with tf32 inputs
+// and f32 accumulation, used in the 3xTF32 form a b ~ a_hi b_hi + a_hi b_lo
+// + a_lo b_hi, x_hi = tf32(x), x_lo = tf32(x - x_hi) (round to nearest),
+// which keeps about float32's precision. Fragments (PTX ISA, lane =
+// 4 g + t): A 16x8 a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4);
+// B 8x8 b0 (t, g), b1 (t + 4, g); C 16x8 c0, c1 (g, 2t, 2t + 1), c2, c3
+// (g + 8, 2t, 2t + 1).
+__device__ __forceinline__ unsigned gdn_tf32(float x) {
+	unsigned r;
+	asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+	return r;
+}
+
+__device__ __forceinline__ void gdn_split(float x, unsigned &hi, unsigned &lo) {
+	hi = gdn_tf32(x);
+	lo = gdn_tf32(x - __uint_as_float(hi));
+}
+
+__device__ __forceinline__ void gdn_mma_tf32(float d[4], const unsigned a[4], const unsigned b[2]) {
+	asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// gdn_mma3s adds a b to d in the 3xTF32 form (A and B fragments given split
+// as ah + al and bh + bl), the small terms first; gdn_mma3 splits a itself.
+__device__ __forceinline__ void gdn_mma3s(float d[4], const unsigned ah[4], const unsigned al[4], const unsigned bh[2], const unsigned bl[2]) {
+	gdn_mma_tf32(d, al, bh);
+	gdn_mma_tf32(d, ah, bl);
+	gdn_mma_tf32(d, ah, bh);
+}
+
+__device__ __forceinline__ void gdn_mma3(float d[4], const float a[4], const unsigned bh[2], const unsigned bl[2]) {
+	unsigned ah[4], al[4];
+#pragma unroll
+	for (int q = 0; q < 4; q++) gdn_split(a[q], ah[q], al[q]);
+	gdn_mma3s(d, ah, al, bh, bl);
+}
+
 
 // gdn_chunk_prep_f32: block (chunk c, v head h), 256 threads. Writes
 // W, U and G for the chunk's rows and P for (c, h).
@@ -52,10 +102,9 @@
 // registers (the chunk length is fixed at GDN_CH by padding, so the loops
 // unroll and A is read by broadcast from shared memory).
 //
-// Two entries share the body: gdn_chunk_prep_f32 (240 registers, one block
-// an SM) and gdn_chunk_prep2_f32 (two blocks an SM, 128 registers and some
-// of the substitution's column spilled to local memory).
-__device__ __forceinline__ void gdn_chunk_prep(float *W, float *U, float *G, float *P,
+// The previous default (240 registers, one block an SM), kept for A/B runs
+// against gdn_chunk_prep_inv_f32 (kernels/cuda/gdn_chunk.go).
+extern "C" __global__ void __launch_bounds__(GDN_THREADS) gdn_chunk_prep_f32(float *W, float *U, float *G, float *P,
 		const float *qh, const float *kh, const float *mixed, const float *g, const float *beta,
 		const int *chunkRow, const int *chunkLen, int nk, int nv, int dk, int dv, int convDim) {
 	PDL_LAUNCH();
@@ -170,16 +219,423 @@ __device__ __forceinline__ void gdn_chunk_prep(float *W, float *U, float *G, flo
 	}
 }
 
-extern "C" __global__ void __launch_bounds__(GDN_THREADS) gdn_chunk_prep_f32(float *W, float *U, float *G, float *P,
-		const float *qh, const float *kh, const float *mixed, const float *g, const float *beta,
-		const int *chunkRow, const int *chunkLen, int nk, int nv, int dk, int dv, int convDim) {
-	gdn_chunk_prep(W, U, G, P, qh, kh, mixed, g, beta, chunkRow, chunkLen, nk, nv, dk, dv, convDim);
+// gdn_prep_gamma (phase 0 of both preps): beta, gamma (the gates loaded in
+// parallel into shared memory, then summed by thread 0 from registers in
+// index order: the CPU oracle's f32 order; padded rows add 0, which repeats
+// gamma_{n-1} exactly) and e^gamma for the chunk's rows, and gamma to G.
+// Ends with sG and sB visible to the block; sEg after the next barrier.
+__device__ __forceinline__ void gdn_prep_gamma(float *sG, float *sB, float *sEg, float *G, const float *g, const float *beta,
+		int row0, int n, int nv, int h) {
+	const int tid = threadIdx.x;
+	if (tid < GDN_CH) {
+		bool live = tid < n;
+		sG[tid] = live ? g[(long long)(row0 + tid) * nv + h] : 0.0f;
+		sB[tid] = live ? beta[(long long)(row0 + tid) * nv + h] : 0.0f;
+	}
+	__syncthreads();
+	if (tid == 0) {
+		float acc = 0.0f;
+#pragma unroll
+		for (int i0 = 0; i0 < GDN_CH; i0 += 16) {
+			float4 v4[4];
+#pragma unroll
+			for (int q = 0; q < 4; q++) v4[q] = *(const float4 *)&sG[i0 + 4 * q];
+#pragma unroll
+			for (int q = 0; q < 4; q++) {
+				float v[4] = {v4[q].x, v4[q].y, v4[q].z, v4[q].w};
+#pragma unroll
+				for (int s = 0; s < 4; s++) {
+					acc += v[s];
+					v[s] = acc;
+				}
+				*(float4 *)&sG[i0 + 4 * q] = make_float4(v[0], v[1], v[2], v[3]);
+			}
+		}
+	}
+	__syncthreads();
+	if (tid < GDN_CH) {
+		bool live = tid < n;
+		sEg[tid] = live ? (float)exp((double)sG[tid]) : 0.0f;
+		if (live) G[(long long)(row0 + tid) * nv + h] = sG[tid];
+	}
 }
 
-extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_prep2_f32(float *W, float *U, float *G, float *P,
+// gdn_prep_invert (phase 2 of both preps) turns M = A^T ([GDN_CH][ST],
+// M[j][i] = A_ij, zero for j >= i) into T^T in place, T = (I + A)^-1
+// (lower unit triangular), with sR (at least 2 * 32 * 36 floats) as
+// scratch, by recursive doubling on 16x16 blocks: the four diagonal blocks
+// by forward substitution on the identity (64 threads, 16 rows each), then
+// for L = [[T1, 0], [A21, T2]] the off-diagonal block -T2 (A21 T1): first
+// both 32x32 diagonal blocks (16x16 off-diagonal blocks), then the whole
+// 64x64 (a 32x32 one). The upper triangle of M is A's zeros, which are T's.
+// Starts after a barrier that makes M visible; T^T is visible after the
+// next one.
+template <int ST>
+__device__ __forceinline__ void gdn_prep_invert(float *sM, float *sR) {
+	const int tid = threadIdx.x;
+	// Phase 2a: the diagonal 16x16 blocks of T, thread (block b, column jl):
+	// x_il = delta_il,jl - sum_{k < il} A_il,k x_k (x_k = 0 for k < jl, so
+	// the full sums add exact zeros only).
+	{
+		float x[16];
+		const int b = tid / 16, jl = tid % 16, base = 16 * b;
+		if (tid < GDN_CH) {
+#pragma unroll
+			for (int il = 0; il < 16; il++) {
+				float acc = il == jl ? 1.0f : 0.0f;
+#pragma unroll
+				for (int k = 0; k < il; k++) acc -= sM[(base + k) * ST + base + il] * x[k];
+				x[il] = acc;
+			}
+		}
+		__syncthreads(); // every thread has read its A block
+		if (tid < GDN_CH) {
+#pragma unroll
+			for (int il = 0; il < 16; il += 4)
+				*(float4 *)&sM[(base + jl) * ST + base + il] = make_float4(x[il], x[il + 1], x[il + 2], x[il + 3]);
+		}
+		__syncthreads();
+	}
+	// Phase 2b: the 32x32 diagonal blocks p = 0, 1 (rows and columns 32p..):
+	// X = A21 T1 into sR, then T21 = -T2 X over A21. Thread: output (il, jl)
+	// of both blocks.
+	{
+		const int il = tid / 16, jl = tid % 16;
+#pragma unroll
+		for (int p = 0; p < 2; p++) {
+			const int o = 32 * p;
+			float acc = 0.0f;
+#pragma unroll
+			for (int k = 0; k < 16; k++)
+				acc += sM[(o + k) * ST + o + 16 + il] * sM[(o + jl) * ST + o + k];
+			sR[p * 256 + il * 16 + jl] = acc;
+		}
+		__syncthreads();
+#pragma unroll
+		for (int p = 0; p < 2; p++) {
+			const int o = 32 * p;
+			float acc = 0.0f;
+#pragma unroll
+			for (int k = 0; k < 16; k++)
+				acc += sM[(o + 16 + k) * ST + o + 16 + il] * sR[p * 256 + k * 16 + jl];
+			sM[(o + jl) * ST + o + 16 + il] = -acc;
+		}
+		__syncthreads();
+	}
+	// Phase 2c: the whole 64x64: X = A21 T1 (32x32) into sR, then
+	// T21 = -T2 X over A21. Thread: row il, columns 4 q .. 4 q + 3.
+	{
+		const int il = tid / 8, q = tid % 8;
+		float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 8
+		for (int k = 0; k < 32; k++) {
+			float a = sM[k * ST + 32 + il];
+#pragma unroll
+			for (int s = 0; s < 4; s++) acc[s] += a * sM[(4 * q + s) * ST + k];
+		}
+		*(float4 *)&sR[il * 36 + 4 * q] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+		__syncthreads();
+#pragma unroll
+		for (int s = 0; s < 4; s++) acc[s] = 0.0f;
+#pragma unroll 8
+		for (int k = 0; k < 32; k++) {
+			float t = sM[(32 + k) * ST + 32 + il];
+			float4 x4 = *(const float4 *)&sR[k * 36 + 4 * q];
+			acc[0] += t * x4.x; acc[1] += t * x4.y; acc[2] += t * x4.z; acc[3] += t * x4.w;
+		}
+#pragma unroll
+		for (int s = 0; s < 4; s++) sM[(4 * q + s) * ST + 32 + il] = -acc[s];
+	}
+
+}
+
+// gdn_prep_rhs stages columns col0 .. col0 + GDN_CH - 1 of the right-hand
+// sides R = [beta e^gamma K | beta V] of the chunk into sR [GDN_CH][ST]
+// (zero past n rows and past dk + dv columns).
+template <int ST>
+__device__ __forceinline__ void gdn_prep_rhs(float *sR, const float *sB, const float *sEg, const float *kRow, const float *vRow,
+		int col0, int row0, int n, int dk, int dv, int qk, int convDim) {
+	const int tid = threadIdx.x;
+#pragma unroll
+	for (int e = tid; e < GDN_CH * GDN_CH; e += GDN_THREADS) {
+		int j = e / GDN_CH, col = col0 + e % GDN_CH;
+		float r = 0.0f;
+		if (j < n && col < dk + dv) {
+			long long row = row0 + j;
+			r = col < dk ? (sB[j] * sEg[j]) * kRow[row * qk + col] : sB[j] * vRow[row * convDim + (col - dk)];
+		}
+		sR[j * ST + e % GDN_CH] = r;
+	}
+}
+
+// gdn_chunk_prep_inv_f32: block (chunk c, v head h), 256 threads, same
+// outputs as gdn_chunk_prep_f32 (up to rounding: W and U come from the
+// inverse instead of the substitution), on CUDA cores.
+//
+// Phase 0: gdn_prep_gamma.
+// Phase 1: A and P as in gdn_chunk_prep_f32, but A is stored transposed,
+// M[j][i] = A_ij (M is then turned into T^T in place).
+// Phase 2: T = (I + A)^-1 (gdn_prep_invert).
+// Phase 3: [W | U] = T [beta e^gamma K | beta V], 64 columns at a time
+// staged in shared memory, thread (ty, tx) a 4x4 tile of rows 4ty..,
+// columns 4tx.., the sum over j <= 4ty + 3 only (T_ij = 0 for j > i).
+extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_prep_inv_f32(float *W, float *U, float *G, float *P,
 		const float *qh, const float *kh, const float *mixed, const float *g, const float *beta,
 		const int *chunkRow, const int *chunkLen, int nk, int nv, int dk, int dv, int convDim) {
-	gdn_chunk_prep(W, U, G, P, qh, kh, mixed, g, beta, chunkRow, chunkLen, nk, nv, dk, dv, convDim);
+	PDL_LAUNCH();
+	PDL_WAIT();
+	__shared__ __align__(16) float sG[GDN_CH];
+	__shared__ float sB[GDN_CH], sEg[GDN_CH];
+	// Phase 1: K^T and Q^T slices [GDN_DQ][GDN_STRIDE_T] each; phase 2: X
+	// temporaries; phase 3: the staged right-hand sides [GDN_CH][GDN_STRIDE_T].
+	__shared__ __align__(16) float sR[GDN_CH * GDN_STRIDE_T];
+	__shared__ __align__(16) float sM[GDN_CH * GDN_STRIDE_T]; // A^T, then T^T
+	const int c = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
+	const int row0 = chunkRow[c], n = chunkLen[c];
+	const int kHead = h / (nv / nk), qk = nk * dk;
+	gdn_prep_gamma(sG, sB, sEg, G, g, beta, row0, n, nv, h);
+
+	// Phase 1: a = K K^T, p = Q K^T over the chunk (zero rows past n).
+	float *sKT = sR, *sQT = sR + GDN_DQ * GDN_STRIDE_T;
+	const int ty = tid / 16, tx = tid % 16;
+	{
+		float a[4][4], p[4][4];
+#pragma unroll
+		for (int r = 0; r < 4; r++)
+#pragma unroll
+			for (int s = 0; s < 4; s++) a[r][s] = p[r][s] = 0.0f;
+		for (int d0 = 0; d0 < dk; d0 += GDN_DQ) {
+			__syncthreads(); // the previous slice is consumed
+#pragma unroll
+			for (int e = tid; e < GDN_CH * GDN_DQ; e += GDN_THREADS) {
+				int i = e / GDN_DQ, dl = e % GDN_DQ, d = d0 + dl;
+				bool ok = i < n && d < dk;
+				long long off = (long long)(row0 + i) * qk + (long long)kHead * dk + d;
+				sKT[dl * GDN_STRIDE_T + i] = ok ? kh[off] : 0.0f;
+				sQT[dl * GDN_STRIDE_T + i] = ok ? qh[off] : 0.0f;
+			}
+			__syncthreads();
+			int dn = min(GDN_DQ, dk - d0);
+			for (int dl = 0; dl < dn; dl++) {
+				float4 ki = *(const float4 *)&sKT[dl * GDN_STRIDE_T + 4 * ty];
+				float4 qi = *(const float4 *)&sQT[dl * GDN_STRIDE_T + 4 * ty];
+				float4 kj = *(const float4 *)&sKT[dl * GDN_STRIDE_T + 4 * tx];
+				float kr[4] = {ki.x, ki.y, ki.z, ki.w}, qr[4] = {qi.x, qi.y, qi.z, qi.w};
+				float kc[4] = {kj.x, kj.y, kj.z, kj.w};
+#pragma unroll
+				for (int r = 0; r < 4; r++)
+#pragma unroll
+					for (int s = 0; s < 4; s++) {
+						a[r][s] += kr[r] * kc[s];
+						p[r][s] += qr[r] * kc[s];
+					}
+			}
+		}
+		float *Pc = P + ((long long)c * nv + h) * GDN_CH * GDN_CH;
+		float at[4][4]; // at[s][r] = A_ij, i = 4ty + r, j = 4tx + s
+#pragma unroll
+		for (int r = 0; r < 4; r++) {
+			int i = 4 * ty + r;
+			float prow[4];
+#pragma unroll
+			for (int s = 0; s < 4; s++) {
+				int j = 4 * tx + s;
+				float dec = (j <= i && i < n) ? (float)exp((double)(sG[i] - sG[j])) : 0.0f;
+				at[s][r] = j < i ? sB[i] * a[r][s] * dec : 0.0f;
+				prow[s] = j <= i ? p[r][s] * dec : 0.0f;
+			}
+			*(float4 *)&Pc[i * GDN_CH + 4 * tx] = make_float4(prow[0], prow[1], prow[2], prow[3]);
+		}
+#pragma unroll
+		for (int s = 0; s < 4; s++)
+			*(float4 *)&sM[(4 * tx + s) * GDN_STRIDE_T + 4 * ty] = make_float4(at[s][0], at[s][1], at[s][2], at[s][3]);
+	}
+	__syncthreads();
+
+	gdn_prep_invert<GDN_STRIDE_T>(sM, sR);
+
+	// Phase 3: [W | U] = T R, 64 columns of R = [beta e^gamma K | beta V] at a time.
+	const float *kRow = kh + (long long)kHead * dk, *vRow = mixed + 2LL * qk + (long long)h * dv;
+	for (int col0 = 0; col0 < dk + dv; col0 += GDN_CH) {
+		__syncthreads(); // T is complete; the previous slice is consumed
+		gdn_prep_rhs<GDN_STRIDE_T>(sR, sB, sEg, kRow, vRow, col0, row0, n, dk, dv, qk, convDim);
+		__syncthreads();
+		float acc[4][4];
+#pragma unroll
+		for (int r = 0; r < 4; r++)
+#pragma unroll
+			for (int s = 0; s < 4; s++) acc[r][s] = 0.0f;
+		const int jEnd = 4 * ty + 4;
+#pragma unroll 4
+		for (int j = 0; j < jEnd; j++) {
+			float4 t4 = *(const float4 *)&sM[j * GDN_STRIDE_T + 4 * ty];
+			float4 r4 = *(const float4 *)&sR[j * GDN_STRIDE_T + 4 * tx];
+			float tr[4] = {t4.x, t4.y, t4.z, t4.w}, rr[4] = {r4.x, r4.y, r4.z, r4.w};
+#pragma unroll
+			for (int r = 0; r < 4; r++)
+#pragma unroll
+				for (int s = 0; s < 4; s++) acc[r][s] += tr[r] * rr[s];
+		}
+		const int col = col0 + 4 * tx; // dk % 4 == 0: the 4 columns are all W or all U
+		if (col < dk + dv) {
+#pragma unroll
+			for (int r = 0; r < 4; r++) {
+				int i = 4 * ty + r;
+				if (i >= n) continue;
+				long long row = row0 + i;
+				float4 v = make_float4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+				if (col < dk) *(float4 *)&W[(row * nv + h) * dk + col] = v;
+				else *(float4 *)&U[(row * nv + h) * dv + (col - dk)] = v;
+			}
+		}
+	}
+}
+
+// gdn_chunk_prep_mma_f32: the default chunk preparation; block (chunk c,
+// v head h), 256 threads (8 warps), the outputs of gdn_chunk_prep_inv_f32
+// with phases 1 and 3 on tensor cores (3xTF32, see gdn_mma3s; lane =
+// 4 g + t, warp w, m-tile mt = w / 2, n-tiles nb = 4 (w % 2) .. nb + 3):
+// Phase 0: gdn_prep_gamma.
+// Phase 1: A = K K^T and P = Q K^T, warp w the C tiles of rows 16 mt ..
+// and columns 8 nb .. 8 nb + 31 of both (tiles wholly above the diagonal
+// stay zero), over key dims staged GDN_DQ at a time as [i][d] slices;
+// then the decay and mask, P to global memory and M[j][i] = A_ij.
+// Phase 2: T = (I + A)^-1 (gdn_prep_invert).
+// Phase 3: [W | U] = T R, R = [beta e^gamma K | beta V] staged 64 columns
+// at a time, warp w the C tiles of rows 16 mt .. and slice columns
+// 8 nb .. 8 nb + 31, the sum over rows j < 16 mt + 16 only (T_ij = 0 for
+// j > i).
+// Three blocks an SM (80 registers, 37 KiB of shared memory each).
+extern "C" __global__ void __launch_bounds__(GDN_THREADS, 3) gdn_chunk_prep_mma_f32(float *W, float *U, float *G, float *P,
+		const float *qh, const float *kh, const float *mixed, const float *g, const float *beta,
+		const int *chunkRow, const int *chunkLen, int nk, int nv, int dk, int dv, int convDim) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	__shared__ __align__(16) float sG[GDN_CH];
+	__shared__ float sB[GDN_CH], sEg[GDN_CH];
+	// Phase 1: K and Q slices [GDN_CH][GDN_SK] each; phase 2: X
+	// temporaries; phase 3: the staged right-hand sides [GDN_CH][GDN_STRIDE_M].
+	__shared__ __align__(16) float sR[GDN_CH * GDN_STRIDE_M];
+	__shared__ __align__(16) float sM[GDN_CH * GDN_STRIDE_M]; // A^T, then T^T
+	const int c = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
+	const int row0 = chunkRow[c], n = chunkLen[c];
+	const int kHead = h / (nv / nk), qk = nk * dk;
+	const int warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
+	const int mt = warp / 2, nb = 4 * (warp % 2);
+	const int r0 = 16 * mt + gq, r1 = r0 + 8; // this lane's C rows
+	gdn_prep_gamma(sG, sB, sEg, G, g, beta, row0, n, nv, h);
+
+	// Phase 1.
+	{
+		float *sK = sR, *sQ = sR + GDN_CH * GDN_SK;
+		float ca[4][4], cp[4][4];
+#pragma unroll
+		for (int q = 0; q < 4; q++)
+#pragma unroll
+			for (int z = 0; z < 4; z++) ca[q][z] = cp[q][z] = 0.0f;
+		for (int d0 = 0; d0 < dk; d0 += GDN_DQ) {
+			__syncthreads(); // the previous slice is consumed
+#pragma unroll
+			for (int e = tid; e < GDN_CH * GDN_DQ; e += GDN_THREADS) {
+				int i = e / GDN_DQ, dl = e % GDN_DQ, d = d0 + dl;
+				bool ok = i < n && d < dk;
+				long long off = (long long)(row0 + i) * qk + (long long)kHead * dk + d;
+				sK[i * GDN_SK + dl] = ok ? kh[off] : 0.0f;
+				sQ[i * GDN_SK + dl] = ok ? qh[off] : 0.0f;
+			}
+			__syncthreads();
+#pragma unroll
+			for (int ks = 0; ks < GDN_DQ / 8; ks++) {
+				const int k0 = 8 * ks + tq;
+				const float ak[4] = {sK[r0 * GDN_SK + k0], sK[r1 * GDN_SK + k0], sK[r0 * GDN_SK + k0 + 4], sK[r1 * GDN_SK + k0 + 4]};
+				const float aq[4] = {sQ[r0 * GDN_SK + k0], sQ[r1 * GDN_SK + k0], sQ[r0 * GDN_SK + k0 + 4], sQ[r1 * GDN_SK + k0 + 4]};
+				unsigned akh[4], akl[4], aqh[4], aql[4];
+#pragma unroll
+				for (int z = 0; z < 4; z++) {
+					gdn_split(ak[z], akh[z], akl[z]);
+					gdn_split(aq[z], aqh[z], aql[z]);
+				}
+#pragma unroll
+				for (int q = 0; q < 4; q++) {
+					const int nt = nb + q;
+					if (nt > 2 * mt + 1) continue; // wholly above the diagonal (warp-uniform)
+					const int jr = 8 * nt + gq;
+					unsigned bh[2], bl[2];
+					gdn_split(sK[jr * GDN_SK + k0], bh[0], bl[0]);
+					gdn_split(sK[jr * GDN_SK + k0 + 4], bh[1], bl[1]);
+					gdn_mma3s(ca[q], akh, akl, bh, bl);
+					gdn_mma3s(cp[q], aqh, aql, bh, bl);
+				}
+			}
+		}
+		float *Pc = P + ((long long)c * nv + h) * GDN_CH * GDN_CH;
+#pragma unroll
+		for (int q = 0; q < 4; q++) {
+			const int j0 = 8 * (nb + q) + 2 * tq;
+#pragma unroll
+			for (int hr = 0; hr < 2; hr++) {
+				const int i = hr ? r1 : r0;
+				float pv[2], av[2];
+#pragma unroll
+				for (int z = 0; z < 2; z++) {
+					const int j = j0 + z;
+					float dec = (j <= i && i < n) ? (float)exp((double)(sG[i] - sG[j])) : 0.0f;
+					av[z] = j < i ? sB[i] * ca[q][2 * hr + z] * dec : 0.0f;
+					pv[z] = j <= i ? cp[q][2 * hr + z] * dec : 0.0f;
+				}
+				*(float2 *)&Pc[i * GDN_CH + j0] = make_float2(pv[0], pv[1]);
+				sM[j0 * GDN_STRIDE_M + i] = av[0];
+				sM[(j0 + 1) * GDN_STRIDE_M + i] = av[1];
+			}
+		}
+	}
+	__syncthreads();
+
+	gdn_prep_invert<GDN_STRIDE_M>(sM, sR);
+
+	// Phase 3.
+	const float *kRow = kh + (long long)kHead * dk, *vRow = mixed + 2LL * qk + (long long)h * dv;
+	const int kEnd = 2 * mt + 2; // k-steps of 8 rows j < 16 mt + 16
+	for (int col0 = 0; col0 < dk + dv; col0 += GDN_CH) {
+		__syncthreads(); // T is complete; the previous slice is consumed
+		gdn_prep_rhs<GDN_STRIDE_M>(sR, sB, sEg, kRow, vRow, col0, row0, n, dk, dv, qk, convDim);
+		__syncthreads();
+		float co[4][4];
+#pragma unroll
+		for (int q = 0; q < 4; q++)
+#pragma unroll
+			for (int z = 0; z < 4; z++) co[q][z] = 0.0f;
+#pragma unroll 2
+		for (int ks = 0; ks < kEnd; ks++) {
+			const int j = 8 * ks + tq;
+			const float at[4] = {sM[j * GDN_STRIDE_M + r0], sM[j * GDN_STRIDE_M + r1], sM[(j + 4) * GDN_STRIDE_M + r0], sM[(j + 4) * GDN_STRIDE_M + r1]};
+			unsigned ah[4], al[4];
+#pragma unroll
+			for (int z = 0; z < 4; z++) gdn_split(at[z], ah[z], al[z]);
+#pragma unroll
+			for (int q = 0; q < 4; q++) {
+				const int cc = 8 * (nb + q) + gq;
+				unsigned bh[2], bl[2];
+				gdn_split(sR[j * GDN_STRIDE_M + cc], bh[0], bl[0]);
+				gdn_split(sR[(j + 4) * GDN_STRIDE_M + cc], bh[1], bl[1]);
+				gdn_mma3s(co[q], ah, al, bh, bl);
+			}
+		}
+#pragma unroll
+		for (int q = 0; q < 4; q++) {
+			const int col = col0 + 8 * (nb + q) + 2 * tq; // even, dk % 4 == 0: both columns W or both U
+			if (col >= dk + dv) continue;
+#pragma unroll
+			for (int hr = 0; hr < 2; hr++) {
+				const int i = hr ? r1 : r0;
+				if (i >= n) continue;
+				long long row = row0 + i;
+				float2 v = make_float2(co[q][2 * hr], co[q][2 * hr + 1]);
+				if (col < dk) *(float2 *)&W[(row * nv + h) * dk + col] = v;
+				else *(float2 *)&U[(row * nv + h) * dv + (col - dk)] = v;
+			}
+		}
+	}
 }
 
 // cp.async helpers of the scan (sm_80 and later). gdn_cp16 copies 16 bytes
@@ -217,10 +673,14 @@ __device__ __forceinline__ void gdn_cp_wait0() { asm volatile("cp.async.wait_gro
 #define GDN_TILE (GDN_CH * 2 * GDN_SQ)
 #define GDN_KR (GDN_TILE / GDN_DK_MAX) // K rows per tile
 
+// With SWK (gdn_chunk_scan_mma_f32) float4 slot c4 of K row r is stored at
+// c4 ^ (2 (r & 3)), so that the tensor-core fragments of K^T (4 rows, 8 key
+// dims a load) hit 32 banks.
 // gdn_scan_issue starts this thread's copies of tile tk of chunk cidx
 // (batch rows row0 .. row0 + n - 1) into buf, and with tile 0 the chunk's
 // gamma into sGam. Thread tid copies float4 e = tid + GDN_THREADS m of the
 // tile (gdn_scan_scale_k relies on that).
+template <bool SWK = false>
 __device__ __forceinline__ void gdn_scan_issue(float *buf, float *sGam, int tk, int nq, int cidx, int row0, int n,
 		const float *W, const float *G, const float *P, const float *qh, const float *kh,
 		int h, int kHead, int nv, int dk, int qk) {
@@ -250,7 +710,8 @@ __device__ __forceinline__ void gdn_scan_issue(float *buf, float *sGam, int tk, 
 			int e = tid + m * GDN_THREADS, r = e / (GDN_DK_MAX / 4), d = 4 * (e % (GDN_DK_MAX / 4));
 			bool ok = i0 + r < n && d < dk;
 			long long row = row0 + (ok ? i0 + r : 0);
-			gdn_cp16(buf + 4 * e, kh + row * qk + (long long)kHead * dk + (ok ? d : 0), ok);
+			float *dst = SWK ? buf + r * GDN_DK_MAX + 4 * ((d / 4) ^ (2 * (r & 3))) : buf + 4 * e;
+			gdn_cp16(dst, kh + row * qk + (long long)kHead * dk + (ok ? d : 0), ok);
 		}
 	}
 	if (tk == 0 && tid < GDN_CH) {
@@ -432,5 +893,181 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_scan_f32(
 	for (int e = tid; e < dk * GDN_CT; e += GDN_THREADS) {
 		int d = e / GDN_CT, c = cBase + e % GDN_CT;
 		if (c < dv) S[(long long)d * dv + c] = sS[e];
+	}
+}
+
+// ---------------------------------------------------------------------------
+// gdn_chunk_scan_mma_f32: the default scan. Same blocks and tiles as
+// gdn_chunk_scan_f32 (K tiles swizzled, see gdn_scan_issue), a deeper
+// pipeline (GDN_STAGES) and the
+// four per-chunk products on tensor cores (3xTF32, see gdn_mma3s).
+// Warp w (8 warps):
+//   W S, Q S and the outputs: rows 16 (w / 2) .., state columns 8 (w % 2) ..
+//      (one C tile each of W S and Q S, over the key dims in order);
+//   the state update: key dims 16 w .., both 8-column halves, the sum
+//      over the chunk's rows in order, e^(gamma_last - gamma_j) applied to
+//      Vn_j as the B fragment is loaded (instead of to k_j).
+// The state tile and Vn are stored [row][GDN_CT] with column c at
+// c ^ 8 ((row >> 1) & 1) (gdn_sidx) so that B fragments hit 32 banks.
+// The tiles are streamed through a ring of GDN_STAGES slots in dynamic
+// shared memory (GDN_STAGES * GDN_TILE floats, 64 KiB; gdn_chunk.go opts
+// the entry in), so that three tiles are in flight while one is consumed.
+#define GDN_STAGES 4
+
+__device__ __forceinline__ void gdn_cp_wait_stages() { asm volatile("cp.async.wait_group %0;" ::"n"(GDN_STAGES - 1) : "memory"); }
+
+__device__ __forceinline__ int gdn_sidx(int r, int c) { return r * GDN_CT + (c ^ ((r & 2) << 2)); }
+
+extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_scan_mma_f32(float *out, float *rec,
+		const float *W, const float *U, const float *G, const float *P, const float *qh, const float *kh,
+		const int *chunkRow, const int *chunkLen, const int *seqChunk0, const int *seqChunks, const int *seqSlot,
+		int nk, int nv, int dk, int dv, int slots, int layer) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	__shared__ __align__(16) float sS[GDN_DK_MAX * GDN_CT];
+	__shared__ __align__(16) float sV[GDN_CH * GDN_CT];
+	extern __shared__ __align__(16) float gdn_ring[]; // GDN_STAGES tiles of GDN_TILE floats
+	__shared__ float sGam[2][GDN_CH], sEg[GDN_CH], sEl[GDN_CH]; // sGam by chunk parity
+	__shared__ float sEgl;
+	const int x = blockIdx.x, h = blockIdx.y, cBase = blockIdx.z * GDN_CT;
+	const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+	const int kHead = h / (nv / nk), qk = nk * dk;
+	float *S = rec + (((long long)layer * slots + seqSlot[x]) * nv + h) * (long long)dk * dv;
+	for (int e = tid; e < GDN_DK_MAX * GDN_CT; e += GDN_THREADS) {
+		int d = e / GDN_CT, cl = e % GDN_CT, c = cBase + cl;
+		sS[gdn_sidx(d, cl)] = d < dk && c < dv ? S[(long long)d * dv + c] : 0.0f;
+	}
+	const int m0 = 16 * (warp / 2), n0 = 8 * (warp % 2); // W S, Q S, outputs
+	const int i0 = m0 + g, i1 = i0 + 8, cq = n0 + 2 * t;  // this lane's C rows and first column
+	const bool colOK = cBase + cq < dv;                   // dv % 4 == 0, cq even: both columns or none
+	const int d0s = 16 * warp;                            // state update: key dims d0s ..
+	const int c0 = seqChunk0[x], nChunks = seqChunks[x];
+	const int nq = (dk + GDN_SQ - 1) / GDN_SQ, nt = nq + 1 + GDN_CH / GDN_KR, total = nChunks * nt;
+	float accW[4] = {}, accQ[4] = {}, accS[2][4] = {};
+	float2 u0 = make_float2(0.0f, 0.0f), u1 = u0;
+	// Tile u goes to ring slot u % GDN_STAGES, issued GDN_STAGES - 1
+	// iterations before it is consumed; one commit group per tile (possibly
+	// empty), so waiting until GDN_STAGES - 1 groups remain in flight
+	// leaves tile it (and, with a tile 0, the chunk's gamma) landed.
+#pragma unroll
+	for (int u = 0; u < GDN_STAGES - 1; u++) {
+		if (u < total) {
+			const int cu = u / nt, cidxu = c0 + cu;
+			gdn_scan_issue<true>(gdn_ring + u * GDN_TILE, sGam[cu & 1], u - cu * nt, nq, cidxu, chunkRow[cidxu], chunkLen[cidxu],
+				W, G, P, qh, kh, h, kHead, nv, dk, qk);
+		}
+		gdn_cp_commit();
+	}
+	for (int it = 0; it < total; it++) {
+		const int ci = it / nt, tk = it - ci * nt, cidx = c0 + ci;
+		const int row0 = chunkRow[cidx], n = chunkLen[cidx];
+		const int u = it + GDN_STAGES - 1;
+		if (u < total) {
+			// Slot u % GDN_STAGES was consumed at iteration it - 1. A chunk's
+			// gamma is read only at its tile 0, and tile 0 of chunk cu is
+			// issued after chunk cu - 2's (same parity) tile 0 was consumed.
+			const int cu = u / nt, cidxu = c0 + cu;
+			gdn_scan_issue<true>(gdn_ring + (u % GDN_STAGES) * GDN_TILE, sGam[cu & 1], u - cu * nt, nq, cidxu,
+				chunkRow[cidxu], chunkLen[cidxu], W, G, P, qh, kh, h, kHead, nv, dk, qk);
+		}
+		gdn_cp_commit();
+		gdn_cp_wait_stages();
+		__syncthreads();
+		const float *buf = gdn_ring + (it % GDN_STAGES) * GDN_TILE;
+		if (tk < nq) {
+			if (tk == 0) {
+				// sGam[ci & 1] is not refilled before chunk ci + 2's tile 0 is
+				// issued; sEg, sEl, sEgl are read from tile 1 on.
+				if (tid < GDN_CH) {
+					float gl = sGam[ci & 1][n - 1], gi = sGam[ci & 1][tid];
+					bool live = tid < n;
+					sEg[tid] = live ? (float)exp((double)gi) : 0.0f;
+					sEl[tid] = live ? (float)exp((double)(gl - gi)) : 0.0f;
+					if (tid == 0) sEgl = (float)exp((double)gl);
+				}
+#pragma unroll
+				for (int q = 0; q < 4; q++) accW[q] = accQ[q] = 0.0f;
+				const float *Ub = U + (long long)h * dv + cBase + cq;
+				u0 = i0 < n && colOK ? *(const float2 *)&Ub[(long long)(row0 + i0) * nv * dv] : make_float2(0.0f, 0.0f);
+				u1 = i1 < n && colOK ? *(const float2 *)&Ub[(long long)(row0 + i1) * nv * dv] : make_float2(0.0f, 0.0f);
+			}
+			// W S and Q S over key dims tk GDN_SQ .. (W and Q tiles [64][32],
+			// float4 slot c4 of row i at c4 ^ (i & 7); (i0 & 7) == (i1 & 7) == g).
+			const float *bw = buf, *bq = buf + GDN_CH * GDN_SQ;
+#pragma unroll
+			for (int ks = 0; ks < GDN_SQ / 8; ks++) {
+				const int s0 = 4 * ((2 * ks) ^ g) + t, s1 = 4 * ((2 * ks + 1) ^ g) + t;
+				const float aw[4] = {bw[i0 * GDN_SQ + s0], bw[i1 * GDN_SQ + s0], bw[i0 * GDN_SQ + s1], bw[i1 * GDN_SQ + s1]};
+				const float aq[4] = {bq[i0 * GDN_SQ + s0], bq[i1 * GDN_SQ + s0], bq[i0 * GDN_SQ + s1], bq[i1 * GDN_SQ + s1]};
+				const int d = tk * GDN_SQ + 8 * ks + t;
+				unsigned bh[2], bl[2];
+				gdn_split(sS[gdn_sidx(d, n0 + g)], bh[0], bl[0]);
+				gdn_split(sS[gdn_sidx(d + 4, n0 + g)], bh[1], bl[1]);
+				gdn_mma3(accW, aw, bh, bl);
+				gdn_mma3(accQ, aq, bh, bl);
+			}
+			if (tk == nq - 1) {
+				// Vn = U - W S (zero for padded rows and columns past dv).
+				const bool ok0 = i0 < n && colOK, ok1 = i1 < n && colOK;
+				*(float2 *)&sV[gdn_sidx(i0, cq)] = ok0 ? make_float2(u0.x - accW[0], u0.y - accW[1]) : make_float2(0.0f, 0.0f);
+				*(float2 *)&sV[gdn_sidx(i1, cq)] = ok1 ? make_float2(u1.x - accW[2], u1.y - accW[3]) : make_float2(0.0f, 0.0f);
+			}
+		} else if (tk == nq) {
+			// O = e^gamma Q S + P Vn (P [64][64], slots swizzled as W's).
+			float o[4] = {sEg[i0] * accQ[0], sEg[i0] * accQ[1], sEg[i1] * accQ[2], sEg[i1] * accQ[3]};
+#pragma unroll 2
+			for (int ks = 0; ks < GDN_CH / 8; ks++) {
+				const int s0 = 4 * ((2 * ks) ^ g) + t, s1 = 4 * ((2 * ks + 1) ^ g) + t;
+				const float ap[4] = {buf[i0 * GDN_CH + s0], buf[i1 * GDN_CH + s0], buf[i0 * GDN_CH + s1], buf[i1 * GDN_CH + s1]};
+				const int j = 8 * ks + t;
+				unsigned bh[2], bl[2];
+				gdn_split(sV[gdn_sidx(j, n0 + g)], bh[0], bl[0]);
+				gdn_split(sV[gdn_sidx(j + 4, n0 + g)], bh[1], bl[1]);
+				gdn_mma3(o, ap, bh, bl);
+			}
+			float *ob = out + (long long)h * dv + cBase + cq;
+			if (i0 < n && colOK) *(float2 *)&ob[(long long)(row0 + i0) * nv * dv] = make_float2(o[0], o[1]);
+			if (i1 < n && colOK) *(float2 *)&ob[(long long)(row0 + i1) * nv * dv] = make_float2(o[2], o[3]);
+		} else {
+			// S <- e^gamma_last S + sum_j k_j (e^(gamma_last - gamma_j) Vn_j)^T
+			// over this K tile's rows j = GDN_KR half ...
+			const int half = tk - nq - 1, j0 = half * GDN_KR;
+			if (half == 0) {
+#pragma unroll
+				for (int q = 0; q < 4; q++) accS[0][q] = accS[1][q] = 0.0f;
+			}
+#pragma unroll
+			for (int ks = 0; ks < GDN_KR / 8; ks++) {
+				const int r0 = 8 * ks + t, r1 = r0 + 4; // (r0 & 3) == (r1 & 3) == t
+				const int da = ((d0s + g) / 4) ^ (2 * t), db = ((d0s + g + 8) / 4) ^ (2 * t), dl = g & 3;
+				const float ak[4] = {buf[r0 * GDN_DK_MAX + 4 * da + dl], buf[r0 * GDN_DK_MAX + 4 * db + dl],
+						     buf[r1 * GDN_DK_MAX + 4 * da + dl], buf[r1 * GDN_DK_MAX + 4 * db + dl]};
+				const float el0 = sEl[j0 + r0], el1 = sEl[j0 + r1];
+#pragma unroll
+				for (int hc = 0; hc < 2; hc++) {
+					unsigned bh[2], bl[2];
+					gdn_split(el0 * sV[gdn_sidx(j0 + r0, 8 * hc + g)], bh[0], bl[0]);
+					gdn_split(el1 * sV[gdn_sidx(j0 + r1, 8 * hc + g)], bh[1], bl[1]);
+					gdn_mma3(accS[hc], ak, bh, bl);
+				}
+			}
+			if (half == GDN_CH / GDN_KR - 1) {
+				const float egl = sEgl;
+#pragma unroll
+				for (int hc = 0; hc < 2; hc++) {
+					const int c = 8 * hc + 2 * t;
+					float2 *p0 = (float2 *)&sS[gdn_sidx(d0s + g, c)], *p1 = (float2 *)&sS[gdn_sidx(d0s + g + 8, c)];
+					float2 s0 = *p0, s1 = *p1;
+					*p0 = make_float2(egl * s0.x + accS[hc][0], egl * s0.y + accS[hc][1]);
+					*p1 = make_float2(egl * s1.x + accS[hc][2], egl * s1.y + accS[hc][3]);
+				}
+			}
+		}
+		__syncthreads(); // buf is consumed before iteration it + 1 refills its slot; sV, sS are complete
+	}
+	gdn_cp_wait0();
+	for (int e = tid; e < dk * GDN_CT; e += GDN_THREADS) {
+		int d = e / GDN_CT, cl = e % GDN_CT, c = cBase + cl;
+		if (c < dv) S[(long long)d * dv + c] = sS[gdn_sidx(d, cl)];
 	}
 }
