@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"log"
 	"math"
 	"slices"
 	"sort"
@@ -376,8 +377,26 @@ func (s *scheduler) completed(ctx actor.Context, msg *StepCompleted, g *rankGrou
 	s.record(f, func(pid *actor.PID, msg requestMessage) { s.tell(pid, msg) })
 	if s.timing.enabled() {
 		s.done = doneStep{at: now, decode: f.decode, roundTrip: now.Sub(f.started), record: time.Since(now)}
+		if s.timing.each {
+			logStep(f, s.plan.Stats().Waiting, s.done.roundTrip)
+		}
 	}
 	return nil
+}
+
+// logStep logs one completed step's shape and round trip
+// (COHORT_STEP_TIMING=steps).
+func logStep(f *inflightStep, waiting int, roundTrip time.Duration) {
+	decode, prefill, seqs := 0, 0, 0
+	for _, sp := range f.plan.Seqs {
+		if sp.Len == 1 && sp.Sample && sp.Cached > 0 {
+			decode++
+			continue
+		}
+		prefill, seqs = prefill+sp.Len, seqs+1
+	}
+	log.Printf("actors: step %d done at %s: %d decode rows, %d prefill tokens in %d sequences, %d waiting; round trip %v",
+		f.plan.Step, time.Now().Format("15:04:05.000"), decode, prefill, seqs, waiting, roundTrip)
 }
 
 // coldPrefill is the prefill budget of steps before any step was measured:

@@ -19,6 +19,7 @@ import (
 // happens around the ranks' steps.
 type stepTiming struct {
 	on     bool
+	each   bool // the scheduler's: log every step (logStep)
 	who    string
 	phases [4]string
 	kinds  [2]phaseSums // 0: decode, 1: other
@@ -42,11 +43,16 @@ func newStepTiming(rank int) *stepTiming {
 // request actors, the wait from there until the next step is planned (the
 // other messages the engine root handles first), and planning it.
 func newEngineTiming() *stepTiming {
-	return &stepTiming{on: stepTimingOn(), who: "scheduler",
+	return &stepTiming{on: stepTimingOn(), each: stepTimingEach(), who: "scheduler",
 		phases: [4]string{"round trip", "results", "wait to plan", "planning"}}
 }
 
-func stepTimingOn() bool { return os.Getenv("COHORT_STEP_TIMING") == "1" }
+// stepTimingOn reports COHORT_STEP_TIMING=1 (or =steps, which also logs
+// every step the scheduler completes: see stepTimingEach).
+func stepTimingOn() bool { v := os.Getenv("COHORT_STEP_TIMING"); return v == "1" || v == "steps" }
+
+// stepTimingEach reports COHORT_STEP_TIMING=steps.
+func stepTimingEach() bool { return os.Getenv("COHORT_STEP_TIMING") == "steps" }
 
 // add records one step's phases, in the order of t.phases (a nil
 // stepTiming records nothing).
