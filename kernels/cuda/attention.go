@@ -131,6 +131,10 @@ const (
 	// decodeAttnMaxSlices caps S (a row of a few positions then has many
 	// empty slices, and the partials grow with S).
 	decodeAttnMaxSlices = 128
+	// decodeCombineThreads and decodeCombineMaxSlices are DC_THREADS and
+	// DC_MAX_SLICES of kernels/40_attention.cu.
+	decodeCombineThreads   = 256
+	decodeCombineMaxSlices = 1024
 )
 
 // decodeAttnGroup returns the query heads a block takes (GM of the kernel:
@@ -178,6 +182,9 @@ func (b *Backend) attentionDecode(op string, out, qt, gt *Tensor, c *KVCache, dp
 	gm, name := decodeAttnGroup(g)
 	hg := (g + gm - 1) / gm
 	S := decodeAttnSlices(T, KV*hg, b.occupancy(name, decodeAttnThreads)*max(b.sms, 1), decodeAttnForce)
+	if S > decodeCombineMaxSlices {
+		panic(fmt.Sprintf("cuda: %s: %d key slices, at most %d", op, S, decodeCombineMaxSlices))
+	}
 	var part, ml devptr
 	if S > 1 {
 		bytes := int64(T) * int64(H) * int64(S) * int64(hd+2) * 4
@@ -188,7 +195,7 @@ func (b *Backend) attentionDecode(op string, out, qt, gt *Tensor, c *KVCache, dp
 	b.launch(op, name, [3]int{T, KV * hg, S}, [3]int{decodeAttnThreads, 1, 1}, 0,
 		out.ptr, part, ml, qt.ptr, gt.ptr, c.k, c.v, dpos, dpageOff, dpages, H, KV, hd, c.pageSize, c.pages, layer, scale, S)
 	if S > 1 {
-		b.launch(op, "attention_decode_combine", [3]int{T, H, 1}, [3]int{min(256, (hd/4+31)/32*32), 1, 1}, 0,
+		b.launch(op, "attention_decode_combine", [3]int{T, H, 1}, [3]int{decodeCombineThreads, 1, 1}, 0,
 			out.ptr, gt.ptr, part, ml, H, hd, S)
 	}
 }

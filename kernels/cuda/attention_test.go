@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -511,4 +514,26 @@ func (f *decodeFix) timeStep(tb testing.TB, st decodeStep, on bool, reps int) ti
 		}
 	})
 	return d
+}
+
+// TestDecodeAttnConstantsMatchSource (host only): the Go side's block sizes
+// and slice limit of the decode attention kernels are the source's.
+func TestDecodeAttnConstantsMatchSource(t *testing.T) {
+	src, err := os.ReadFile("kernels/40_attention.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int{"DA_WARPS": decodeAttnThreads / 32, "DC_THREADS": decodeCombineThreads, "DC_MAX_SLICES": decodeCombineMaxSlices} {
+		m := regexp.MustCompile(`#define ` + name + ` (\d+)`).FindSubmatch(src)
+		if m == nil {
+			t.Errorf("no %s in the source", name)
+			continue
+		}
+		if got, _ := strconv.Atoi(string(m[1])); got != want {
+			t.Errorf("%s is %d in the source, %d in Go", name, got, want)
+		}
+	}
+	if decodeAttnMaxSlices > decodeCombineMaxSlices {
+		t.Errorf("decodeAttnMaxSlices %d > DC_MAX_SLICES %d", decodeAttnMaxSlices, decodeCombineMaxSlices)
+	}
 }

@@ -101,9 +101,10 @@ extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_f32(floa
 // head of the block, and the grid (which depends only on the batch's shape,
 // never its positions: CUDA graphs replay it) fills the SMs with few rows.
 // Warp w takes positions lo+2w, lo+2w+1, then 8 further on, with an online
-// softmax in float32 per head (lane l holds dims 4l..4l+3, 128+4l..); the
-// warps merge in order. With S = 1 the block writes the gated output, else
-// its slice's maximum and sum (ml, 2 floats per (row, head, slice)) and its
+// softmax in float32 per head (lane l holds dims 4l..4l+3, 128+4l..; the
+// scores in log2 units, scale·log2(e), for exp2f); the warps merge in
+// order. With S = 1 the block writes the gated output, else its slice's
+// maximum (log2 units) and sum (ml, 2 floats per (row, head, slice)) and its
 // unnormalized output (part, hd floats each), which attention_decode_combine
 // merges in slice order: the result depends only on the batch's shape.
 // Needs hd % 4 == 0 and hd <= 256 (16-byte loads).
@@ -145,12 +146,26 @@ __device__ __forceinline__ void attn_decode(float *out, float *part, float *ml, 
 		m[g] = NEG_INF;
 		l[g] = 0.0f;
 	}
-	long long kvw = (long long)KV * hd, base = (long long)layer * numPages;
-	for (int t0 = lo + 2 * warp; t0 < hi; t0 += 2 * DA_WARPS) {
-		int t1 = t0 + 1;
-		bool has1 = t1 < hi;
-		long long off0 = ((base + pg[t0 / pageSize]) * pageSize + t0 % pageSize) * kvw + (long long)kvh * hd;
-		long long off1 = has1 ? ((base + pg[t1 / pageSize]) * pageSize + t1 % pageSize) * kvw + (long long)kvh * hd : off0;
+	long long kvw = (long long)KV * hd, base = (long long)layer * numPages, hoff = (long long)kvh * hd;
+	float scale2 = scale * 1.4426950408889634f; // scores in log2 units: exp2f
+	// t0's page-list entry tq and place tr in the page, and the pages pa of
+	// t0 and pb of t0+1, loaded an iteration ahead (no divisions in the loop).
+	int t0 = lo + 2 * warp;
+	int tq = t0 / pageSize, tr = t0 - tq * pageSize, pa = 0, pb = 0;
+	if (t0 < hi) {
+		pa = pg[tq];
+		pb = tr + 1 < pageSize ? pa : t0 + 1 < hi ? pg[tq + 1] : pa;
+	}
+	for (; t0 < hi; t0 += 2 * DA_WARPS) {
+		bool has1 = t0 + 1 < hi;
+		long long off0 = ((base + pa) * pageSize + tr) * kvw + hoff;
+		long long off1 = has1 ? ((base + pb) * pageSize + (tr + 1 < pageSize ? tr + 1 : 0)) * kvw + hoff : off0;
+		int tn = t0 + 2 * DA_WARPS;
+		for (tr += 2 * DA_WARPS; tr >= pageSize; tr -= pageSize) tq++;
+		if (tn < hi) {
+			pa = pg[tq];
+			pb = tr + 1 < pageSize ? pa : tn + 1 < hi ? pg[tq + 1] : pa;
+		}
 		const float4 *k0 = (const float4 *)(kc + off0), *k1 = (const float4 *)(kc + off1);
 		const float4 *v0 = (const float4 *)(vc + off0), *v1 = (const float4 *)(vc + off1);
 		float4 kr0[DA_V4], kr1[DA_V4], vr0[DA_V4], vr1[DA_V4];
@@ -184,9 +199,9 @@ __device__ __forceinline__ void attn_decode(float *out, float *part, float *ml, 
 		}
 #pragma unroll
 		for (int g = 0; g < GM; g++) {
-			float a = s0[g] * scale, b = has1 ? s1[g] * scale : NEG_INF;
+			float a = s0[g] * scale2, b = has1 ? s1[g] * scale2 : NEG_INF;
 			float mn = fmaxf(m[g], fmaxf(a, b));
-			float corr = expf(m[g] - mn), e0 = expf(a - mn), e1 = expf(b - mn);
+			float corr = exp2f(m[g] - mn), e0 = exp2f(a - mn), e1 = exp2f(b - mn);
 			l[g] = l[g] * corr + e0 + e1;
 #pragma unroll
 			for (int i = 0; i < DA_V4; i++) {
@@ -217,7 +232,7 @@ __device__ __forceinline__ void attn_decode(float *out, float *part, float *ml, 
 		float L = 0.0f;
 		float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 		for (int w = 0; w < DA_WARPS; w++) {
-			float f = sm_l[w][g] > 0.0f ? expf(sm_m[w][g] - M) : 0.0f;
+			float f = sm_l[w][g] > 0.0f ? exp2f(sm_m[w][g] - M) : 0.0f;
 			L += sm_l[w][g] * f;
 			float4 a = sm_acc[w][g][j];
 			o.x += a.x * f;
@@ -262,31 +277,68 @@ extern "C" __global__ void __launch_bounds__(DA_WARPS * 32) attention_decode_g4(
 	attn_decode<4>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S);
 }
 
-// attention_decode_combine: block (row r, head h) merges the S slices of
-// attention_decode_g* in slice order (slices with a zero sum, empty ones,
-// weigh nothing; slice 0 never is empty) and multiplies by sigmoid(gate).
-// Thread j takes dims 4j..4j+3.
-extern "C" __global__ void attention_decode_combine(float *out, const float *gate, const float *part, const float *ml,
-		int H, int hd, int S) {
+// attention_decode_combine: block (row r, head h) merges the S slices
+// (S <= DC_MAX_SLICES) of attention_decode_g* and multiplies by
+// sigmoid(gate). Slice s weighs w_s = exp2(m_s - M), M the largest
+// maximum, or 0 if its sum is 0 (an empty slice; slice 0 never is); the
+// sum is the sum of l_s·w_s in slice order. The output's 4-dim chunk j
+// (thread j % hd4) is summed over the slices in SG = DC_THREADS/hd4 groups
+// (group g: slices g, g+SG, ..., in order), then the groups in order: the
+// result depends only on S and the head dim.
+#define DC_THREADS 256
+#define DC_MAX_SLICES 1024
+
+extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode_combine(float *out, const float *gate,
+		const float *part, const float *ml, int H, int hd, int S) {
 	PDL_LAUNCH();
 	PDL_WAIT();
+	__shared__ float sm_w[DC_MAX_SLICES], sm_lw[DC_MAX_SLICES];
+	__shared__ float sm_red[DC_THREADS / 32];
+	__shared__ float4 sm_o[DC_THREADS];
+	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	long long head = (long long)blockIdx.x * H + blockIdx.y;
 	const float *mh = ml + head * S * 2;
 	float M = NEG_INF;
-	for (int s = 0; s < S; s++) M = fmaxf(M, mh[2 * s]);
-	int hd4 = hd >> 2;
-	for (int j = threadIdx.x; j < hd4; j += blockDim.x) {
-		float L = 0.0f;
+	for (int s = tid; s < S; s += DC_THREADS) M = fmaxf(M, mh[2 * s]);
+	for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+	if (lane == 0) sm_red[warp] = M;
+	__syncthreads();
+	M = NEG_INF;
+	for (int w = 0; w < DC_THREADS / 32; w++) M = fmaxf(M, sm_red[w]);
+	for (int s = tid; s < S; s += DC_THREADS) {
+		float ls = mh[2 * s + 1];
+		float w = ls > 0.0f ? exp2f(mh[2 * s] - M) : 0.0f;
+		sm_w[s] = w;
+		sm_lw[s] = ls * w;
+	}
+	__syncthreads();
+	int hd4 = hd >> 2, SG = DC_THREADS / hd4;
+	int j = tid % hd4, g = tid / hd4;
+	const float4 *ph = (const float4 *)(part + head * S * hd);
+	if (g < SG) {
 		float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-		for (int s = 0; s < S; s++) {
-			float ls = mh[2 * s + 1];
-			float f = ls > 0.0f ? expf(mh[2 * s] - M) : 0.0f;
-			L += ls * f;
-			float4 a = ((const float4 *)(part + (head * S + s) * hd))[j];
-			o.x += a.x * f;
-			o.y += a.y * f;
-			o.z += a.z * f;
-			o.w += a.w * f;
+#pragma unroll 4
+		for (int s = g; s < S; s += SG) {
+			float w = sm_w[s];
+			float4 a = ph[(long long)s * hd4 + j];
+			o.x += a.x * w;
+			o.y += a.y * w;
+			o.z += a.z * w;
+			o.w += a.w * w;
+		}
+		sm_o[tid] = o;
+	}
+	__syncthreads();
+	if (g == 0) {
+		float L = 0.0f;
+		for (int s = 0; s < S; s++) L += sm_lw[s];
+		float4 o = sm_o[j];
+		for (int k = 1; k < SG; k++) {
+			float4 a = sm_o[k * hd4 + j];
+			o.x += a.x;
+			o.y += a.y;
+			o.z += a.z;
+			o.w += a.w;
 		}
 		float4 gt = ((const float4 *)(gate + head * hd))[j];
 		float4 y;
