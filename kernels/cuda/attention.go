@@ -152,9 +152,10 @@ func decodeAttnGroup(g int) (gm int, name string) {
 }
 
 // decodeAttnSlices returns S for rows rows of blocks blocks each (KV heads
-// times head groups) on lanes blocks at once: about decodeAttnWaves waves
-// of blocks in all, at least 1, at most decodeAttnMaxSlices; force > 0
-// overrides it.
+// times head groups) on lanes blocks at once: the most slices that keep
+// the grid within decodeAttnWaves full waves (a last wave mostly idle would
+// cost as much as a full one), at least 1, at most decodeAttnMaxSlices;
+// force > 0 overrides it.
 func decodeAttnSlices(rows, blocks, lanes, force int) int {
 	if force > 0 {
 		return force
@@ -163,7 +164,7 @@ func decodeAttnSlices(rows, blocks, lanes, force int) int {
 	if n <= 0 {
 		return 1
 	}
-	return min(max((decodeAttnWaves*max(lanes, 1)+n-1)/n, 1), decodeAttnMaxSlices)
+	return min(max(decodeAttnWaves*max(lanes, 1)/n, 1), decodeAttnMaxSlices)
 }
 
 // useDecodeAttn reports whether Attention's rows that attentionFlash does

@@ -154,6 +154,24 @@ func newDecodeFix(t testing.TB, g *Backend, cfg kernels.AttnConfig, pool int, se
 	return f
 }
 
+// newDecodeBench is newDecodeFix without the host copy (for timing only):
+// the cache holds a block of random values over and over.
+func newDecodeBench(t testing.TB, g *Backend, cfg kernels.AttnConfig, pool int, seed uint64) *decodeFix {
+	t.Helper()
+	c := g.NewKVCache(1, pool, decodePageSize, cfg.KVHeads, cfg.HeadDim).(*KVCache)
+	r := newRand(seed)
+	n := int64(pool) * decodePageSize * int64(cfg.KVHeads*cfg.HeadDim)
+	blk := randSlice(r, 1<<22, 1)
+	for _, dst := range []devptr{c.k, c.v} {
+		for off := int64(0); off < n; off += int64(len(blk)) {
+			if err := memcpyHtoD(dst+devptr(4*off), unsafe.Pointer(&blk[0]), 4*min(int64(len(blk)), n-off)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return &decodeFix{cfg: cfg, g: g, cache: c, r: r}
+}
+
 func (f *decodeFix) free() { f.g.FreeKVCache(f.cache) }
 
 // decodeStep is one decode step: a row for each of its sequences.
@@ -408,12 +426,13 @@ func TestAttentionDecodeGraphReplay(t *testing.T) {
 	}
 }
 
-// TestDecodeAttnSlices (host only): S from the batch's shape alone, about
-// decodeAttnWaves waves of blocks, within [1, decodeAttnMaxSlices].
+// TestDecodeAttnSlices (host only): S from the batch's shape alone, the
+// most that keep the grid within decodeAttnWaves waves, within [1,
+// decodeAttnMaxSlices].
 func TestDecodeAttnSlices(t *testing.T) {
 	const lanes = 4 * 132 // the 4b heads' kernel on an H200
 	for _, c := range []struct{ rows, blocks, want int }{
-		{1, 4, decodeAttnMaxSlices}, {3, 4, 88}, {32, 4, 9}, {128, 4, 3}, {256, 4, 2}, {264, 4, 1}, {2111, 4, 1}, {0, 4, 1},
+		{1, 4, decodeAttnMaxSlices}, {3, 4, 88}, {32, 4, 8}, {128, 4, 2}, {200, 4, 1}, {256, 4, 1}, {2111, 4, 1}, {0, 4, 1},
 	} {
 		if got := decodeAttnSlices(c.rows, c.blocks, lanes, 0); got != c.want {
 			t.Errorf("%d rows of %d blocks: S %d, want %d", c.rows, c.blocks, got, c.want)
@@ -425,11 +444,11 @@ func TestDecodeAttnSlices(t *testing.T) {
 			if s < 1 || s > decodeAttnMaxSlices {
 				t.Fatalf("%d rows of %d blocks: S %d", rows, blocks, s)
 			}
-			if s < decodeAttnMaxSlices && rows*blocks*s < decodeAttnWaves*lanes {
-				t.Fatalf("%d rows of %d blocks: S %d gives %d blocks, under %d waves of %d", rows, blocks, s, rows*blocks*s, decodeAttnWaves, lanes)
+			if s > 1 && rows*blocks*s > decodeAttnWaves*lanes {
+				t.Fatalf("%d rows of %d blocks: S %d gives %d blocks, over %d waves of %d", rows, blocks, s, rows*blocks*s, decodeAttnWaves, lanes)
 			}
-			if s > 1 && rows*blocks*(s-1) >= decodeAttnWaves*lanes {
-				t.Fatalf("%d rows of %d blocks: S %d, one fewer would do", rows, blocks, s)
+			if s < decodeAttnMaxSlices && rows*blocks*(s+1) <= decodeAttnWaves*lanes {
+				t.Fatalf("%d rows of %d blocks: S %d, one more would fit", rows, blocks, s)
 			}
 		}
 	}
@@ -460,7 +479,7 @@ func BenchmarkAttentionDecode(b *testing.B) {
 		b.Run(fmt.Sprintf("%d rows at 3000", B), func(b *testing.B) {
 			g := gpu(b)
 			if f == nil {
-				f = newDecodeFix(b, g, cfg, B*((ctx+decodePageSize-1)/decodePageSize)+B, uint64(B))
+				f = newDecodeBench(b, g, cfg, B*((ctx+decodePageSize-1)/decodePageSize)+B, uint64(B))
 				st = f.step(slices.Repeat([]int{ctx}, B), true)
 			}
 			reps := 20
