@@ -124,9 +124,9 @@ var decodeAttnForce = 0
 const (
 	// decodeAttnThreads is DA_WARPS*32 of kernels/40_attention.cu.
 	decodeAttnThreads = 128
-	// decodeAttnWaves is how many times the blocks the device holds at
-	// once the split aims at: enough that rows of different lengths even
-	// out.
+	// decodeAttnWaves is how many waves (the blocks the device holds at
+	// once) the grid may fill: more than one, so that rows of different
+	// lengths even out.
 	decodeAttnWaves = 2
 	// decodeAttnMaxSlices caps S (a row of a few positions then has many
 	// empty slices, and the partials grow with S).
