@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"os"
 	"unsafe"
 
 	"cohort/kernels"
@@ -83,9 +84,121 @@ func (b *Backend) Attention(q, k, v, gate kernels.Tensor, cache kernels.KVCache,
 		b.attentionFlash(op, out, qt, gt, c, dpos, dpageOff, dpages, layer, bt, cfg, scale)
 		return out
 	}
+	if b.useDecodeAttn(cfg) {
+		b.attentionDecode(op, out, qt, gt, c, dpos, dpageOff, dpages, layer, T, cfg, scale)
+		return out
+	}
 	b.launch(op, "attention_f32", [3]int{T, H, 1}, [3]int{128, 1, 1}, 0,
 		out.ptr, qt.ptr, gt.ptr, c.k, c.v, dpos, dpageOff, dpages, H, KV, hd, c.pageSize, c.pages, layer, scale)
 	return out
+}
+
+// Decode attention (attention_decode_g* and attention_decode_combine of
+// kernels/40_attention.cu) takes the rows that attention_f32 took in
+// Attention (every row of a batch that does not go to attentionFlash:
+// decode steps, CUDA-graph steps, float32 weights, COHORT_CUDA_FLASH=0):
+// a block per (row, KV head, group of up to 4 of its query heads, key
+// slice), so each key and value read serves the group's query heads, and
+// the keys of a row split into S slices so that a few rows of long
+// contexts still fill the SMs. S depends only on the number of rows and
+// the heads (decodeAttnSlices), never on the positions, so a CUDA graph
+// captured at one context replays at any other; each block derives its
+// slice's bounds from the row's position. With S = 1 the blocks write the
+// gated output; otherwise they write partial results (maximum, sum,
+// unnormalized output) to scratch, one buffer a step that every attention
+// layer reuses, and attention_decode_combine merges the slices in order.
+// The result depends only on the batch's shape and inputs. Deterministic
+// mode keeps attention_f32 (its rows must not depend on the batch), and so
+// does COHORT_CUDA_DECODE_ATTN=0 (A/B runs).
+
+// decodeAttn enables the decode attention kernel: unless
+// COHORT_CUDA_DECODE_ATTN=0 at start-up; tests and benchmarks set it
+// directly.
+var decodeAttn = os.Getenv("COHORT_CUDA_DECODE_ATTN") != "0"
+
+// decodeAttnForce, when positive, is the number of key slices of every
+// decode attention launch (tests: many slices, empty ones); 0 leaves it to
+// decodeAttnSlices.
+var decodeAttnForce = 0
+
+const (
+	// decodeAttnThreads is DA_WARPS*32 of kernels/40_attention.cu.
+	decodeAttnThreads = 128
+	// decodeAttnWaves is how many waves (the blocks the device holds at
+	// once) the grid may fill: more than one, so that rows of different
+	// lengths even out.
+	decodeAttnWaves = 2
+	// decodeAttnMaxSlices caps S (a row of a few positions then has many
+	// empty slices, and the partials grow with S).
+	decodeAttnMaxSlices = 128
+	// decodeCombineThreads and decodeCombineMaxSlices are DC_THREADS and
+	// DC_MAX_SLICES of kernels/40_attention.cu.
+	decodeCombineThreads   = 256
+	decodeCombineMaxSlices = 1024
+)
+
+// decodeAttnGroup returns the query heads a block takes (GM of the kernel:
+// 1, 2 or 4) for g query heads per KV head, and its entry.
+func decodeAttnGroup(g int) (gm int, name string) {
+	switch {
+	case g <= 1:
+		gm = 1
+	case g == 2:
+		gm = 2
+	default:
+		gm = 4
+	}
+	return gm, fmt.Sprintf("attention_decode_g%d", gm)
+}
+
+// decodeAttnSlices returns S for rows rows of blocks blocks each (KV heads
+// times head groups) on lanes blocks at once: the most slices that keep
+// the grid within decodeAttnWaves full waves (a last wave mostly idle would
+// cost as much as a full one), at least 1, at most decodeAttnMaxSlices;
+// force > 0 overrides it.
+func decodeAttnSlices(rows, blocks, lanes, force int) int {
+	if force > 0 {
+		return force
+	}
+	n := rows * blocks
+	if n <= 0 {
+		return 1
+	}
+	return min(max(decodeAttnWaves*max(lanes, 1)/n, 1), decodeAttnMaxSlices)
+}
+
+// useDecodeAttn reports whether Attention's rows that attentionFlash does
+// not take go to the decode attention kernel (not attention_f32).
+func (b *Backend) useDecodeAttn(cfg kernels.AttnConfig) bool {
+	return decodeAttn && !b.det && cfg.KVHeads > 0 && cfg.Heads%cfg.KVHeads == 0 &&
+		cfg.HeadDim%4 == 0 && cfg.HeadDim <= attnMaxHeadDim
+}
+
+// attentionDecode computes Attention's output out for its T rows after
+// kv_write_f32 has stored the step's k and v (see the comment above).
+func (b *Backend) attentionDecode(op string, out, qt, gt *Tensor, c *KVCache, dpos, dpageOff, dpages devptr,
+	layer, T int, cfg kernels.AttnConfig, scale float32) {
+	hd, H, KV := cfg.HeadDim, cfg.Heads, cfg.KVHeads
+	g := H / KV
+	gm, name := decodeAttnGroup(g)
+	hg := (g + gm - 1) / gm
+	S := decodeAttnSlices(T, KV*hg, b.occupancy(name, decodeAttnThreads)*max(b.sms, 1), decodeAttnForce)
+	if S > decodeCombineMaxSlices {
+		panic(fmt.Sprintf("cuda: %s: %d key slices, at most %d", op, S, decodeCombineMaxSlices))
+	}
+	var part, ml devptr
+	if S > 1 {
+		bytes := int64(T) * int64(H) * int64(S) * int64(hd+2) * 4
+		part = b.sharedMeta(metaKey{kind: "decodeAttnPartials", n: int(bytes)},
+			func() devptr { return b.allocScratch(op+" (decode partials)", bytes) })
+		ml = part + devptr(int64(T)*int64(H)*int64(S)*int64(hd)*4)
+	}
+	b.launch(op, name, [3]int{T, KV * hg, S}, [3]int{decodeAttnThreads, 1, 1}, 0,
+		out.ptr, part, ml, qt.ptr, gt.ptr, c.k, c.v, dpos, dpageOff, dpages, H, KV, hd, c.pageSize, c.pages, layer, scale, S)
+	if S > 1 {
+		b.launch(op, "attention_decode_combine", [3]int{T, H, 1}, [3]int{decodeCombineThreads, 1, 1}, 0,
+			out.ptr, gt.ptr, part, ml, H, hd, S)
+	}
 }
 
 // attentionMeta uploads, once per step, the rows' positions, where each

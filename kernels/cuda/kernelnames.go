@@ -11,6 +11,7 @@ var kernelNames = []string{
 	"rmsnorm_f32", "plain_rmsnorm_f32", "add_rmsnorm_f32", "gated_rmsnorm_f32",
 	"gemm_nt_f32",
 	"kv_write_f32", "attention_f32", "attn_prep_f32",
+	"attention_decode_g1", "attention_decode_g2", "attention_decode_g4", "attention_decode_combine",
 	"attention_prefill_hd64", "attention_prefill_hd128", "attention_prefill_hd256",
 	"attention_prefill_split_hd64", "attention_prefill_split_hd128", "attention_prefill_split_hd256", "attention_prefill_combine",
 	"argmax_rows", "argmax_ids", "sample_prep", "sample_exp", "sample_rows",

@@ -91,6 +91,265 @@ extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_f32(floa
 	}
 }
 
+// Decode attention, GQA-aware and split over keys (flash-decoding). Block
+// (row r = blockIdx.x, y = blockIdx.y, slice s = blockIdx.z) takes KV head
+// kvh = y / HG and its query heads h0 = kvh*G + (y % HG)*GM, ... (at most
+// GM of them, G = H/KV, HG = ceil(G/GM)) over slice s of the row's
+// positions: with n = pos[r]+1 and c = ceil(n/S) rounded up to a multiple
+// of 2*DA_WARPS, positions [s*c, min((s+1)*c, n)), empty for the last
+// slices of short rows. So one read of a key or value serves every query
+// head of the block, and the grid (which depends only on the batch's shape,
+// never its positions: CUDA graphs replay it) fills the SMs with few rows.
+// Warp w takes positions lo+2w, lo+2w+1, then 8 further on, with an online
+// softmax in float32 per head (lane l holds dims 4l..4l+3, 128+4l..; the
+// scores in log2 units, scale·log2(e), for exp2f); the warps merge in
+// order. With S = 1 the block writes the gated output, else its slice's
+// maximum (log2 units) and sum (ml, 2 floats per (row, head, slice)) and its
+// unnormalized output (part, hd floats each), which attention_decode_combine
+// merges in slice order: the result depends only on the batch's shape.
+// Needs hd % 4 == 0 and hd <= 256 (16-byte loads).
+#define DA_WARPS 4
+#define DA_V4 2 // float4 chunks per lane: head dims up to 256
+
+__device__ __forceinline__ float dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
+
+template <int GM>
+__device__ __forceinline__ void attn_decode(float *out, float *part, float *ml, const float *q, const float *gate,
+		const float *kc, const float *vc, const int *pos, const int *pageOff, const int *pages,
+		int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	__shared__ float4 sm_acc[DA_WARPS][GM][DA_V4 * 32];
+	__shared__ float sm_m[DA_WARPS][GM], sm_l[DA_WARPS][GM];
+	int r = blockIdx.x, s = blockIdx.z;
+	int G = H / KV, HG = (G + GM - 1) / GM;
+	int kvh = blockIdx.y / HG, c0 = (blockIdx.y % HG) * GM;
+	int h0 = kvh * G + c0, gn = min(GM, G - c0);
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int hd4 = hd >> 2;
+	int n = pos[r] + 1;
+	int chunk = (n + S - 1) / S;
+	chunk = (chunk + 2 * DA_WARPS - 1) / (2 * DA_WARPS) * (2 * DA_WARPS);
+	int lo = min(s * chunk, n), hi = min(lo + chunk, n);
+	const int *pg = pages + pageOff[r];
+	float4 qr[GM][DA_V4], acc[GM][DA_V4];
+	float m[GM], l[GM];
+#pragma unroll
+	for (int g = 0; g < GM; g++) {
+		const float4 *qh = (const float4 *)(q + ((long long)r * H + h0 + min(g, gn - 1)) * hd);
+#pragma unroll
+		for (int i = 0; i < DA_V4; i++) {
+			int j = i * 32 + lane;
+			qr[g][i] = j < hd4 && g < gn ? qh[j] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+			acc[g][i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+		}
+		m[g] = NEG_INF;
+		l[g] = 0.0f;
+	}
+	long long kvw = (long long)KV * hd, base = (long long)layer * numPages, hoff = (long long)kvh * hd;
+	float scale2 = scale * 1.4426950408889634f; // scores in log2 units: exp2f
+	// t0's page-list entry tq and place tr in the page, and the pages pa of
+	// t0 and pb of t0+1, loaded an iteration ahead (no divisions in the loop).
+	int t0 = lo + 2 * warp;
+	int tq = t0 / pageSize, tr = t0 - tq * pageSize, pa = 0, pb = 0;
+	if (t0 < hi) {
+		pa = pg[tq];
+		pb = tr + 1 < pageSize ? pa : t0 + 1 < hi ? pg[tq + 1] : pa;
+	}
+	for (; t0 < hi; t0 += 2 * DA_WARPS) {
+		bool has1 = t0 + 1 < hi;
+		long long off0 = ((base + pa) * pageSize + tr) * kvw + hoff;
+		long long off1 = has1 ? ((base + pb) * pageSize + (tr + 1 < pageSize ? tr + 1 : 0)) * kvw + hoff : off0;
+		int tn = t0 + 2 * DA_WARPS;
+		for (tr += 2 * DA_WARPS; tr >= pageSize; tr -= pageSize) tq++;
+		if (tn < hi) {
+			pa = pg[tq];
+			pb = tr + 1 < pageSize ? pa : tn + 1 < hi ? pg[tq + 1] : pa;
+		}
+		const float4 *k0 = (const float4 *)(kc + off0), *k1 = (const float4 *)(kc + off1);
+		const float4 *v0 = (const float4 *)(vc + off0), *v1 = (const float4 *)(vc + off1);
+		float4 kr0[DA_V4], kr1[DA_V4], vr0[DA_V4], vr1[DA_V4];
+#pragma unroll
+		for (int i = 0; i < DA_V4; i++) {
+			int j = i * 32 + lane;
+			float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+			kr0[i] = j < hd4 ? k0[j] : z;
+			kr1[i] = j < hd4 ? k1[j] : z;
+			vr0[i] = j < hd4 ? v0[j] : z;
+			vr1[i] = j < hd4 && has1 ? v1[j] : z;
+		}
+		float s0[GM], s1[GM];
+#pragma unroll
+		for (int g = 0; g < GM; g++) {
+			s0[g] = 0.0f;
+			s1[g] = 0.0f;
+#pragma unroll
+			for (int i = 0; i < DA_V4; i++) {
+				s0[g] += dot4(qr[g][i], kr0[i]);
+				s1[g] += dot4(qr[g][i], kr1[i]);
+			}
+		}
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+			for (int g = 0; g < GM; g++) {
+				s0[g] += __shfl_xor_sync(0xffffffffu, s0[g], o);
+				s1[g] += __shfl_xor_sync(0xffffffffu, s1[g], o);
+			}
+		}
+#pragma unroll
+		for (int g = 0; g < GM; g++) {
+			float a = s0[g] * scale2, b = has1 ? s1[g] * scale2 : NEG_INF;
+			float mn = fmaxf(m[g], fmaxf(a, b));
+			float corr = exp2f(m[g] - mn), e0 = exp2f(a - mn), e1 = exp2f(b - mn);
+			l[g] = l[g] * corr + e0 + e1;
+#pragma unroll
+			for (int i = 0; i < DA_V4; i++) {
+				float4 x = acc[g][i];
+				x.x = x.x * corr + e0 * vr0[i].x + e1 * vr1[i].x;
+				x.y = x.y * corr + e0 * vr0[i].y + e1 * vr1[i].y;
+				x.z = x.z * corr + e0 * vr0[i].z + e1 * vr1[i].z;
+				x.w = x.w * corr + e0 * vr0[i].w + e1 * vr1[i].w;
+				acc[g][i] = x;
+			}
+			m[g] = mn;
+		}
+	}
+#pragma unroll
+	for (int g = 0; g < GM; g++) {
+		if (lane == 0) {
+			sm_m[warp][g] = m[g];
+			sm_l[warp][g] = l[g];
+		}
+#pragma unroll
+		for (int i = 0; i < DA_V4; i++) sm_acc[warp][g][i * 32 + lane] = acc[g][i];
+	}
+	__syncthreads();
+	for (int idx = threadIdx.x; idx < gn * hd4; idx += blockDim.x) {
+		int g = idx / hd4, j = idx % hd4;
+		float M = NEG_INF;
+		for (int w = 0; w < DA_WARPS; w++) M = fmaxf(M, sm_m[w][g]);
+		float L = 0.0f;
+		float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+		for (int w = 0; w < DA_WARPS; w++) {
+			float f = sm_l[w][g] > 0.0f ? exp2f(sm_m[w][g] - M) : 0.0f;
+			L += sm_l[w][g] * f;
+			float4 a = sm_acc[w][g][j];
+			o.x += a.x * f;
+			o.y += a.y * f;
+			o.z += a.z * f;
+			o.w += a.w * f;
+		}
+		long long head = (long long)r * H + h0 + g;
+		if (S == 1) {
+			float4 gt = ((const float4 *)(gate + head * hd))[j];
+			float4 y;
+			y.x = o.x / L * sigmoid_ref(gt.x);
+			y.y = o.y / L * sigmoid_ref(gt.y);
+			y.z = o.z / L * sigmoid_ref(gt.z);
+			y.w = o.w / L * sigmoid_ref(gt.w);
+			((float4 *)(out + head * hd))[j] = y;
+		} else {
+			long long slot = head * S + s;
+			((float4 *)(part + slot * hd))[j] = o;
+			if (j == 0) {
+				ml[2 * slot] = M;
+				ml[2 * slot + 1] = L;
+			}
+		}
+	}
+}
+
+// The entries: GM = 1, 2, 4 query heads a block.
+extern "C" __global__ void __launch_bounds__(DA_WARPS * 32) attention_decode_g1(float *out, float *part, float *ml,
+		const float *q, const float *gate, const float *kc, const float *vc, const int *pos, const int *pageOff,
+		const int *pages, int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S) {
+	attn_decode<1>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S);
+}
+extern "C" __global__ void __launch_bounds__(DA_WARPS * 32) attention_decode_g2(float *out, float *part, float *ml,
+		const float *q, const float *gate, const float *kc, const float *vc, const int *pos, const int *pageOff,
+		const int *pages, int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S) {
+	attn_decode<2>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S);
+}
+extern "C" __global__ void __launch_bounds__(DA_WARPS * 32) attention_decode_g4(float *out, float *part, float *ml,
+		const float *q, const float *gate, const float *kc, const float *vc, const int *pos, const int *pageOff,
+		const int *pages, int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S) {
+	attn_decode<4>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S);
+}
+
+// attention_decode_combine: block (row r, head h) merges the S slices
+// (S <= DC_MAX_SLICES) of attention_decode_g* and multiplies by
+// sigmoid(gate). Slice s weighs w_s = exp2(m_s - M), M the largest
+// maximum, or 0 if its sum is 0 (an empty slice; slice 0 never is); the
+// sum is the sum of l_s·w_s in slice order. The output's 4-dim chunk j
+// (thread j % hd4) is summed over the slices in SG = DC_THREADS/hd4 groups
+// (group g: slices g, g+SG, ..., in order), then the groups in order: the
+// result depends only on S and the head dim.
+#define DC_THREADS 256
+#define DC_MAX_SLICES 1024
+
+extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode_combine(float *out, const float *gate,
+		const float *part, const float *ml, int H, int hd, int S) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	__shared__ float sm_w[DC_MAX_SLICES], sm_lw[DC_MAX_SLICES];
+	__shared__ float sm_red[DC_THREADS / 32];
+	__shared__ float4 sm_o[DC_THREADS];
+	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	long long head = (long long)blockIdx.x * H + blockIdx.y;
+	const float *mh = ml + head * S * 2;
+	float M = NEG_INF;
+	for (int s = tid; s < S; s += DC_THREADS) M = fmaxf(M, mh[2 * s]);
+	for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+	if (lane == 0) sm_red[warp] = M;
+	__syncthreads();
+	M = NEG_INF;
+	for (int w = 0; w < DC_THREADS / 32; w++) M = fmaxf(M, sm_red[w]);
+	for (int s = tid; s < S; s += DC_THREADS) {
+		float ls = mh[2 * s + 1];
+		float w = ls > 0.0f ? exp2f(mh[2 * s] - M) : 0.0f;
+		sm_w[s] = w;
+		sm_lw[s] = ls * w;
+	}
+	__syncthreads();
+	int hd4 = hd >> 2, SG = DC_THREADS / hd4;
+	int j = tid % hd4, g = tid / hd4;
+	const float4 *ph = (const float4 *)(part + head * S * hd);
+	if (g < SG) {
+		float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 4
+		for (int s = g; s < S; s += SG) {
+			float w = sm_w[s];
+			float4 a = ph[(long long)s * hd4 + j];
+			o.x += a.x * w;
+			o.y += a.y * w;
+			o.z += a.z * w;
+			o.w += a.w * w;
+		}
+		sm_o[tid] = o;
+	}
+	__syncthreads();
+	if (g == 0) {
+		float L = 0.0f;
+		for (int s = 0; s < S; s++) L += sm_lw[s];
+		float4 o = sm_o[j];
+		for (int k = 1; k < SG; k++) {
+			float4 a = sm_o[k * hd4 + j];
+			o.x += a.x;
+			o.y += a.y;
+			o.z += a.z;
+			o.w += a.w;
+		}
+		float4 gt = ((const float4 *)(gate + head * hd))[j];
+		float4 y;
+		y.x = o.x / L * sigmoid_ref(gt.x);
+		y.y = o.y / L * sigmoid_ref(gt.y);
+		y.z = o.z / L * sigmoid_ref(gt.z);
+		y.w = o.w / L * sigmoid_ref(gt.w);
+		((float4 *)(out + head * hd))[j] = y;
+	}
+}
+
 #define ATTN_PREP_MAX_HD 256
 
 // attn_prep_f32 is SplitQueryGate, the per-head q and k RMSNorms and RoPE
