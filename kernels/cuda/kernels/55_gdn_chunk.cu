@@ -104,6 +104,46 @@ __device__ __forceinline__ void gdn_mma3(float d[4], const float a[4], const uns
 //
 // The previous default (240 registers, one block an SM), kept for A/B runs
 // against gdn_chunk_prep_inv_f32 (kernels/cuda/gdn_chunk.go).
+// gdn_prep_kq (phase 1 of the CUDA-core preps): thread (ty, tx) = (tid/16,
+// tid%16) sums its 4x4 tiles a = K K^T and p = Q K^T (rows 4ty.., columns
+// 4tx..; zero rows past n) over the key dims, staged GDN_DQ at a time as
+// the transposed slices sKT, sQT [GDN_DQ][GDN_STRIDE_T].
+__device__ __forceinline__ void gdn_prep_kq(float (&a)[4][4], float (&p)[4][4], float *sKT, float *sQT,
+		const float *qh, const float *kh, int row0, int n, int kHead, int dk, int qk) {
+	const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
+#pragma unroll
+	for (int r = 0; r < 4; r++)
+#pragma unroll
+		for (int s = 0; s < 4; s++) a[r][s] = p[r][s] = 0.0f;
+	for (int d0 = 0; d0 < dk; d0 += GDN_DQ) {
+		__syncthreads(); // the previous slice is consumed
+#pragma unroll
+		for (int e = tid; e < GDN_CH * GDN_DQ; e += GDN_THREADS) {
+			int i = e / GDN_DQ, dl = e % GDN_DQ, d = d0 + dl;
+			bool ok = i < n && d < dk;
+			long long off = (long long)(row0 + i) * qk + (long long)kHead * dk + d;
+			sKT[dl * GDN_STRIDE_T + i] = ok ? kh[off] : 0.0f;
+			sQT[dl * GDN_STRIDE_T + i] = ok ? qh[off] : 0.0f;
+		}
+		__syncthreads();
+		int dn = min(GDN_DQ, dk - d0);
+		for (int dl = 0; dl < dn; dl++) {
+			float4 ki = *(const float4 *)&sKT[dl * GDN_STRIDE_T + 4 * ty];
+			float4 qi = *(const float4 *)&sQT[dl * GDN_STRIDE_T + 4 * ty];
+			float4 kj = *(const float4 *)&sKT[dl * GDN_STRIDE_T + 4 * tx];
+			float kr[4] = {ki.x, ki.y, ki.z, ki.w}, qr[4] = {qi.x, qi.y, qi.z, qi.w};
+			float kc[4] = {kj.x, kj.y, kj.z, kj.w};
+#pragma unroll
+			for (int r = 0; r < 4; r++)
+#pragma unroll
+				for (int s = 0; s < 4; s++) {
+					a[r][s] += kr[r] * kc[s];
+					p[r][s] += qr[r] * kc[s];
+				}
+		}
+	}
+}
+
 extern "C" __global__ void __launch_bounds__(GDN_THREADS) gdn_chunk_prep_f32(float *W, float *U, float *G, float *P,
 		const float *qh, const float *kh, const float *mixed, const float *g, const float *beta,
 		const int *chunkRow, const int *chunkLen, int nk, int nv, int dk, int dv, int convDim) {
@@ -136,39 +176,7 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS) gdn_chunk_prep_f32(flo
 	// Phase 1: a = K K^T, p = Q K^T over the chunk (zero rows past n).
 	const int ty = tid / 16, tx = tid % 16;
 	float a[4][4], p[4][4];
-#pragma unroll
-	for (int r = 0; r < 4; r++)
-#pragma unroll
-		for (int s = 0; s < 4; s++) a[r][s] = p[r][s] = 0.0f;
-	for (int d0 = 0; d0 < dk; d0 += GDN_DQ) {
-		__syncthreads(); // the previous slice is consumed
-#pragma unroll
-		for (int e = tid; e < GDN_CH * GDN_DQ; e += GDN_THREADS) {
-			int i = e / GDN_DQ, dl = e % GDN_DQ, d = d0 + dl;
-			bool ok = i < n && d < dk;
-			long long off = (long long)(row0 + i) * qk + (long long)kHead * dk + d;
-			sKT[dl * GDN_STRIDE_T + i] = ok ? kh[off] : 0.0f;
-			sQT[dl * GDN_STRIDE_T + i] = ok ? qh[off] : 0.0f;
-		}
-		__syncthreads();
-		int dn = min(GDN_DQ, dk - d0);
-		{
-			for (int dl = 0; dl < dn; dl++) {
-				float4 ki = *(const float4 *)&sKT[dl * GDN_STRIDE_T + 4 * ty];
-				float4 qi = *(const float4 *)&sQT[dl * GDN_STRIDE_T + 4 * ty];
-				float4 kj = *(const float4 *)&sKT[dl * GDN_STRIDE_T + 4 * tx];
-				float kr[4] = {ki.x, ki.y, ki.z, ki.w}, qr[4] = {qi.x, qi.y, qi.z, qi.w};
-				float kc[4] = {kj.x, kj.y, kj.z, kj.w};
-#pragma unroll
-				for (int r = 0; r < 4; r++)
-#pragma unroll
-					for (int s = 0; s < 4; s++) {
-						a[r][s] += kr[r] * kc[s];
-						p[r][s] += qr[r] * kc[s];
-					}
-			}
-		}
-	}
+	gdn_prep_kq(a, p, sKT, sQT, qh, kh, row0, n, kHead, dk, qk);
 	{
 		float *Pc = P + ((long long)c * nv + h) * GDN_CH * GDN_CH;
 #pragma unroll
@@ -400,37 +408,7 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_prep_inv_
 	const int ty = tid / 16, tx = tid % 16;
 	{
 		float a[4][4], p[4][4];
-#pragma unroll
-		for (int r = 0; r < 4; r++)
-#pragma unroll
-			for (int s = 0; s < 4; s++) a[r][s] = p[r][s] = 0.0f;
-		for (int d0 = 0; d0 < dk; d0 += GDN_DQ) {
-			__syncthreads(); // the previous slice is consumed
-#pragma unroll
-			for (int e = tid; e < GDN_CH * GDN_DQ; e += GDN_THREADS) {
-				int i = e / GDN_DQ, dl = e % GDN_DQ, d = d0 + dl;
-				bool ok = i < n && d < dk;
-				long long off = (long long)(row0 + i) * qk + (long long)kHead * dk + d;
-				sKT[dl * GDN_STRIDE_T + i] = ok ? kh[off] : 0.0f;
-				sQT[dl * GDN_STRIDE_T + i] = ok ? qh[off] : 0.0f;
-			}
-			__syncthreads();
-			int dn = min(GDN_DQ, dk - d0);
-			for (int dl = 0; dl < dn; dl++) {
-				float4 ki = *(const float4 *)&sKT[dl * GDN_STRIDE_T + 4 * ty];
-				float4 qi = *(const float4 *)&sQT[dl * GDN_STRIDE_T + 4 * ty];
-				float4 kj = *(const float4 *)&sKT[dl * GDN_STRIDE_T + 4 * tx];
-				float kr[4] = {ki.x, ki.y, ki.z, ki.w}, qr[4] = {qi.x, qi.y, qi.z, qi.w};
-				float kc[4] = {kj.x, kj.y, kj.z, kj.w};
-#pragma unroll
-				for (int r = 0; r < 4; r++)
-#pragma unroll
-					for (int s = 0; s < 4; s++) {
-						a[r][s] += kr[r] * kc[s];
-						p[r][s] += qr[r] * kc[s];
-					}
-			}
-		}
+		gdn_prep_kq(a, p, sKT, sQT, qh, kh, row0, n, kHead, dk, qk);
 		float *Pc = P + ((long long)c * nv + h) * GDN_CH * GDN_CH;
 		float at[4][4]; // at[s][r] = A_ij, i = 4ty + r, j = 4tx + s
 #pragma unroll
