@@ -113,6 +113,19 @@ extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_f32(floa
 
 __device__ __forceinline__ float dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
 
+// attn_store_gated writes the four output dims 4j.. of a head whose row
+// starts at off: the unnormalized sum o over the softmax's sum L, times
+// sigmoid(gate).
+__device__ __forceinline__ void attn_store_gated(float *out, const float *gate, long long off, int j, float4 o, float L) {
+	float4 gt = ((const float4 *)(gate + off))[j];
+	float4 y;
+	y.x = o.x / L * sigmoid_ref(gt.x);
+	y.y = o.y / L * sigmoid_ref(gt.y);
+	y.z = o.z / L * sigmoid_ref(gt.z);
+	y.w = o.w / L * sigmoid_ref(gt.w);
+	((float4 *)(out + off))[j] = y;
+}
+
 template <int GM>
 __device__ __forceinline__ void attn_decode(float *out, float *part, float *ml, const float *q, const float *gate,
 		const float *kc, const float *vc, const int *pos, const int *pageOff, const int *pages,
@@ -242,13 +255,7 @@ __device__ __forceinline__ void attn_decode(float *out, float *part, float *ml, 
 		}
 		long long head = (long long)r * H + h0 + g;
 		if (S == 1) {
-			float4 gt = ((const float4 *)(gate + head * hd))[j];
-			float4 y;
-			y.x = o.x / L * sigmoid_ref(gt.x);
-			y.y = o.y / L * sigmoid_ref(gt.y);
-			y.z = o.z / L * sigmoid_ref(gt.z);
-			y.w = o.w / L * sigmoid_ref(gt.w);
-			((float4 *)(out + head * hd))[j] = y;
+			attn_store_gated(out, gate, head * hd, j, o, L);
 		} else {
 			long long slot = head * S + s;
 			((float4 *)(part + slot * hd))[j] = o;
@@ -340,13 +347,7 @@ extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode_combin
 			o.z += a.z;
 			o.w += a.w;
 		}
-		float4 gt = ((const float4 *)(gate + head * hd))[j];
-		float4 y;
-		y.x = o.x / L * sigmoid_ref(gt.x);
-		y.y = o.y / L * sigmoid_ref(gt.y);
-		y.z = o.z / L * sigmoid_ref(gt.z);
-		y.w = o.w / L * sigmoid_ref(gt.w);
-		((float4 *)(out + head * hd))[j] = y;
+		attn_store_gated(out, gate, head * hd, j, o, L);
 	}
 }
 
