@@ -13,12 +13,14 @@ import (
 
 // StatePool holds the GDN state of one rank in device memory: per layer and
 // slot, the conv state [K-1, convDim] (raw input rows, oldest first) and the
-// fp32 recurrent state [valueHeads, keyDim, valueDim] (as in the CPU oracle).
+// recurrent state [valueHeads, keyDim, valueDim] (as in the CPU oracle),
+// float32, or bf16 with COHORT_CUDA_GDN_STATE=bf16 (gdn_state.go).
 type StatePool struct {
 	b             *Backend
 	layers, slots int
 	cfg           kernels.GDNConfig
-	conv, rec     devptr // [layer][slot][K-1][convDim], [layer][slot][vHeads][dk][dv]
+	bf16          bool   // the recurrent state is stored as bf16 (gdnStateBF16 when made)
+	conv, rec     devptr // [layer][slot][K-1][convDim] float32, [layer][slot][vHeads][dk][dv] float32 or bf16
 	snaps         devptr // snapshot places, places of them (snapshots.go)
 	places        int
 }
@@ -28,6 +30,17 @@ var _ kernels.StatePool = (*StatePool)(nil)
 // convMaxKernel is the largest conv kernel the conv kernel supports.
 const convMaxKernel = 8
 
+// gdnStateBF16 is COHORT_CUDA_GDN_STATE=bf16: new state pools store the
+// recurrent state as bf16 (gdn_state.go). A variable so that tests can make
+// pools of either kind in process; a pool keeps the kind it was made with.
+var gdnStateBF16 = func() bool {
+	bf16, err := gdnStateFromEnv(os.Getenv("COHORT_CUDA_GDN_STATE"))
+	if err != nil {
+		panic("cuda: " + err.Error())
+	}
+	return bf16
+}()
+
 // NewStatePool allocates zeroed GDN state (a permanent allocation).
 func (b *Backend) NewStatePool(layers, slots int, cfg kernels.GDNConfig) kernels.StatePool {
 	const op = "NewStatePool"
@@ -35,14 +48,15 @@ func (b *Backend) NewStatePool(layers, slots int, cfg kernels.GDNConfig) kernels
 	if cfg.ConvKernel > convMaxKernel {
 		panic(fmt.Sprintf("cuda: NewStatePool: conv kernel %d, at most %d", cfg.ConvKernel, convMaxKernel))
 	}
-	p := &StatePool{b: b, layers: layers, slots: slots, cfg: cfg}
+	p := &StatePool{b: b, layers: layers, slots: slots, cfg: cfg, bf16: gdnStateBF16}
+	check(op, gdnStateCheck(p.recSize(), p.bf16))
 	nConv := int64(layers) * int64(slots) * p.convSize()
 	nRec := int64(layers) * int64(slots) * p.recSize()
-	p.conv, p.rec = b.allocPermanent(op, nConv*4), b.allocPermanent(op, nRec*4)
+	p.conv, p.rec = b.allocPermanent(op, nConv*4), b.allocPermanent(op, nRec*p.recElem())
 	if err := memsetD32(p.conv, 0, nConv); err != nil {
 		panic(fmt.Sprintf("cuda: %s: %v", op, err))
 	}
-	if err := memsetD32(p.rec, 0, nRec); err != nil {
+	if err := memsetD32(p.rec, 0, nRec*p.recElem()/4); err != nil { // zero bits: 0.0 in either type
 		panic(fmt.Sprintf("cuda: %s: %v", op, err))
 	}
 	return p
@@ -56,6 +70,18 @@ func (p *StatePool) recSize() int64 {
 	return int64(p.cfg.ValueHeads) * int64(p.cfg.KeyDim) * int64(p.cfg.ValueDim)
 }
 
+// recElem is the bytes of a recurrent state element (4, or 2 for bf16).
+func (p *StatePool) recElem() int64 { return gdnStateElem(p.bf16) }
+
+// convAt and recAt are the conv and recurrent state of (layer, slot)
+// number i = layer·slots + slot.
+func (p *StatePool) convAt(i int64) devptr { return p.conv + devptr(i*p.convSize()*4) }
+func (p *StatePool) recAt(i int64) devptr  { return p.rec + devptr(i*p.recSize()*p.recElem()) }
+
+// kernel is the entry of GDN kernel name (an f32-state entry that reads or
+// writes the recurrent state) for the pool's state type.
+func (p *StatePool) kernel(name string) string { return gdnStateKernel(name, p.bf16) }
+
 func (p *StatePool) check(layer, slot int) {
 	check("StatePool", kernels.CheckSlot(layer, slot, p.layers, p.slots))
 }
@@ -67,29 +93,36 @@ func (p *StatePool) Reset(slot int) {
 	for l := range p.layers {
 		p.check(l, slot)
 		i := int64(l*p.slots + slot)
-		if err := memsetD32(p.conv+devptr(i*p.convSize()*4), 0, p.convSize()); err != nil {
+		if err := memsetD32(p.convAt(i), 0, p.convSize()); err != nil {
 			panic(fmt.Sprintf("cuda: StatePool.Reset(%d): %v", slot, err))
 		}
-		if err := memsetD32(p.rec+devptr(i*p.recSize()*4), 0, p.recSize()); err != nil {
+		// recSize·recElem is a multiple of 4 (gdnStateCheck).
+		if err := memsetD32(p.recAt(i), 0, p.recSize()*p.recElem()/4); err != nil {
 			panic(fmt.Sprintf("cuda: StatePool.Reset(%d): %v", slot, err))
 		}
 	}
 }
 
 // Snapshot returns a copy of all state of a slot: for every layer in order,
-// its conv state followed by its recurrent state (the CPU oracle's format).
+// its conv state followed by its recurrent state (the CPU oracle's format,
+// float32; a bf16 recurrent state widened exactly).
 func (p *StatePool) Snapshot(slot int) []float32 {
 	out := make([]float32, 0, int64(p.layers)*(p.convSize()+p.recSize()))
 	for l := range p.layers {
 		p.check(l, slot)
 		i := int64(l*p.slots + slot)
-		out = append(out, p.download(p.conv+devptr(i*p.convSize()*4), p.convSize())...)
-		out = append(out, p.download(p.rec+devptr(i*p.recSize()*4), p.recSize())...)
+		out = append(out, p.download(p.convAt(i), p.convSize())...)
+		if p.bf16 {
+			out = append(out, widenBF16(p.downloadBits(p.recAt(i), p.recSize()))...)
+		} else {
+			out = append(out, p.download(p.recAt(i), p.recSize())...)
+		}
 	}
 	return out
 }
 
-// SetSlot overwrites all state of a slot from a Snapshot-formatted slice.
+// SetSlot overwrites all state of a slot from a Snapshot-formatted slice (a
+// bf16 recurrent state takes the values rounded to nearest even).
 func (p *StatePool) SetSlot(slot int, state []float32) {
 	if int64(len(state)) != int64(p.layers)*(p.convSize()+p.recSize()) {
 		panic(fmt.Sprintf("cuda: StatePool.SetSlot: %d values, want %d", len(state), int64(p.layers)*(p.convSize()+p.recSize())))
@@ -98,12 +131,22 @@ func (p *StatePool) SetSlot(slot int, state []float32) {
 	for l := range p.layers {
 		p.check(l, slot)
 		i := int64(l*p.slots + slot)
-		for _, part := range []struct {
+		for k, part := range []struct {
 			base devptr
 			n    int64
-		}{{p.conv + devptr(i*p.convSize()*4), p.convSize()}, {p.rec + devptr(i*p.recSize()*4), p.recSize()}} {
+		}{{p.convAt(i), p.convSize()}, {p.recAt(i), p.recSize()}} {
 			if part.n > 0 {
-				if err := memcpyHtoD(part.base, unsafe.Pointer(&state[off]), part.n*4); err != nil {
+				var err error
+				if k == 1 && p.bf16 {
+					bits := make([]uint16, part.n)
+					for j, v := range state[off : off+part.n] {
+						bits[j] = bf16Bits(v)
+					}
+					err = memcpyHtoD(part.base, unsafe.Pointer(&bits[0]), part.n*2)
+				} else {
+					err = memcpyHtoD(part.base, unsafe.Pointer(&state[off]), part.n*4)
+				}
+				if err != nil {
 					panic(fmt.Sprintf("cuda: StatePool.SetSlot: %v", err))
 				}
 			}
@@ -116,6 +159,17 @@ func (p *StatePool) download(src devptr, n int64) []float32 {
 	out := make([]float32, n)
 	if n > 0 {
 		if err := memcpyDtoH(unsafe.Pointer(&out[0]), src, n*4); err != nil {
+			panic(fmt.Sprintf("cuda: StatePool: %v", err))
+		}
+	}
+	return out
+}
+
+// downloadBits copies n bf16 values from src.
+func (p *StatePool) downloadBits(src devptr, n int64) []uint16 {
+	out := make([]uint16, n)
+	if n > 0 {
+		if err := memcpyDtoH(unsafe.Pointer(&out[0]), src, n*2); err != nil {
 			panic(fmt.Sprintf("cuda: StatePool: %v", err))
 		}
 	}
@@ -325,7 +379,7 @@ func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, st
 		// Decode rows: the q/k norms and the gates are computed by the
 		// recurrent kernel itself (two launches fewer per layer).
 		start, length, slot := b.seqMeta(op, p, layer, bt)
-		b.launch(op, name, [3]int{len(bt.Seqs), nv, (dv + 31) / 32}, [3]int{32, w, 1},
+		b.launch(op, p.kernel(name), [3]int{len(bt.Seqs), nv, (dv + 31) / 32}, [3]int{32, w, 1},
 			(2*dk+2*32*w)*4+2*w*8,
 			out.ptr, mt.ptr, bt2.ptr, at.ptr, alt.ptr, dtt.ptr, p.rec, start, length, slot,
 			nk, nv, dk, dv, convDim, p.slots, layer, scale)
@@ -356,24 +410,30 @@ func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, st
 		if gdnWidePipe && dk == gdnRowsWide*gdnPipeWarps && dv%32 == 0 {
 			// The same blocks, each running a share of the (sequence,
 			// head, column chunk) items with the next one's loads in flight.
-			b.launch(op, "gdn_recurrent_cols_pipe_f32", [3]int{b.gdnPipeBlocks(nSeq * nv * (dv / 32)), 1, 1}, [3]int{32, gdnPipeWarps, 1},
+			b.launch(op, p.kernel("gdn_recurrent_cols_pipe_f32"), [3]int{b.gdnPipeBlocks(p.kernel("gdn_recurrent_cols_pipe_f32"), nSeq*nv*(dv/32)), 1, 1}, [3]int{32, gdnPipeWarps, 1},
 				(2*dk+2*32*gdnPipeWarps)*4,
 				out.ptr, qh.ptr, kh.ptr, mt.ptr, g.ptr, bs.ptr, p.rec, start, length, slot,
 				nk, nv, dk, dv, convDim, p.slots, layer, nSeq)
 			return out
 		}
 	}
+	if p.bf16 && name == "gdn_recurrent_cols_f32" {
+		// gdn_recurrent_cols_f32_sbf16's launch bounds are 512 threads
+		// (1024 spilled): dk up to 256 in registers, larger dk takes
+		// gdn_recurrent_f32_sbf16.
+		warps = min(warps, 16)
+	}
 	if (dk+warps-1)/warps <= rows {
 		// Column-split form: 32 state columns per block, dk rows over the
 		// block's warps (at most rows a thread, kept in registers).
-		b.launch(op, name, [3]int{nSeq, nv, (dv + 31) / 32}, [3]int{32, warps, 1},
+		b.launch(op, p.kernel(name), [3]int{nSeq, nv, (dv + 31) / 32}, [3]int{32, warps, 1},
 			(2*dk+2*32*warps)*4,
 			out.ptr, qh.ptr, kh.ptr, mt.ptr, g.ptr, bs.ptr, p.rec, start, length, slot,
 			nk, nv, dk, dv, convDim, p.slots, layer)
 		return out
 	}
 	block := min(max((dv+31)/32*32, 32), 256)
-	b.launch(op, "gdn_recurrent_f32", [3]int{nSeq, nv, 1}, [3]int{block, 1, 1}, 2*dk*4,
+	b.launch(op, p.kernel("gdn_recurrent_f32"), [3]int{nSeq, nv, 1}, [3]int{block, 1, 1}, 2*dk*4,
 		out.ptr, qh.ptr, kh.ptr, mt.ptr, g.ptr, bs.ptr, p.rec, start, length, slot,
 		nk, nv, dk, dv, convDim, p.slots, layer)
 	return out
@@ -404,12 +464,12 @@ var (
 // gdn_recurrent_cols_pipe_f32 block (so dk = 128).
 const gdnPipeWarps = 4
 
-// gdnPipeBlocks returns the grid of gdn_recurrent_cols_pipe_f32 for items
-// work items: one wave of resident blocks (every item its own block when
+// gdnPipeBlocks returns the grid of gdn_recurrent_cols_pipe_f32 (or its
+// bf16-state twin, name) for items work items: one wave of resident blocks (every item its own block when
 // they fit), so that every SM holds as many blocks as it can (the kernel's
 // launch bounds ask for 4: 16 warps of 128 registers, 64 KiB of state
 // loads in flight an SM) and each block runs ceil or floor of
 // items/blocks of them.
-func (b *Backend) gdnPipeBlocks(items int) int {
-	return min(items, b.occupancy("gdn_recurrent_cols_pipe_f32", 32*gdnPipeWarps)*max(b.sms, 1))
+func (b *Backend) gdnPipeBlocks(name string, items int) int {
+	return min(items, b.occupancy(name, 32*gdnPipeWarps)*max(b.sms, 1))
 }

@@ -130,12 +130,12 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 	b.launch(op, gdnKernels.prep, [3]int{nChunks, nv, 1}, [3]int{gdnChunkThreads, 1, 1}, 0,
 		w, u, gamma, pm, qh.ptr, kh.ptr, mixed.ptr, g.ptr, bs.ptr,
 		at(0), at(1), nk, nv, dk, dv, convDim)
-	scanSmem := 0
+	scanSmem, scan := 0, p.kernel(gdnKernels.scan) // the scan reads and writes the state: the pool's entry
 	if gdnKernels.scan == gdnKernelsNew.scan {
 		scanSmem = gdnScanRingBytes
-		b.allowSmem(op, gdnKernels.scan, scanSmem)
+		b.allowSmem(op, scan, scanSmem)
 	}
-	b.launch(op, gdnKernels.scan, [3]int{nSeq, nv, (dv + gdnChunkCols - 1) / gdnChunkCols}, [3]int{gdnChunkThreads, 1, 1}, scanSmem,
+	b.launch(op, scan, [3]int{nSeq, nv, (dv + gdnChunkCols - 1) / gdnChunkCols}, [3]int{gdnChunkThreads, 1, 1}, scanSmem,
 		out.ptr, p.rec, w, u, gamma, pm, qh.ptr, kh.ptr,
 		at(0), at(1), at(2), at(3), at(4), nk, nv, dk, dv, p.slots, layer)
 	return start, length, slot, nRest

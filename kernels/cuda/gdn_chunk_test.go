@@ -84,15 +84,23 @@ func withChunkMin(v int, f func()) {
 // full state of every slot after every step. The CPU oracle runs its
 // chunked form for pieces of more than one token.
 //
-// Every entry pair of gdnVariants runs it (subtests new, old, the mixes).
+// Every entry pair of gdnVariants runs it (subtests new, old, the mixes)
+// with the f32 state, the new and old pairs with the bf16 state (the CPU's
+// state rounded as the GPU's after every step: gdn_bf16_test.go).
 func TestGDNChunkedMatchesCPU(t *testing.T) {
 	p := newPair(t)
-	for _, v := range gdnVariants {
-		t.Run(v.name, func(t *testing.T) { withGDNKernels(v.k, func() { testGDNChunkedMatchesCPU(t, p) }) })
-	}
+	forGDNStates(t, func(t *testing.T, bf16 bool) {
+		vs := gdnVariants
+		if bf16 {
+			vs = vs[:2]
+		}
+		for _, v := range vs {
+			t.Run(v.name, func(t *testing.T) { withGDNKernels(v.k, func() { testGDNChunkedMatchesCPU(t, p, bf16) }) })
+		}
+	})
 }
 
-func testGDNChunkedMatchesCPU(t *testing.T, p pair) {
+func testGDNChunkedMatchesCPU(t *testing.T, p pair, bf16 bool) {
 	for _, cfg := range gdnChunkCfgs {
 		t.Run(fmt.Sprintf("nk%d/nv%d/dk%d/dv%d", cfg.KeyHeads, cfg.ValueHeads, cfg.KeyDim, cfg.ValueDim), func(t *testing.T) {
 			gpu(t)
@@ -117,11 +125,12 @@ func testGDNChunkedMatchesCPU(t *testing.T, p pair) {
 				in := randGDNInputs(r, b.Rows(), cfg)
 				oc := gdnRun(p.c, in, alc, dtc, pc, layer, b, cfg)
 				og := gdnRun(p.g, in, alg, dtg, pg, layer, b, cfg)
-				checkClose(t, fmt.Sprintf("step %d %v output", si, lens), og, oc, 1e-4)
+				checkClose(t, fmt.Sprintf("step %d %v output", si, lens), og, oc, gdnTol(1e-4, bf16))
 				for _, s := range slots {
 					checkClose(t, fmt.Sprintf("step %d slot %d state", si, s),
-						pg.(*StatePool).Snapshot(s), pc.(*cpu.StatePool).Snapshot(s), 1e-4)
+						pg.(*StatePool).Snapshot(s), pc.(*cpu.StatePool).Snapshot(s), gdnTol(1e-4, bf16))
 				}
+				gdnRoundRef(pc.(*cpu.StatePool), slots, cfg, bf16)
 			}
 		})
 	}
@@ -131,15 +140,19 @@ func testGDNChunkedMatchesCPU(t *testing.T, p pair) {
 // same batches run once with the chunked kernels (gdnChunkMin 0, so even a
 // two-token piece is chunked) and once with the recurrent kernel alone, on
 // two state pools that start equal and nonzero.
-// The default and the previous entry pairs both run it.
+// The default and the previous entry pairs both run it, with either state
+// (bf16: both pools round once a step, at the same points, from states
+// that start bf16-exact and equal).
 func TestGDNChunkedMatchesRecurrent(t *testing.T) {
 	be := gpu(t)
-	for _, v := range gdnVariants[:2] {
-		t.Run(v.name, func(t *testing.T) { withGDNKernels(v.k, func() { testGDNChunkedMatchesRecurrent(t, be) }) })
-	}
+	forGDNStates(t, func(t *testing.T, bf16 bool) {
+		for _, v := range gdnVariants[:2] {
+			t.Run(v.name, func(t *testing.T) { withGDNKernels(v.k, func() { testGDNChunkedMatchesRecurrent(t, be, bf16) }) })
+		}
+	})
 }
 
-func testGDNChunkedMatchesRecurrent(t *testing.T, be *Backend) {
+func testGDNChunkedMatchesRecurrent(t *testing.T, be *Backend, bf16 bool) {
 	for _, cfg := range gdnChunkCfgs {
 		t.Run(fmt.Sprintf("nk%d/nv%d/dk%d/dv%d", cfg.KeyHeads, cfg.ValueHeads, cfg.KeyDim, cfg.ValueDim), func(t *testing.T) {
 			gpu(t)
@@ -161,9 +174,9 @@ func testGDNChunkedMatchesRecurrent(t *testing.T, be *Backend) {
 				var oChk, oRec []float32
 				withChunkMin(0, func() { oChk = gdnRun(be, in, aLog, dtBias, pChk, layer, b, cfg) })
 				withChunkMin(math.MaxInt32, func() { oRec = gdnRun(be, in, aLog, dtBias, pRec, layer, b, cfg) })
-				checkClose(t, fmt.Sprintf("step %d %v output", si, lens), oChk, oRec, 1e-4)
+				checkClose(t, fmt.Sprintf("step %d %v output", si, lens), oChk, oRec, gdnTol(1e-4, bf16))
 				for _, s := range slots {
-					checkClose(t, fmt.Sprintf("step %d slot %d state", si, s), pChk.Snapshot(s), pRec.Snapshot(s), 1e-4)
+					checkClose(t, fmt.Sprintf("step %d slot %d state", si, s), pChk.Snapshot(s), pRec.Snapshot(s), gdnTol(1e-4, bf16))
 				}
 			}
 		})
@@ -175,7 +188,16 @@ func testGDNChunkedMatchesRecurrent(t *testing.T, be *Backend) {
 // every output and the final state with the CPU oracle fed the same 173
 // tokens one at a time (its exact recurrent form): the state carried between
 // steps through the slot, chunked to chunked and chunked to recurrent.
+//
+// With the bf16 state the oracle stays f32 (fed token by token, it cannot
+// round where the GPU's pieces end): the GPU rounds its state once a piece
+// (5 times), and the tolerance is the accumulation bound of
+// gdn_bf16_test.go, the deviation logged.
 func TestGDNChunkedPrefillThenDecode(t *testing.T) {
+	forGDNStates(t, testGDNChunkedPrefillThenDecode)
+}
+
+func testGDNChunkedPrefillThenDecode(t *testing.T, bf16 bool) {
 	p := newPair(t)
 	cfg := kernels.GDNConfig{KeyHeads: 2, ValueHeads: 4, KeyDim: 128, ValueDim: 128, ConvKernel: 4}
 	const layers, slotCount, layer, slot = 3, 2, 2, 1
@@ -204,8 +226,12 @@ func TestGDNChunkedPrefillThenDecode(t *testing.T) {
 		got = append(got, gdnRun(p.g, in, alg, dtg, pg, layer, b, cfg)...)
 		off += n
 	}
-	checkClose(t, "outputs", got, want, 1e-4)
-	checkClose(t, "final state", pg.(*StatePool).Snapshot(slot), pc.(*cpu.StatePool).Snapshot(slot), 1e-4)
+	tol := 1e-4
+	if bf16 {
+		tol += float64(len(pieces)) * gdnBF16Step
+	}
+	checkClose(t, "outputs", got, want, tol)
+	checkClose(t, "final state", pg.(*StatePool).Snapshot(slot), pc.(*cpu.StatePool).Snapshot(slot), tol)
 }
 
 // gdn4b is the GDN head shape of the 4b model on one rank.
@@ -218,12 +244,14 @@ var gdn4b = kernels.GDNConfig{KeyHeads: 16, ValueHeads: 32, KeyDim: 128, ValueDi
 // The default and the previous entry pairs both run it.
 func TestGDNChunkedLarge(t *testing.T) {
 	p := newPair(t)
-	for _, v := range gdnVariants[:2] {
-		t.Run(v.name, func(t *testing.T) { withGDNKernels(v.k, func() { testGDNChunkedLarge(t, p) }) })
-	}
+	forGDNStates(t, func(t *testing.T, bf16 bool) {
+		for _, v := range gdnVariants[:2] {
+			t.Run(v.name, func(t *testing.T) { withGDNKernels(v.k, func() { testGDNChunkedLarge(t, p, bf16) }) })
+		}
+	})
 }
 
-func testGDNChunkedLarge(t *testing.T, p pair) {
+func testGDNChunkedLarge(t *testing.T, p pair, bf16 bool) {
 	gpu(t)
 	cfg := gdn4b
 	const layers, slotCount, layer = 1, 2, 0
@@ -253,11 +281,12 @@ func testGDNChunkedLarge(t *testing.T, p pair) {
 		}
 		gpuTime := time.Since(start)
 		t.Logf("step %d %v: GPU %.3f ms, CPU %.1f ms", si, lens, gpuTime.Seconds()*1e3, cpuTime.Seconds()*1e3)
-		checkClose(t, fmt.Sprintf("step %d output", si), p.g.Download(out), oc, 1e-4)
+		checkClose(t, fmt.Sprintf("step %d output", si), p.g.Download(out), oc, gdnTol(1e-4, bf16))
 		for _, s := range slots {
 			checkClose(t, fmt.Sprintf("step %d slot %d state", si, s),
-				pg.(*StatePool).Snapshot(s), pc.(*cpu.StatePool).Snapshot(s), 1e-4)
+				pg.(*StatePool).Snapshot(s), pc.(*cpu.StatePool).Snapshot(s), gdnTol(1e-4, bf16))
 		}
+		gdnRoundRef(pc.(*cpu.StatePool), slots, cfg, bf16)
 		p.g.Free(m, bt, a)
 	}
 }

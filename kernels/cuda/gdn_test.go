@@ -27,14 +27,18 @@ func TestGDNMatchesCPU(t *testing.T) {
 	// separate norms and gates, or (wide-fused) the fused wide one; the
 	// conv takes the tiled kernels (TestConvTilesMatchLanes compares them
 	// with conv1d_f32 bit for bit).
+	// With the bf16 state the CPU's state is rounded as the GPU's after
+	// every step (gdnRoundRef; tolerances in gdn_bf16_test.go).
 	defer func(v bool) { gdnWideFused = v }(gdnWideFused)
-	for _, fused := range []bool{false, true} {
-		gdnWideFused = fused
-		t.Run(fmt.Sprintf("wide-fused=%v", fused), func(t *testing.T) { testGDNMatchesCPU(t) })
-	}
+	forGDNStates(t, func(t *testing.T, bf16 bool) {
+		for _, fused := range []bool{false, true} {
+			gdnWideFused = fused
+			t.Run(fmt.Sprintf("wide-fused=%v", fused), func(t *testing.T) { testGDNMatchesCPU(t, bf16) })
+		}
+	})
 }
 
-func testGDNMatchesCPU(t *testing.T) {
+func testGDNMatchesCPU(t *testing.T, bf16 bool) {
 	p := newPair(t)
 	for _, cfg := range []kernels.GDNConfig{
 		{KeyHeads: 2, ValueHeads: 4, KeyDim: 32, ValueDim: 48, ConvKernel: 4},
@@ -74,11 +78,12 @@ func testGDNMatchesCPU(t *testing.T) {
 				mg2 := p.g.Upload(p.c.Download(mc), T, C)
 				oc := p.c.GatedDeltaRule(mc, bc, ac, alc, dtc, pc, layer, b, cfg)
 				og := p.g.GatedDeltaRule(mg2, bg, ag, alg, dtg, pg, layer, b, cfg)
-				checkClose(t, fmt.Sprintf("step %d delta rule", si), p.g.Download(og), p.c.Download(oc), 1e-3)
+				checkClose(t, fmt.Sprintf("step %d delta rule", si), p.g.Download(og), p.c.Download(oc), gdnTol(1e-3, bf16))
 				for _, s := range slots {
 					checkClose(t, fmt.Sprintf("step %d slot %d state", si, s),
-						pg.(*StatePool).Snapshot(s), pc.(*cpu.StatePool).Snapshot(s), 1e-3)
+						pg.(*StatePool).Snapshot(s), pc.(*cpu.StatePool).Snapshot(s), gdnTol(1e-3, bf16))
 				}
+				gdnRoundRef(pc.(*cpu.StatePool), slots, cfg, bf16)
 			}
 			// Reset zeroes one slot in every layer and leaves the others.
 			before := pg.(*StatePool).Snapshot(0)
@@ -93,19 +98,33 @@ func testGDNMatchesCPU(t *testing.T) {
 	}
 }
 
-// TestSetSlotRoundTrip checks that SetSlot writes back what Snapshot read.
+// TestSetSlotRoundTrip checks that SetSlot writes back what Snapshot read
+// (with the bf16 state: the recurrent values rounded to nearest even, the
+// conv state as given).
 func TestSetSlotRoundTrip(t *testing.T) {
-	be := gpu(t)
-	cfg := kernels.GDNConfig{KeyHeads: 1, ValueHeads: 2, KeyDim: 4, ValueDim: 3, ConvKernel: 4}
-	pool := be.NewStatePool(2, 3, cfg).(*StatePool)
-	want := randSlice(newRand(9), len(pool.Snapshot(1)), 1)
-	pool.SetSlot(1, want)
-	if !slices.Equal(pool.Snapshot(1), want) {
-		t.Fatalf("Snapshot after SetSlot differs")
-	}
-	if slices.ContainsFunc(pool.Snapshot(2), func(v float32) bool { return v != 0 }) {
-		t.Fatalf("SetSlot(1) touched slot 2")
-	}
+	forGDNStates(t, func(t *testing.T, bf16 bool) {
+		be := gpu(t)
+		cfg := kernels.GDNConfig{KeyHeads: 1, ValueHeads: 2, KeyDim: 4, ValueDim: 3, ConvKernel: 4}
+		pool := be.NewStatePool(2, 3, cfg).(*StatePool)
+		defer be.FreeStatePool(pool)
+		set := randSlice(newRand(9), len(pool.Snapshot(1)), 1)
+		want := slices.Clone(set)
+		if bf16 {
+			roundRecBF16(want, cfg)
+			if slices.Equal(want, set) {
+				t.Fatalf("rounding changed nothing: the test would not see a missing rounding")
+			}
+		}
+		pool.SetSlot(1, set)
+		bitEqual(t, "Snapshot after SetSlot", pool.Snapshot(1), want)
+		if slices.ContainsFunc(pool.Snapshot(2), func(v float32) bool { return v != 0 }) {
+			t.Fatalf("SetSlot(1) touched slot 2")
+		}
+		pool.Reset(1)
+		if slices.ContainsFunc(pool.Snapshot(1), func(v float32) bool { return v != 0 }) {
+			t.Fatalf("slot 1 not zero after Reset")
+		}
+	})
 }
 
 // TestConvTilesMatchLanes runs CausalConv1d with the tiled kernels (the
@@ -285,7 +304,13 @@ func BenchmarkGDNConv(b *testing.B) {
 // (COHORT_CUDA_GDN_WIDE=nopipe) from the same recurrent state, and wants
 // the outputs and the whole state equal bit for bit after every step; the
 // first step is also checked against the CPU backend.
+// With the bf16 state both kernels round the same float32 values: still bit
+// for bit (the start state is drawn bf16-exact, so the CPU starts equal).
 func TestGDNPipeMatchesWide(t *testing.T) {
+	forGDNStates(t, testGDNPipeMatchesWide)
+}
+
+func testGDNPipeMatchesWide(t *testing.T, bf16 bool) {
 	gpu(t)
 	defer func(p, f bool) { gdnWidePipe, gdnWideFused = p, f }(gdnWidePipe, gdnWideFused)
 	gdnWideFused = false
@@ -314,10 +339,25 @@ func TestGDNPipeMatchesWide(t *testing.T) {
 			defer be.FreeStatePool(pb)
 			nRec := int64(layers) * int64(slotCount) * pa.recSize()
 			rec := randSlice(r, int(nRec), 0.5)
+			var bits []uint16
+			if bf16 {
+				bits = toBF16(rec)
+				rec = widenBF16(bits)
+			}
 			for _, q := range []*StatePool{pa, pb} {
-				if err := memcpyHtoD(q.rec, unsafe.Pointer(&rec[0]), nRec*4); err != nil {
+				src, bytes := unsafe.Pointer(&rec[0]), nRec*4
+				if bf16 {
+					src, bytes = unsafe.Pointer(&bits[0]), nRec*2
+				}
+				if err := memcpyHtoD(q.rec, src, bytes); err != nil {
 					t.Fatal(err)
 				}
+			}
+			allRec := func(q *StatePool) []float32 {
+				if bf16 {
+					return widenBF16(q.downloadBits(q.rec, nRec))
+				}
+				return q.download(q.rec, nRec)
 			}
 			slots := make([]int, c.seqs)
 			for i := range slots {
@@ -339,7 +379,7 @@ func TestGDNPipeMatchesWide(t *testing.T) {
 				gdnWidePipe = true
 				ob := be.Download(be.GatedDeltaRule(mg, bg, ag, alg, dtg, pb, layer, bt, cfg))
 				bitEqual(t, fmt.Sprintf("step %d out", step), ob, oa)
-				bitEqual(t, fmt.Sprintf("step %d state", step), pb.download(pb.rec, nRec), pa.download(pa.rec, nRec))
+				bitEqual(t, fmt.Sprintf("step %d state", step), allRec(pb), allRec(pa))
 				if step == 0 && c.seqs <= 4 {
 					// Against the CPU oracle from the same state (slot by slot).
 					pc := p.c.NewStatePool(layers, slotCount, cfg).(*cpu.StatePool)
@@ -348,9 +388,9 @@ func TestGDNPipeMatchesWide(t *testing.T) {
 					}
 					mc, bc, ac := p.c.Upload(mixed, T, C), p.c.Upload(beta, T, nv), p.c.Upload(a, T, nv)
 					oc := p.c.Download(p.c.GatedDeltaRule(mc, bc, ac, p.c.Upload(alog, nv), p.c.Upload(dtb, nv), pc, layer, bt, cfg))
-					checkClose(t, "step 0 out vs CPU", ob, oc, 1e-3)
+					checkClose(t, "step 0 out vs CPU", ob, oc, 1e-3) // the same start state: the outputs precede the rounding
 					for _, s := range slots {
-						checkClose(t, fmt.Sprintf("step 0 slot %d state vs CPU", s), pb.Snapshot(s), pc.Snapshot(s), 1e-3)
+						checkClose(t, fmt.Sprintf("step 0 slot %d state vs CPU", s), pb.Snapshot(s), pc.Snapshot(s), gdnTol(1e-3, bf16))
 					}
 				}
 				be.Free(mg, bg, ag)
@@ -428,16 +468,17 @@ func BenchmarkGDNDecode(b *testing.B) {
 						nk, nv, dk, dv, C, pool.slots, 0}
 					shm := (2*dk + 2*32*gdnPipeWarps) * 4
 					if pipe {
-						g.launch(op, "gdn_recurrent_cols_pipe_f32", [3]int{g.gdnPipeBlocks(seqs * nv * (dv / 32)), 1, 1}, [3]int{32, gdnPipeWarps, 1}, shm,
+						name := pool.kernel("gdn_recurrent_cols_pipe_f32")
+						g.launch(op, name, [3]int{g.gdnPipeBlocks(name, seqs*nv*(dv/32)), 1, 1}, [3]int{32, gdnPipeWarps, 1}, shm,
 							append(args, seqs)...)
 					} else {
-						g.launch(op, "gdn_recurrent_cols_wide_f32", [3]int{seqs, nv, dv / 32}, [3]int{32, gdnPipeWarps, 1}, shm, args...)
+						g.launch(op, pool.kernel("gdn_recurrent_cols_wide_f32"), [3]int{seqs, nv, dv / 32}, [3]int{32, gdnPipeWarps, 1}, shm, args...)
 					}
 				}
 			}
 			old := timeGDNOp(b, g, 20, run(false))
 			cur := timeGDNOp(b, g, 20, run(true))
-			gbs := float64(2*int64(seqs)*pool.recSize()*4) / cur.Seconds() / 1e9
+			gbs := float64(2*int64(seqs)*pool.recSize()*pool.recElem()) / cur.Seconds() / 1e9
 			b.ReportMetric(old.Seconds()*1e3, "wide_ms")
 			b.ReportMetric(cur.Seconds()*1e3, "pipe_ms")
 			b.ReportMetric(old.Seconds()/cur.Seconds(), "wide/pipe")

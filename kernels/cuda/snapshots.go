@@ -11,8 +11,11 @@ import (
 var _ kernels.SnapshotPool = (*StatePool)(nil)
 
 // snapshotBytes is the size of one snapshot place: every layer's conv and
-// recurrent state of one slot.
-func (p *StatePool) snapshotBytes() int64 { return int64(p.layers) * (p.convSize() + p.recSize()) * 4 }
+// recurrent state of one slot, as stored (a bf16 recurrent state takes 2
+// bytes an element; capacity planning counts 4, which over-reserves).
+func (p *StatePool) snapshotBytes() int64 {
+	return int64(p.layers) * (p.convSize()*4 + p.recSize()*p.recElem())
+}
 
 // AllocSnapshots replaces the pool's snapshot places with n new ones in one
 // device allocation and returns the bytes of one (kernels.SnapshotPool).
@@ -43,7 +46,7 @@ func (p *StatePool) copyPlace(op string, slot, place int, save bool) {
 		for _, part := range [2]struct {
 			state devptr
 			bytes int64
-		}{{p.conv + devptr(i*p.convSize()*4), p.convSize() * 4}, {p.rec + devptr(i*p.recSize()*4), p.recSize() * 4}} {
+		}{{p.convAt(i), p.convSize() * 4}, {p.recAt(i), p.recSize() * p.recElem()}} {
 			dst, src := snap, part.state
 			if !save {
 				dst, src = part.state, snap

@@ -4,6 +4,22 @@
 
 #define CONV_MAX_K 8
 
+// The recurrent state is stored as float (the default) or as bf16 bits
+// (unsigned short, COHORT_CUDA_GDN_STATE=bf16: the entries named *_sbf16,
+// the same templates instantiated over the storage type ST). Every kernel
+// computes in float either way: gdn_sld widens an element of S to float,
+// gdn_sst rounds a float back into it (bf16: to nearest even, as
+// f32_to_bf16_bits), and the _cs forms stream (__ldcs, __stcs). The conv
+// state stays float.
+__device__ __forceinline__ float gdn_sld(const float *S, long long i) { return S[i]; }
+__device__ __forceinline__ float gdn_sld(const unsigned short *S, long long i) { return __uint_as_float((unsigned)S[i] << 16); }
+__device__ __forceinline__ void gdn_sst(float *S, long long i, float v) { S[i] = v; }
+__device__ __forceinline__ void gdn_sst(unsigned short *S, long long i, float v) { S[i] = f32_to_bf16_bits(v); }
+__device__ __forceinline__ float gdn_sld_cs(const float *p) { return __ldcs(p); }
+__device__ __forceinline__ float gdn_sld_cs(const unsigned short *p) { return __uint_as_float((unsigned)__ldcs(p) << 16); }
+__device__ __forceinline__ void gdn_sst_cs(float *p, float v) { __stcs(p, v); }
+__device__ __forceinline__ void gdn_sst_cs(unsigned short *p, float v) { __stcs(p, f32_to_bf16_bits(v)); }
+
 // conv_in returns raw input p of a sequence (p < 0: the conv state's
 // entry hist + p, the inputs before this step).
 __device__ __forceinline__ float conv_in(const float *x, const float *st, int start, int hist, int C, int c, int p) {
@@ -204,19 +220,22 @@ extern "C" __global__ void gdn_gates_f32(float *g, float *beta, const float *b, 
 // token by token on the sequence's recurrent state in place:
 //   S <- e^g S;  u = S^T k;  delta = beta (v - u);  S <- S + k delta^T;  o = S^T q.
 // Thread j owns state column j (and j + blockDim, ...), so no two threads
-// touch the same state element. Dynamic shared memory: 2*dk floats.
-extern "C" __global__ void gdn_recurrent_f32(float *out, const float *qh, const float *kh, const float *mixed,
-		const float *g, const float *beta, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
+// touch the same state element. Dynamic shared memory: 2*dk floats. With a
+// bf16 state (ST = unsigned short) the decayed state is not stored between
+// the two passes (the second recomputes it, the same float product), so
+// the state is rounded once a token, as the other kernels round it once a
+// launch.
+template <typename ST>
+__device__ __forceinline__ void gdn_recurrent(float *sm, float *out, const float *qh, const float *kh, const float *mixed,
+		const float *g, const float *beta, ST *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
 		int nk, int nv, int dk, int dv, int convDim, int slots, int layer) {
-	PDL_LAUNCH();
-	PDL_WAIT();
-	extern __shared__ float sm[];
+	constexpr bool BF = sizeof(ST) == 2;
 	float *sq = sm, *sk = sm + dk;
 	int s = blockIdx.x, h = blockIdx.y;
 	int start = seqStart[s], len = seqLen[s];
 	int kHead = h / (nv / nk);
 	int qk = nk * dk, vOff = 2 * qk;
-	float *S = rec + (((long long)layer * slots + seqSlot[s]) * nv + h) * (long long)dk * dv;
+	ST *S = rec + (((long long)layer * slots + seqSlot[s]) * nv + h) * (long long)dk * dv;
 	for (int t = 0; t < len; t++) {
 		long long r = start + t;
 		__syncthreads(); // the previous token is done with sq and sk
@@ -231,20 +250,45 @@ extern "C" __global__ void gdn_recurrent_f32(float *out, const float *qh, const 
 		for (int j = threadIdx.x; j < dv; j += blockDim.x) {
 			float u = 0.0f;
 			for (int d = 0; d < dk; d++) {
-				float sv = S[(long long)d * dv + j] * decay;
-				S[(long long)d * dv + j] = sv;
+				float sv;
+				if constexpr (BF) {
+					sv = __fmul_rn(gdn_sld(S, (long long)d * dv + j), decay);
+				} else {
+					sv = gdn_sld(S, (long long)d * dv + j) * decay;
+					gdn_sst(S, (long long)d * dv + j, sv);
+				}
 				u += sk[d] * sv;
 			}
 			float delta = bt * (v[j] - u);
 			float o = 0.0f;
 			for (int d = 0; d < dk; d++) {
-				float sv = S[(long long)d * dv + j] + sk[d] * delta;
-				S[(long long)d * dv + j] = sv;
+				float sv;
+				if constexpr (BF) sv = __fmul_rn(gdn_sld(S, (long long)d * dv + j), decay) + sk[d] * delta;
+				else sv = gdn_sld(S, (long long)d * dv + j) + sk[d] * delta;
+				gdn_sst(S, (long long)d * dv + j, sv);
 				o += sq[d] * sv;
 			}
 			out[r * nv * dv + (long long)h * dv + j] = o;
 		}
 	}
+}
+
+#define GDN_REC_ARGS(ST) float *out, const float *qh, const float *kh, const float *mixed, const float *g, const float *beta, \
+		ST *rec, const int *seqStart, const int *seqLen, const int *seqSlot, int nk, int nv, int dk, int dv, int convDim, int slots, int layer
+#define GDN_REC_PASS out, qh, kh, mixed, g, beta, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, convDim, slots, layer
+
+extern "C" __global__ void gdn_recurrent_f32(GDN_REC_ARGS(float)) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	extern __shared__ float sm[];
+	gdn_recurrent<float>(sm, GDN_REC_PASS);
+}
+
+extern "C" __global__ void gdn_recurrent_f32_sbf16(GDN_REC_ARGS(unsigned short)) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	extern __shared__ float sm[];
+	gdn_recurrent<unsigned short>(sm, GDN_REC_PASS);
 }
 
 #define GDN_ROWS_MAX 16
@@ -256,15 +300,18 @@ extern "C" __global__ void gdn_recurrent_f32(float *out, const float *qh, const 
 // w + nw, ...; S is the block's head state [dk][dv] in rec, sq and sk the
 // token's normalized q and k and redU, redO the warps' partial sums in
 // shared memory sm.
+template <typename ST>
 struct gdn_cols_at {
 	int s, h, lane, w, nw, tid, nt, c, kHead, qk, vOff, start, len;
 	bool col;
-	float *S, *sq, *sk, *redU, *redO;
+	ST *S;
+	float *sq, *sk, *redU, *redO;
 };
 
-__device__ __forceinline__ gdn_cols_at gdn_cols_place(float *sm, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
+template <typename ST>
+__device__ __forceinline__ gdn_cols_at<ST> gdn_cols_place(float *sm, ST *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
 		int nk, int nv, int dk, int dv, int slots, int layer) {
-	gdn_cols_at p;
+	gdn_cols_at<ST> p;
 	p.s = blockIdx.x, p.h = blockIdx.y;
 	p.lane = threadIdx.x, p.w = threadIdx.y, p.nw = blockDim.y;
 	p.tid = p.w * 32 + p.lane, p.nt = 32 * p.nw;
@@ -281,21 +328,21 @@ __device__ __forceinline__ gdn_cols_at gdn_cols_place(float *sm, float *rec, con
 // gdn_cols_load reads, and gdn_cols_store writes back, the state rows
 // w, w + nw, ... (at most ROWS of them) of column c of S [dk][dv] that a
 // lane holds in st.
-template <int ROWS>
-__device__ __forceinline__ void gdn_cols_load(float st[ROWS], const float *S, int dk, int dv, int c, bool col, int w, int nw) {
+template <int ROWS, typename ST>
+__device__ __forceinline__ void gdn_cols_load(float st[ROWS], const ST *S, int dk, int dv, int c, bool col, int w, int nw) {
 #pragma unroll
 	for (int i = 0; i < ROWS; i++) {
 		int d = w + i * nw;
-		st[i] = (col && d < dk) ? S[(long long)d * dv + c] : 0.0f;
+		st[i] = (col && d < dk) ? gdn_sld(S, (long long)d * dv + c) : 0.0f;
 	}
 }
 
-template <int ROWS>
-__device__ __forceinline__ void gdn_cols_store(const float st[ROWS], float *S, int dk, int dv, int c, bool col, int w, int nw) {
+template <int ROWS, typename ST>
+__device__ __forceinline__ void gdn_cols_store(const float st[ROWS], ST *S, int dk, int dv, int c, bool col, int w, int nw) {
 #pragma unroll
 	for (int i = 0; i < ROWS; i++) {
 		int d = w + i * nw;
-		if (col && d < dk) S[(long long)d * dv + c] = st[i];
+		if (col && d < dk) gdn_sst(S, (long long)d * dv + c, st[i]);
 	}
 }
 
@@ -348,14 +395,14 @@ __device__ __forceinline__ void gdn_cols_token(float st[ROWS], const float *sq, 
 // summed per warp and then over the warps through shared memory.
 // Dynamic shared memory: (2*dk + 2*32*blockDim.y) floats. The launch bound
 // keeps the register count low enough for a block of up to 1024 threads.
-template <int ROWS>
+template <int ROWS, typename ST>
 __device__ __forceinline__ void gdn_recurrent_cols(float *sm, float *out, const float *qh, const float *kh, const float *mixed,
-		const float *g, const float *beta, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
+		const float *g, const float *beta, ST *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
 		int nk, int nv, int dk, int dv, int convDim, int slots, int layer) {
-	gdn_cols_at p = gdn_cols_place(sm, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, slots, layer);
+	gdn_cols_at<ST> p = gdn_cols_place<ST>(sm, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, slots, layer);
 	if (p.len <= 0) return;
 	float st[ROWS];
-	gdn_cols_load<ROWS>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
+	gdn_cols_load<ROWS, ST>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
 	for (int t = 0; t < p.len; t++) {
 		long long r = p.start + t;
 		__syncthreads(); // the previous token is done with sq, sk and redU
@@ -369,16 +416,26 @@ __device__ __forceinline__ void gdn_recurrent_cols(float *sm, float *out, const 
 		float vj = p.col ? mixed[r * convDim + p.vOff + (long long)p.h * dv + p.c] : 0.0f;
 		gdn_cols_token<ROWS>(st, p.sq, p.sk, p.redU, p.redO, dk, p.w, p.nw, p.lane, decay, bt, vj, p.col ? out + r * nv * dv + (long long)p.h * dv + p.c : nullptr);
 	}
-	gdn_cols_store<ROWS>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
+	gdn_cols_store<ROWS, ST>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
 }
 
-extern "C" __global__ void __launch_bounds__(1024) gdn_recurrent_cols_f32(float *out, const float *qh, const float *kh, const float *mixed,
-		const float *g, const float *beta, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
-		int nk, int nv, int dk, int dv, int convDim, int slots, int layer) {
+extern "C" __global__ void __launch_bounds__(1024) gdn_recurrent_cols_f32(GDN_REC_ARGS(float)) {
 	PDL_LAUNCH();
 	PDL_WAIT();
 	extern __shared__ float sm[];
-	gdn_recurrent_cols<GDN_ROWS_MAX>(sm, out, qh, kh, mixed, g, beta, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, convDim, slots, layer);
+	gdn_recurrent_cols<GDN_ROWS_MAX, float>(sm, GDN_REC_PASS);
+}
+
+// The bf16-state entries of the two column-split kernels: launch bounds of
+// 512 threads (at most 16 warps, the host's contract; gdn.go) and
+// (128, 3), where the f32 entries' 1024 and (128, 5) made ptxas spill the
+// bf16 forms (8 and 12 bytes; (128, 4) still spilled 12). NVRTC 11.8,
+// sm_90: 128 and 137 registers, no spills.
+extern "C" __global__ void __launch_bounds__(512) gdn_recurrent_cols_f32_sbf16(GDN_REC_ARGS(unsigned short)) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	extern __shared__ float sm[];
+	gdn_recurrent_cols<GDN_ROWS_MAX, unsigned short>(sm, GDN_REC_PASS);
 }
 
 // gdn_recurrent_cols_wide_f32 is gdn_recurrent_cols_f32 with up to
@@ -386,13 +443,18 @@ extern "C" __global__ void __launch_bounds__(1024) gdn_recurrent_cols_f32(float 
 // batches), so each thread has more loads in flight and the sums cross fewer
 // warps. At most 4 warps, held to 96 registers by its launch bounds (5 blocks an SM; ptxas: no spills
 // for dk = 128 on sm_90).
-extern "C" __global__ void __launch_bounds__(128, 5) gdn_recurrent_cols_wide_f32(float *out, const float *qh, const float *kh, const float *mixed,
-		const float *g, const float *beta, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
-		int nk, int nv, int dk, int dv, int convDim, int slots, int layer) {
+extern "C" __global__ void __launch_bounds__(128, 5) gdn_recurrent_cols_wide_f32(GDN_REC_ARGS(float)) {
 	PDL_LAUNCH();
 	PDL_WAIT();
 	extern __shared__ float sm[];
-	gdn_recurrent_cols<GDN_ROWS_WIDE>(sm, out, qh, kh, mixed, g, beta, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, convDim, slots, layer);
+	gdn_recurrent_cols<GDN_ROWS_WIDE, float>(sm, GDN_REC_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(128, 3) gdn_recurrent_cols_wide_f32_sbf16(GDN_REC_ARGS(unsigned short)) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	extern __shared__ float sm[];
+	gdn_recurrent_cols<GDN_ROWS_WIDE, unsigned short>(sm, GDN_REC_PASS);
 }
 
 // GDN_PIPE_WARPS is the warps of a gdn_recurrent_cols_pipe_f32 block.
@@ -425,13 +487,15 @@ struct gdn_pipe_item {
 };
 
 // gdn_pipe_at is an item's head h, column c and state base S.
+template <typename ST>
 struct gdn_pipe_at {
 	int h, c;
-	float *S;
+	ST *S;
 };
 
-__device__ __forceinline__ gdn_pipe_at gdn_pipe_place(int it, int slot, float *rec, int nv, int nz, int dk, int dv, int slots, int layer, int lane) {
-	gdn_pipe_at a;
+template <typename ST>
+__device__ __forceinline__ gdn_pipe_at<ST> gdn_pipe_place(int it, int slot, ST *rec, int nv, int nz, int dk, int dv, int slots, int layer, int lane) {
+	gdn_pipe_at<ST> a;
 	int rem = it % (nv * nz);
 	a.h = rem / nz, a.c = (rem % nz) * 32 + lane;
 	a.S = rec + (((long long)layer * slots + slot) * nv + a.h) * (long long)dk * dv;
@@ -440,18 +504,18 @@ __device__ __forceinline__ gdn_pipe_at gdn_pipe_place(int it, int slot, float *r
 
 // gdn_pipe_fill issues the loads of item it (of sequence m): the state
 // streamed (read once), the rest through the caches.
-template <int ROWS>
+template <int ROWS, typename ST>
 __device__ __forceinline__ void gdn_pipe_fill(gdn_pipe_item<ROWS> &x, int it, const gdn_pipe_meta &m, const float *qh, const float *kh,
-		const float *mixed, const float *g, const float *beta, float *rec, int nk, int nv, int nz, int dk, int dv, int convDim,
+		const float *mixed, const float *g, const float *beta, ST *rec, int nk, int nv, int nz, int dk, int dv, int convDim,
 		int slots, int layer, int lane, int w, int nw, int tid) {
 	x.m = m;
-	gdn_pipe_at a = gdn_pipe_place(it, m.slot, rec, nv, nz, dk, dv, slots, layer, lane);
+	gdn_pipe_at<ST> a = gdn_pipe_place<ST>(it, m.slot, rec, nv, nz, dk, dv, slots, layer, lane);
 	bool on = m.len > 0;
-	const float *p = a.S + (long long)w * dv + a.c;
+	const ST *p = a.S + (long long)w * dv + a.c;
 	const long long step = (long long)nw * dv;
 	if (on) {
 #pragma unroll
-		for (int i = 0; i < ROWS; i++) x.st[i] = __ldcs(p + i * step);
+		for (int i = 0; i < ROWS; i++) x.st[i] = gdn_sld_cs(p + i * step);
 		long long r = m.start;
 		int qk = nk * dk, kHead = a.h / (nv / nk);
 		x.q = qh[r * qk + (long long)kHead * dk + tid];
@@ -501,12 +565,12 @@ __device__ __forceinline__ void gdn_pipe_token(float st[ROWS], const float *sq, 
 // all hold the same item): its one token as gdn_recurrent_cols does, from
 // the values gdn_pipe_fill loaded, then stores the state (streamed). An item
 // of more than one token traps: the kernel is for decode rows.
-template <int ROWS>
+template <int ROWS, typename ST>
 __device__ __forceinline__ void gdn_pipe_run(gdn_pipe_item<ROWS> &x, int it, float *sq, float *sk, float *redU, float *redO, float *out,
-		float *rec, int nv, int nz, int dk, int dv, int slots, int layer, int lane, int w, int nw, int tid) {
+		ST *rec, int nv, int nz, int dk, int dv, int slots, int layer, int lane, int w, int nw, int tid) {
 	if (x.m.len <= 0) return;
 	if (x.m.len > 1) __trap(); // decode rows only (the host's contract)
-	gdn_pipe_at a = gdn_pipe_place(it, x.m.slot, rec, nv, nz, dk, dv, slots, layer, lane);
+	gdn_pipe_at<ST> a = gdn_pipe_place<ST>(it, x.m.slot, rec, nv, nz, dk, dv, slots, layer, lane);
 	__syncthreads(); // the previous item is done with sq, sk and redU
 	sq[tid] = x.q;
 	sk[tid] = x.k;
@@ -514,10 +578,10 @@ __device__ __forceinline__ void gdn_pipe_run(gdn_pipe_item<ROWS> &x, int it, flo
 	long long r = x.m.start;
 	float decay = (float)exp((double)x.g);
 	gdn_pipe_token<ROWS, GDN_PIPE_WARPS>(x.st, sq, sk, redU, redO, w, lane, decay, x.b, x.v, out + r * nv * dv + (long long)a.h * dv + a.c);
-	float *p = a.S + (long long)w * dv + a.c;
+	ST *p = a.S + (long long)w * dv + a.c;
 	const long long step = (long long)nw * dv;
 #pragma unroll
-	for (int i = 0; i < ROWS; i++) __stcs(p + i * step, x.st[i]);
+	for (int i = 0; i < ROWS; i++) gdn_sst_cs(p + i * step, x.st[i]);
 }
 
 // gdn_recurrent_cols_pipe_f32 is gdn_recurrent_cols_wide_f32 (the same
@@ -532,19 +596,17 @@ __device__ __forceinline__ void gdn_pipe_run(gdn_pipe_item<ROWS> &x, int it, flo
 // memory offsets become constants) for dk = 32·GDN_PIPE_WARPS = 128 (every
 // row of every warp is a state row, thread tid holds q and k element tid)
 // and dv a multiple of 32 (every lane a column): no predicates.
-extern "C" __global__ void __launch_bounds__(128, 4) gdn_recurrent_cols_pipe_f32(float *out, const float *qh, const float *kh, const float *mixed,
-		const float *g, const float *beta, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
+template <typename ST>
+__device__ __forceinline__ void gdn_recurrent_cols_pipe(float *sm, float *out, const float *qh, const float *kh, const float *mixed,
+		const float *g, const float *beta, ST *rec, const int *seqStart, const int *seqLen, const int *seqSlot,
 		int nk, int nv, int dk, int dv, int convDim, int slots, int layer, int nSeq) {
-	PDL_LAUNCH();
-	PDL_WAIT();
-	extern __shared__ float sm[];
 	const int lane = threadIdx.x, w = threadIdx.y, nw = GDN_PIPE_WARPS, tid = w * 32 + lane;
 	const int nz = (dv + 31) / 32, per = nv * nz, items = nSeq * per, G = gridDim.x;
 	float *sq = sm, *sk = sm + dk, *redU = sm + 2 * dk, *redO = redU + 32 * nw;
 	int it = blockIdx.x;
 	if (it >= items) return;
-#define GDN_PIPE_FILL(X, IT, M) gdn_pipe_fill<GDN_ROWS_WIDE>(X, IT, M, qh, kh, mixed, g, beta, rec, nk, nv, nz, dk, dv, convDim, slots, layer, lane, w, nw, tid)
-#define GDN_PIPE_RUN(X, IT) gdn_pipe_run<GDN_ROWS_WIDE>(X, IT, sq, sk, redU, redO, out, rec, nv, nz, dk, dv, slots, layer, lane, w, nw, tid)
+#define GDN_PIPE_FILL(X, IT, M) gdn_pipe_fill<GDN_ROWS_WIDE, ST>(X, IT, M, qh, kh, mixed, g, beta, rec, nk, nv, nz, dk, dv, convDim, slots, layer, lane, w, nw, tid)
+#define GDN_PIPE_RUN(X, IT) gdn_pipe_run<GDN_ROWS_WIDE, ST>(X, IT, sq, sk, redU, redO, out, rec, nv, nz, dk, dv, slots, layer, lane, w, nw, tid)
 	gdn_pipe_item<GDN_ROWS_WIDE> A, B;
 	gdn_pipe_meta P = gdn_pipe_meta_load(it + G, items, per, seqStart, seqLen, seqSlot), Q;
 	GDN_PIPE_FILL(A, it, gdn_pipe_meta_load(it, items, per, seqStart, seqLen, seqSlot));
@@ -562,6 +624,20 @@ extern "C" __global__ void __launch_bounds__(128, 4) gdn_recurrent_cols_pipe_f32
 	}
 #undef GDN_PIPE_FILL
 #undef GDN_PIPE_RUN
+}
+
+extern "C" __global__ void __launch_bounds__(128, 4) gdn_recurrent_cols_pipe_f32(GDN_REC_ARGS(float), int nSeq) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	extern __shared__ float sm[];
+	gdn_recurrent_cols_pipe<float>(sm, GDN_REC_PASS, nSeq);
+}
+
+extern "C" __global__ void __launch_bounds__(128, 4) gdn_recurrent_cols_pipe_f32_sbf16(GDN_REC_ARGS(unsigned short), int nSeq) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	extern __shared__ float sm[];
+	gdn_recurrent_cols_pipe<unsigned short>(sm, GDN_REC_PASS, nSeq);
 }
 
 // block_sum2_d returns the sums of a and b over a block of (32, nw) threads
@@ -590,16 +666,16 @@ __device__ __forceinline__ void block_sum2_d(double &a, double &b, double *part,
 // GDN layer's decode needs two launches fewer. At most 16 warps (dk up to
 // 128), so that the state rows stay in registers. Dynamic shared memory:
 // (2*dk + 2*32*blockDim.y) floats and 2*blockDim.y doubles.
-template <int ROWS>
+template <int ROWS, typename ST>
 __device__ __forceinline__ void gdn_decode_cols(float *sm, float *out, const float *mixed,
-		const float *braw, const float *araw, const float *aLog, const float *dtBias, float *rec,
+		const float *braw, const float *araw, const float *aLog, const float *dtBias, ST *rec,
 		const int *seqStart, const int *seqLen, const int *seqSlot,
 		int nk, int nv, int dk, int dv, int convDim, int slots, int layer, float scale) {
-	gdn_cols_at p = gdn_cols_place(sm, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, slots, layer);
+	gdn_cols_at<ST> p = gdn_cols_place<ST>(sm, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, slots, layer);
 	if (p.len <= 0) return;
 	float st[ROWS];
 	double *part = (double *)(p.redO + 32 * p.nw);
-	gdn_cols_load<ROWS>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
+	gdn_cols_load<ROWS, ST>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
 	float gdecay = -(float)exp((double)aLog[p.h]), bias = dtBias[p.h];
 	for (int t = 0; t < p.len; t++) {
 		long long r = p.start + t;
@@ -626,27 +702,41 @@ __device__ __forceinline__ void gdn_decode_cols(float *sm, float *out, const flo
 		float vj = p.col ? row[p.vOff + (long long)p.h * dv + p.c] : 0.0f;
 		gdn_cols_token<ROWS>(st, p.sq, p.sk, p.redU, p.redO, dk, p.w, p.nw, p.lane, decay, bt, vj, p.col ? out + r * nv * dv + (long long)p.h * dv + p.c : nullptr);
 	}
-	gdn_cols_store<ROWS>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
+	gdn_cols_store<ROWS, ST>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
 }
 
-#define GDN_DECODE_ARGS float *out, const float *mixed, const float *braw, const float *araw, const float *aLog, \
-		const float *dtBias, float *rec, const int *seqStart, const int *seqLen, const int *seqSlot, int nk, int nv, \
+#define GDN_DECODE_ARGS(ST) float *out, const float *mixed, const float *braw, const float *araw, const float *aLog, \
+		const float *dtBias, ST *rec, const int *seqStart, const int *seqLen, const int *seqSlot, int nk, int nv, \
 		int dk, int dv, int convDim, int slots, int layer, float scale
 #define GDN_DECODE_PASS out, mixed, braw, araw, aLog, dtBias, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, convDim, slots, layer, scale
 
-extern "C" __global__ void __launch_bounds__(512) gdn_decode_cols_f32(GDN_DECODE_ARGS) {
+extern "C" __global__ void __launch_bounds__(512) gdn_decode_cols_f32(GDN_DECODE_ARGS(float)) {
 	PDL_LAUNCH();
 	PDL_WAIT();
 	extern __shared__ float sm[];
-	gdn_decode_cols<GDN_ROWS_MAX>(sm, GDN_DECODE_PASS);
+	gdn_decode_cols<GDN_ROWS_MAX, float>(sm, GDN_DECODE_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(512) gdn_decode_cols_f32_sbf16(GDN_DECODE_ARGS(unsigned short)) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	extern __shared__ float sm[];
+	gdn_decode_cols<GDN_ROWS_MAX, unsigned short>(sm, GDN_DECODE_PASS);
 }
 
 // gdn_decode_cols_wide_f32 is gdn_decode_cols_f32 with the blocks of
 // gdn_recurrent_cols_wide_f32 (at most 4 warps, GDN_ROWS_WIDE rows a
 // thread), for decode batches whose grid takes more than one wave.
-extern "C" __global__ void __launch_bounds__(128, 4) gdn_decode_cols_wide_f32(GDN_DECODE_ARGS) {
+extern "C" __global__ void __launch_bounds__(128, 4) gdn_decode_cols_wide_f32(GDN_DECODE_ARGS(float)) {
 	PDL_LAUNCH();
 	PDL_WAIT();
 	extern __shared__ float sm[];
-	gdn_decode_cols<GDN_ROWS_WIDE>(sm, GDN_DECODE_PASS);
+	gdn_decode_cols<GDN_ROWS_WIDE, float>(sm, GDN_DECODE_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(128, 4) gdn_decode_cols_wide_f32_sbf16(GDN_DECODE_ARGS(unsigned short)) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	extern __shared__ float sm[];
+	gdn_decode_cols<GDN_ROWS_WIDE, unsigned short>(sm, GDN_DECODE_PASS);
 }

@@ -779,25 +779,26 @@ __device__ __forceinline__ void gdn_scan_kv(float accS[4][2], const float *buf, 
 // Padded rows (i >= n) have W = K = P = Vn = 0, so summing over all GDN_CH
 // rows adds exact zeros only. Reads the state from and writes it back to
 // rec [layer][slot][nv][dk][dv]. Needs dk and dv multiples of 4 (16-byte
-// copies; kernels/cuda/gdn_chunk.go checks).
-extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_scan_f32(float *out, float *rec,
-		const float *W, const float *U, const float *G, const float *P, const float *qh, const float *kh,
-		const int *chunkRow, const int *chunkLen, const int *seqChunk0, const int *seqChunks, const int *seqSlot,
-		int nk, int nv, int dk, int dv, int slots, int layer) {
-	PDL_LAUNCH();
-	PDL_WAIT();
-	__shared__ __align__(16) float sS[GDN_DK_MAX * GDN_CT];
-	__shared__ __align__(16) float sV[GDN_CH * GDN_CT];
-	__shared__ __align__(16) float sT[2][GDN_TILE];
-	__shared__ float sGam[GDN_CH], sEg[GDN_CH], sEl[GDN_CH];
-	__shared__ float sEgl;
+// copies; kernels/cuda/gdn_chunk.go checks). The state is stored as ST
+// (float, or bf16 bits for the _sbf16 entry: gdn_sld, gdn_sst of
+// 50_gdn.cu) and held in float in shared memory from the sequence's first
+// chunk to its last (rounded once a launch). The entries declare the
+// shared arrays (their names in the PTX stay the entries') and pass them.
+#define GDN_SCAN_ARGS(ST) float *out, ST *rec, const float *W, const float *U, const float *G, const float *P, const float *qh, \
+		const float *kh, const int *chunkRow, const int *chunkLen, const int *seqChunk0, const int *seqChunks, const int *seqSlot, \
+		int nk, int nv, int dk, int dv, int slots, int layer
+#define GDN_SCAN_PASS out, rec, W, U, G, P, qh, kh, chunkRow, chunkLen, seqChunk0, seqChunks, seqSlot, nk, nv, dk, dv, slots, layer
+
+template <typename ST>
+__device__ __forceinline__ void gdn_chunk_scan(float *sS, float *sV, float (*sT)[GDN_TILE], float *sGam, float *sEg, float *sEl,
+		float &sEgl, GDN_SCAN_ARGS(ST)) {
 	const int x = blockIdx.x, h = blockIdx.y, cBase = blockIdx.z * GDN_CT;
 	const int tid = threadIdx.x;
 	const int kHead = h / (nv / nk), qk = nk * dk;
-	float *S = rec + (((long long)layer * slots + seqSlot[x]) * nv + h) * (long long)dk * dv;
+	ST *S = rec + (((long long)layer * slots + seqSlot[x]) * nv + h) * (long long)dk * dv;
 	for (int e = tid; e < GDN_DK_MAX * GDN_CT; e += GDN_THREADS) {
 		int d = e / GDN_CT, c = cBase + e % GDN_CT;
-		sS[e] = d < dk && c < dv ? S[(long long)d * dv + c] : 0.0f;
+		sS[e] = d < dk && c < dv ? gdn_sld(S, (long long)d * dv + c) : 0.0f;
 	}
 	const int mi = tid / 4, mc = 4 * (tid % 4);       // W S, Q S and outputs
 	const int kd = 4 * (tid / 8), kc = 2 * (tid % 8); // state update
@@ -870,8 +871,29 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_scan_f32(
 	gdn_cp_wait0();
 	for (int e = tid; e < dk * GDN_CT; e += GDN_THREADS) {
 		int d = e / GDN_CT, c = cBase + e % GDN_CT;
-		if (c < dv) S[(long long)d * dv + c] = sS[e];
+		if (c < dv) gdn_sst(S, (long long)d * dv + c, sS[e]);
 	}
+}
+
+#define GDN_SCAN_SHARED \
+	__shared__ __align__(16) float sS[GDN_DK_MAX * GDN_CT]; \
+	__shared__ __align__(16) float sV[GDN_CH * GDN_CT]; \
+	__shared__ __align__(16) float sT[2][GDN_TILE]; \
+	__shared__ float sGam[GDN_CH], sEg[GDN_CH], sEl[GDN_CH]; \
+	__shared__ float sEgl;
+
+extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_scan_f32(GDN_SCAN_ARGS(float)) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	GDN_SCAN_SHARED
+	gdn_chunk_scan<float>(sS, sV, sT, sGam, sEg, sEl, sEgl, GDN_SCAN_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_scan_f32_sbf16(GDN_SCAN_ARGS(unsigned short)) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	GDN_SCAN_SHARED
+	gdn_chunk_scan<unsigned short>(sS, sV, sT, sGam, sEg, sEl, sEgl, GDN_SCAN_PASS);
 }
 
 // ---------------------------------------------------------------------------
@@ -896,24 +918,18 @@ __device__ __forceinline__ void gdn_cp_wait_stages() { asm volatile("cp.async.wa
 
 __device__ __forceinline__ int gdn_sidx(int r, int c) { return r * GDN_CT + (c ^ ((r & 2) << 2)); }
 
-extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_scan_mma_f32(float *out, float *rec,
-		const float *W, const float *U, const float *G, const float *P, const float *qh, const float *kh,
-		const int *chunkRow, const int *chunkLen, const int *seqChunk0, const int *seqChunks, const int *seqSlot,
-		int nk, int nv, int dk, int dv, int slots, int layer) {
-	PDL_LAUNCH();
-	PDL_WAIT();
-	__shared__ __align__(16) float sS[GDN_DK_MAX * GDN_CT];
-	__shared__ __align__(16) float sV[GDN_CH * GDN_CT];
-	extern __shared__ __align__(16) float gdn_ring[]; // GDN_STAGES tiles of GDN_TILE floats
-	__shared__ float sGam[2][GDN_CH], sEg[GDN_CH], sEl[GDN_CH]; // sGam by chunk parity
-	__shared__ float sEgl;
+// The state storage as for gdn_chunk_scan (ST float or bf16 bits; the
+// entries declare the shared arrays).
+template <typename ST>
+__device__ __forceinline__ void gdn_chunk_scan_mma(float *sS, float *sV, float *gdn_ring, float (*sGam)[GDN_CH], float *sEg, float *sEl,
+		float &sEgl, GDN_SCAN_ARGS(ST)) {
 	const int x = blockIdx.x, h = blockIdx.y, cBase = blockIdx.z * GDN_CT;
 	const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
 	const int kHead = h / (nv / nk), qk = nk * dk;
-	float *S = rec + (((long long)layer * slots + seqSlot[x]) * nv + h) * (long long)dk * dv;
+	ST *S = rec + (((long long)layer * slots + seqSlot[x]) * nv + h) * (long long)dk * dv;
 	for (int e = tid; e < GDN_DK_MAX * GDN_CT; e += GDN_THREADS) {
 		int d = e / GDN_CT, cl = e % GDN_CT, c = cBase + cl;
-		sS[gdn_sidx(d, cl)] = d < dk && c < dv ? S[(long long)d * dv + c] : 0.0f;
+		sS[gdn_sidx(d, cl)] = d < dk && c < dv ? gdn_sld(S, (long long)d * dv + c) : 0.0f;
 	}
 	const int m0 = 16 * (warp / 2), n0 = 8 * (warp % 2); // W S, Q S, outputs
 	const int i0 = m0 + g, i1 = i0 + 8, cq = n0 + 2 * t;  // this lane's C rows and first column
@@ -1046,6 +1062,27 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_scan_mma_
 	gdn_cp_wait0();
 	for (int e = tid; e < dk * GDN_CT; e += GDN_THREADS) {
 		int d = e / GDN_CT, cl = e % GDN_CT, c = cBase + cl;
-		if (c < dv) S[(long long)d * dv + c] = sS[gdn_sidx(d, cl)];
+		if (c < dv) gdn_sst(S, (long long)d * dv + c, sS[gdn_sidx(d, cl)]);
 	}
+}
+
+#define GDN_SCAN_MMA_SHARED \
+	__shared__ __align__(16) float sS[GDN_DK_MAX * GDN_CT]; \
+	__shared__ __align__(16) float sV[GDN_CH * GDN_CT]; \
+	extern __shared__ __align__(16) float gdn_ring[]; /* GDN_STAGES tiles of GDN_TILE floats */ \
+	__shared__ float sGam[2][GDN_CH], sEg[GDN_CH], sEl[GDN_CH]; /* sGam by chunk parity */ \
+	__shared__ float sEgl;
+
+extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_scan_mma_f32(GDN_SCAN_ARGS(float)) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	GDN_SCAN_MMA_SHARED
+	gdn_chunk_scan_mma<float>(sS, sV, gdn_ring, sGam, sEg, sEl, sEgl, GDN_SCAN_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_scan_mma_f32_sbf16(GDN_SCAN_ARGS(unsigned short)) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	GDN_SCAN_MMA_SHARED
+	gdn_chunk_scan_mma<unsigned short>(sS, sV, gdn_ring, sGam, sEg, sEl, sEgl, GDN_SCAN_PASS);
 }
