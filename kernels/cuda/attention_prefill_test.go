@@ -120,7 +120,7 @@ func runAttnSteps(t *testing.T, p pair, cfg kernels.AttnConfig, ac attnCaches, s
 		gc, gg := p.up(randSlice(r, T*qw, 2), T, qw)
 		want := p.c.Download(p.c.Attention(qc, kc, vc, gc, ac.c, layer, b, cfg))
 		got := p.g.Download(p.g.Attention(qg, kg, vg, gg, ac.g, layer, b, cfg))
-		checkClose(t, fmt.Sprintf("step %d (lens %v, cached %v)", si, lens, cs), got, want, tol)
+		checkClose(t, fmt.Sprintf("step %d (lens %v, cached %v)", si, lens, cs), got, want, attnTol(tol))
 		for i, s := range st.seqs {
 			cached[s] += st.lens[i]
 		}
@@ -344,13 +344,13 @@ func TestAttentionPrefill4B(t *testing.T) {
 			defer pf.free(g)
 			ref := g.Download(pf.run(g, false))
 			got := g.Download(pf.run(g, true))
-			checkClose(t, "flash vs attention_f32", got, ref, flashTol)
+			checkClose(t, "flash vs attention_f32", got, ref, attnTol(flashTol))
 			if T <= 1024 {
 				c := func(x kernels.Tensor) kernels.Tensor { return p.c.Upload(g.Download(x), x.Shape()...) }
 				cc := p.c.NewKVCache(1, len(pf.bt.Seqs[0].Pages), flashPageSize, pf.cfg.KVHeads, pf.cfg.HeadDim)
 				want := p.c.Download(p.c.Attention(c(pf.q), c(pf.k), c(pf.v), c(pf.gate), cc, 0, pf.bt, pf.cfg))
-				checkClose(t, "flash vs CPU", got, want, flashTol)
-				checkClose(t, "attention_f32 vs CPU", ref, want, 1e-3)
+				checkClose(t, "flash vs CPU", got, want, attnTol(flashTol))
+				checkClose(t, "attention_f32 vs CPU", ref, want, attnTol(1e-3))
 			}
 			g.ResetScratch()
 			reps := max(1, 8192/T)
@@ -534,9 +534,9 @@ func TestAttentionPrefillSplitLong(t *testing.T) {
 			if want := c.rows < 1024; split != want {
 				t.Errorf("split taken %v, want %v", split, want)
 			}
-			checkClose(t, "split vs attention_f32", got, ref, flashTol)
-			checkClose(t, "single pass vs attention_f32", single, ref, flashTol)
-			checkClose(t, "split vs single pass", got, single, flashTol)
+			checkClose(t, "split vs attention_f32", got, ref, attnTol(flashTol))
+			checkClose(t, "single pass vs attention_f32", single, ref, attnTol(flashTol))
+			checkClose(t, "split vs single pass", got, single, attnTol(flashTol))
 			again := g.Download(pf.runMode(g, modeSplit))
 			if d := relDiff(again, got); d != 0 {
 				t.Errorf("a second split run differs (relative %.3g)", d)
