@@ -11,12 +11,13 @@ import (
 	"cohort/kernels"
 )
 
-// KVCache is a paged float32 key/value cache in device memory, laid out
+// KVCache is a paged key/value cache in device memory, laid out
 // [layer][page][pageSize][kvHeads][headDim] for k and for v (as in the CPU
-// oracle).
+// oracle), of float32 elements, or bf16 ones when bf16 (kvtype.go).
 type KVCache struct {
 	layers, pages, pageSize, kvHeads, headDim int
 	k, v                                      devptr
+	bf16                                      bool
 }
 
 var _ kernels.KVCache = (*KVCache)(nil)
@@ -32,14 +33,20 @@ func (c *KVCache) shape() kernels.CacheShape {
 	return kernels.CacheShape{Layers: c.layers, Pages: c.pages, PageSize: c.pageSize, KVHeads: c.kvHeads, HeadDim: c.headDim}
 }
 
-// NewKVCache allocates a zeroed paged KV cache (a permanent allocation).
+// NewKVCache allocates a zeroed paged KV cache (a permanent allocation) of
+// the backend's element type (b.kvBF16: COHORT_CUDA_KV, Options.KV). A bf16
+// cache takes 2 bytes an element; the capacity plan (model/) still counts 4,
+// so with bf16 it reserves twice the cache's memory (safe; the pages it
+// could add are not used yet).
 func (b *Backend) NewKVCache(layers, pages, pageSize, kvHeads, headDim int) kernels.KVCache {
 	const op = "NewKVCache"
 	n := int64(numel(op, []int{layers, pages, pageSize, kvHeads, headDim}))
-	c := &KVCache{layers: layers, pages: pages, pageSize: pageSize, kvHeads: kvHeads, headDim: headDim,
-		k: b.allocPermanent(op, n*4), v: b.allocPermanent(op, n*4)}
+	eb := kvElemBytes(b.kvBF16)
+	bytes := (n*eb + 3) / 4 * 4 // whole 32-bit words for the memset
+	c := &KVCache{layers: layers, pages: pages, pageSize: pageSize, kvHeads: kvHeads, headDim: headDim, bf16: b.kvBF16,
+		k: b.allocPermanent(op, bytes), v: b.allocPermanent(op, bytes)}
 	for _, p := range []devptr{c.k, c.v} {
-		if err := memsetD32(p, 0, n); err != nil {
+		if err := memsetD32(p, 0, bytes/4); err != nil {
 			panic(fmt.Sprintf("cuda: %s: %v", op, err))
 		}
 	}
@@ -77,7 +84,7 @@ func (b *Backend) Attention(q, k, v, gate kernels.Tensor, cache kernels.KVCache,
 
 	dpos, dpageOff, dpages := b.attentionMeta(op, bt, c)
 	kvw := KV * hd
-	b.launch(op, "kv_write_f32", [3]int{T, 1, 1}, [3]int{min(256, (kvw+31)/32*32), 1, 1}, 0,
+	b.launch(op, kvEntry("kv_write_f32", c.bf16), [3]int{T, 1, 1}, [3]int{min(256, (kvw+31)/32*32), 1, 1}, 0,
 		c.k, c.v, kt.ptr, vt.ptr, dpos, dpageOff, dpages, kvw, c.pageSize, c.pages, layer)
 	scale := 1 / float32(math.Sqrt(float64(hd)))
 	if b.useFlash(bt, cfg) { // long sequences on tensor cores (attention_prefill.go)
@@ -88,7 +95,7 @@ func (b *Backend) Attention(q, k, v, gate kernels.Tensor, cache kernels.KVCache,
 		b.attentionDecode(op, out, qt, gt, c, dpos, dpageOff, dpages, layer, T, cfg, scale)
 		return out
 	}
-	b.launch(op, "attention_f32", [3]int{T, H, 1}, [3]int{128, 1, 1}, 0,
+	b.launch(op, kvEntry("attention_f32", c.bf16), [3]int{T, H, 1}, [3]int{128, 1, 1}, 0,
 		out.ptr, qt.ptr, gt.ptr, c.k, c.v, dpos, dpageOff, dpages, H, KV, hd, c.pageSize, c.pages, layer, scale)
 	return out
 }
@@ -181,6 +188,7 @@ func (b *Backend) attentionDecode(op string, out, qt, gt *Tensor, c *KVCache, dp
 	hd, H, KV := cfg.HeadDim, cfg.Heads, cfg.KVHeads
 	g := H / KV
 	gm, name := decodeAttnGroup(g)
+	name = kvEntry(name, c.bf16)
 	hg := (g + gm - 1) / gm
 	S := decodeAttnSlices(T, KV*hg, b.occupancy(name, decodeAttnThreads)*max(b.sms, 1), decodeAttnForce)
 	if S > decodeCombineMaxSlices {

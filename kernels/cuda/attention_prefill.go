@@ -110,6 +110,16 @@ func flashSmem(hd int) int {
 	return (flashTileRows*hd+2*bn*hd)*2 + 4*bn*hd*4
 }
 
+// flashSmemKV is flashSmem for a cache of bf16 elements when bf16: the Q
+// tile and two stages of the bf16 K and V tiles, no float32 staging.
+func flashSmemKV(hd int, bf16 bool) int {
+	if !bf16 {
+		return flashSmem(hd)
+	}
+	bn := flashKeyTile(hd)
+	return (flashTileRows*hd + 4*bn*hd) * 2
+}
+
 // flashTakes reports whether sequence s of bt goes to the tensor-core
 // kernel: long enough, and its rows at consecutive positions from Cached
 // (the kernel derives every row's position from the first).
@@ -176,6 +186,10 @@ func (b *Backend) attentionFlash(op string, out, qt, gt *Tensor, c *KVCache, dpo
 	layer int, bt *kernels.Batch, cfg kernels.AttnConfig, scale float32) {
 	hd, H, KV := cfg.HeadDim, cfg.Heads, cfg.KVHeads
 	name := flashKernel(hd)
+	smem := flashSmemKV(hd, c.bf16)
+	if name != "" {
+		name = kvEntry(name, c.bf16)
+	}
 	if name == "" || KV <= 0 || H%KV != 0 || out.n != bt.Rows()*H*hd {
 		panic(fmt.Sprintf("cuda: %s (flash): out %v, %d rows, cfg %+v (head dim 64, 128 or 256)", op, out.shape, bt.Rows(), cfg))
 	}
@@ -183,14 +197,14 @@ func (b *Backend) attentionFlash(op string, out, qt, gt *Tensor, c *KVCache, dpo
 	if n := len(tiles) / 4; n > 0 && !b.attentionFlashSplit(op, out, qt, gt, c, dpos, dpageOff, dpages, layer, bt, cfg, scale, tiles) {
 		dt := b.sharedMeta(metaKey{kind: "flashTiles", src: unsafe.Pointer(bt), n: H / KV},
 			func() devptr { return b.uploadInts(op, tiles, nil) })
-		b.allowSmem(op, name, flashSmem(hd))
-		b.launch(op, name, [3]int{n * KV, 1, 1}, [3]int{flashThreads, 1, 1}, flashSmem(hd),
+		b.allowSmem(op, name, smem)
+		b.launch(op, name, [3]int{n * KV, 1, 1}, [3]int{flashThreads, 1, 1}, smem,
 			out.ptr, qt.ptr, gt.ptr, c.k, c.v, dpos, dpageOff, dpages, dt, H, KV, c.pageSize, c.pages, layer, scale)
 	}
 	rowBytes := devptr(4 * H * hd)
 	for _, r := range rest {
 		off := devptr(r[0])
-		b.launch(op, "attention_f32", [3]int{r[1] - r[0], H, 1}, [3]int{128, 1, 1}, 0,
+		b.launch(op, kvEntry("attention_f32", c.bf16), [3]int{r[1] - r[0], H, 1}, [3]int{128, 1, 1}, 0,
 			out.ptr+off*rowBytes, qt.ptr+off*rowBytes, gt.ptr+off*rowBytes, c.k, c.v, dpos+4*off, dpageOff+4*off, dpages,
 			H, KV, hd, c.pageSize, c.pages, layer, scale)
 	}
@@ -362,7 +376,7 @@ func (b *Backend) attentionFlashSplit(op string, out, qt, gt *Tensor, c *KVCache
 		return false
 	}
 	hd, H, KV := cfg.HeadDim, cfg.Heads, cfg.KVHeads
-	name, single, smem := flashSplitKernel(hd), flashKernel(hd), flashSmem(hd)
+	name, single, smem := kvEntry(flashSplitKernel(hd), c.bf16), kvEntry(flashKernel(hd), c.bf16), flashSmemKV(hd, c.bf16)
 	b.allowSmem(op, name, smem)
 	b.allowSmem(op, single, smem)
 	p, ok := planFlashSplit(tiles, flashKeyTile(hd), hd, KV, b.flashLanes(single, smem), b.flashLanes(name, smem), flashSplitForce)

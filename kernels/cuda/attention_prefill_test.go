@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"slices"
@@ -120,7 +121,7 @@ func runAttnSteps(t *testing.T, p pair, cfg kernels.AttnConfig, ac attnCaches, s
 		gc, gg := p.up(randSlice(r, T*qw, 2), T, qw)
 		want := p.c.Download(p.c.Attention(qc, kc, vc, gc, ac.c, layer, b, cfg))
 		got := p.g.Download(p.g.Attention(qg, kg, vg, gg, ac.g, layer, b, cfg))
-		checkClose(t, fmt.Sprintf("step %d (lens %v, cached %v)", si, lens, cs), got, want, tol)
+		checkClose(t, fmt.Sprintf("step %d (lens %v, cached %v)", si, lens, cs), got, want, attnTol(tol))
 		for i, s := range st.seqs {
 			cached[s] += st.lens[i]
 		}
@@ -344,13 +345,13 @@ func TestAttentionPrefill4B(t *testing.T) {
 			defer pf.free(g)
 			ref := g.Download(pf.run(g, false))
 			got := g.Download(pf.run(g, true))
-			checkClose(t, "flash vs attention_f32", got, ref, flashTol)
+			checkClose(t, "flash vs attention_f32", got, ref, attnTol(flashTol))
 			if T <= 1024 {
 				c := func(x kernels.Tensor) kernels.Tensor { return p.c.Upload(g.Download(x), x.Shape()...) }
 				cc := p.c.NewKVCache(1, len(pf.bt.Seqs[0].Pages), flashPageSize, pf.cfg.KVHeads, pf.cfg.HeadDim)
 				want := p.c.Download(p.c.Attention(c(pf.q), c(pf.k), c(pf.v), c(pf.gate), cc, 0, pf.bt, pf.cfg))
-				checkClose(t, "flash vs CPU", got, want, flashTol)
-				checkClose(t, "attention_f32 vs CPU", ref, want, 1e-3)
+				checkClose(t, "flash vs CPU", got, want, attnTol(flashTol))
+				checkClose(t, "attention_f32 vs CPU", ref, want, attnTol(1e-3))
 			}
 			g.ResetScratch()
 			reps := max(1, 8192/T)
@@ -534,9 +535,9 @@ func TestAttentionPrefillSplitLong(t *testing.T) {
 			if want := c.rows < 1024; split != want {
 				t.Errorf("split taken %v, want %v", split, want)
 			}
-			checkClose(t, "split vs attention_f32", got, ref, flashTol)
-			checkClose(t, "single pass vs attention_f32", single, ref, flashTol)
-			checkClose(t, "split vs single pass", got, single, flashTol)
+			checkClose(t, "split vs attention_f32", got, ref, attnTol(flashTol))
+			checkClose(t, "single pass vs attention_f32", single, ref, attnTol(flashTol))
+			checkClose(t, "split vs single pass", got, single, attnTol(flashTol))
 			again := g.Download(pf.runMode(g, modeSplit))
 			if d := relDiff(again, got); d != 0 {
 				t.Errorf("a second split run differs (relative %.3g)", d)
@@ -629,5 +630,54 @@ func TestFlashConstantsMatchSource(t *testing.T) {
 		if flashSmem(hd) > 227<<10 {
 			t.Errorf("head dim %d: %d bytes of shared memory, more than an H100/H200 block may have", hd, flashSmem(hd))
 		}
+	}
+}
+
+// TestAttentionPrefillKVBF16Exact: the flash kernels over a bf16 cache give
+// the same bits as over a float32 one (kv_write_bf16 rounds k and v to
+// nearest even as the float32 path's tile conversion does, and the tiles,
+// products and softmax are the same), single pass (COHORT_CUDA_FLASH_SPLIT=0)
+// and split (forced slices of 4 key tiles: planFlashSplit's own choice
+// depends on the kernels' occupancy, which differs between the two), 4b
+// heads; and the time of each.
+func TestAttentionPrefillKVBF16Exact(t *testing.T) {
+	withFlash(t, 16)
+	split, force := flashSplit, flashSplitForce
+	defer func() { flashSplit, flashSplitForce = split, force }()
+	for _, c := range []struct {
+		cached, T int
+		split     bool
+	}{{0, 1024, false}, {3000, 128, false}, {3000, 128, true}, {0, 8192, false}} {
+		flashSplit, flashSplitForce = c.split, 0
+		if c.split {
+			flashSplitForce = 4
+		}
+		t.Run(fmt.Sprintf("%d+%d/split=%v", c.cached, c.T, c.split), func(t *testing.T) {
+			g := gpu(t)
+			if c.T > 1024 && testing.Short() {
+				t.Skip("8,192 rows in -short")
+			}
+			old := g.kvBF16
+			defer func() { g.kvBF16 = old }()
+			var outs [2][]float32
+			var times [2]time.Duration
+			for i, bf := range []bool{false, true} {
+				g.kvBF16 = bf
+				pf := newPrefill4BAt(g, c.cached, c.T)
+				outs[i] = g.Download(pf.run(g, true))
+				g.ResetScratch()
+				times[i] = pf.time(t, g, true, max(1, 8192/c.T))
+				pf.free(g)
+				g.FreeKVCache(pf.cache)
+				g.ResetScratch()
+			}
+			for i := range outs[0] {
+				if math.Float32bits(outs[0][i]) != math.Float32bits(outs[1][i]) {
+					t.Fatalf("element %d: bf16 cache %g, float32 cache %g", i, outs[1][i], outs[0][i])
+				}
+			}
+			t.Logf("%d rows after %d, one layer: flash over a float32 cache %.3f ms, bf16 %.3f ms (split runs so far %d)",
+				c.T, c.cached, times[0].Seconds()*1e3, times[1].Seconds()*1e3, flashSplitRuns.Load())
+		})
 	}
 }

@@ -89,14 +89,14 @@ func attentionMatchesCPU(t *testing.T, p pair, cfg kernels.AttnConfig) {
 		gc, gg := p.up(randSlice(r, T*qw, 2), T, qw)
 		want := p.c.Download(p.c.Attention(qc, kc, vc, gc, cc, layer, b, cfg))
 		got := p.g.Download(p.g.Attention(qg, kg, vg, gg, cg, layer, b, cfg))
-		checkClose(t, fmt.Sprintf("step %d", si), got, want, 1e-3)
+		checkClose(t, fmt.Sprintf("step %d", si), got, want, attnTol(1e-3))
 		for i, s := range st.seqs {
 			cached[s] += st.lens[i]
 		}
 	}
 	// Layer 0 of the cache was never written.
 	kc := cg.(*KVCache)
-	n := int64(numPages * pageSize * cfg.KVHeads * cfg.HeadDim)
+	n := int64(numPages*pageSize*cfg.KVHeads*cfg.HeadDim) * kvElemBytes(kc.bf16) / 4 // 32-bit words
 	for _, base := range []devptr{kc.k, kc.v} {
 		tmp := &Tensor{shape: []int{int(n)}, n: int(n), ptr: base}
 		for _, v := range p.g.Download(tmp) {
@@ -147,11 +147,72 @@ func newDecodeFix(t testing.TB, g *Backend, cfg kernels.AttnConfig, pool int, se
 		dst devptr
 		src []float32
 	}{{c.k, f.hk}, {c.v, f.hv}} {
-		if err := memcpyHtoD(x.dst, unsafe.Pointer(&x.src[0]), int64(n)*4); err != nil {
+		if err := uploadCache(c, x.dst, x.src); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return f
+}
+
+// uploadCache copies src into the cache buffer dst of c: as it is, or, for
+// a bf16 cache, rounded to bf16 (src too, so that the host copy stays the
+// device's).
+func uploadCache(c *KVCache, dst devptr, src []float32) error {
+	if !c.bf16 {
+		return memcpyHtoD(dst, unsafe.Pointer(&src[0]), int64(len(src))*4)
+	}
+	bits := make([]uint16, len(src))
+	for i, v := range src {
+		bits[i] = bf16Bits(v)
+		src[i] = math.Float32frombits(uint32(bits[i]) << 16)
+	}
+	return memcpyHtoD(dst, unsafe.Pointer(&bits[0]), int64(len(bits))*2)
+}
+
+// kvTolFloor is the least tolerance of the attention tests against their
+// float32 references while TestAttentionKVBF16 runs them over bf16 caches.
+var kvTolFloor = 0.0
+
+// attnTol is an attention test's tolerance tol, at least kvTolFloor.
+func attnTol(tol float64) float64 { return max(tol, kvTolFloor) }
+
+// kvBF16Tol is the tolerance with a bf16 cache. Rounding k and v to bf16
+// changes each by at most 2^-9 relative (8 significant bits, nearest
+// even). With the tests' values (|q|, |k|, |v| <= 1, independent signs) a
+// score q·k/sqrt(hd) moves by about 2^-9·(1/3) ≈ 6.5e-4 (one standard
+// deviation; the worst case, every term of one sign, is 2^-9·sqrt(hd)),
+// which moves each softmax weight by about twice that relative, and v's own
+// rounding adds at most 2^-9 of |v|: outputs move by a few 1e-3 relative
+// at most in practice, so 2e-2 leaves a margin of several times without
+// hiding a wrong element (a misread position or head is O(1)). It is also
+// above flashTol, whose bf16 products already round k and v the same way.
+const kvBF16Tol = 2e-2
+
+// TestAttentionKVBF16 runs the attention tests over bf16 KV caches
+// (COHORT_CUDA_KV=bf16) against the same float32 references, at kvBF16Tol.
+func TestAttentionKVBF16(t *testing.T) {
+	g := gpu(t)
+	defer func(old bool, tol float64) { g.kvBF16, kvTolFloor = old, tol }(g.kvBF16, kvTolFloor)
+	g.kvBF16, kvTolFloor = true, kvBF16Tol
+	for _, c := range []struct {
+		name string
+		fn   func(*testing.T)
+	}{
+		{"MatchesCPU", TestAttentionMatchesCPU},
+		{"Decode", TestAttentionDecode},
+		{"DecodeGraphReplay", TestAttentionDecodeGraphReplay},
+		{"PrefillSingle", TestAttentionPrefillSingle},
+		{"PrefillChunks", TestAttentionPrefillChunks},
+		{"PrefillMixed", TestAttentionPrefillMixed},
+		{"Prefill4B", TestAttentionPrefill4B},
+		{"PrefillSplit", TestAttentionPrefillSplit},
+		{"PrefillSplitLong", TestAttentionPrefillSplitLong},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gpu(t)
+			c.fn(t)
+		})
+	}
 }
 
 // newDecodeBench is newDecodeFix without the host copy (for timing only):
@@ -162,9 +223,14 @@ func newDecodeBench(t testing.TB, g *Backend, cfg kernels.AttnConfig, pool int, 
 	r := newRand(seed)
 	n := int64(pool) * decodePageSize * int64(cfg.KVHeads*cfg.HeadDim)
 	blk := randSlice(r, 1<<22, 1)
+	src, eb := unsafe.Pointer(&blk[0]), kvElemBytes(c.bf16)
+	if c.bf16 {
+		bits := toBF16(blk)
+		src = unsafe.Pointer(&bits[0])
+	}
 	for _, dst := range []devptr{c.k, c.v} {
 		for off := int64(0); off < n; off += int64(len(blk)) {
-			if err := memcpyHtoD(dst+devptr(4*off), unsafe.Pointer(&blk[0]), 4*min(int64(len(blk)), n-off)); err != nil {
+			if err := memcpyHtoD(dst+devptr(eb*off), src, eb*min(int64(len(blk)), n-off)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -343,15 +409,15 @@ func TestAttentionDecode(t *testing.T) {
 					want := f.want(st)
 					what := fmt.Sprintf("%d rows at %d (S %d)", B, ctx, decodeSlicesFor(g, cfg, B))
 					ref := f.run(st, false, 0)
-					checkClose(t, what+": attention_f32 vs oracle", ref, want, 1e-3)
+					checkClose(t, what+": attention_f32 vs oracle", ref, want, attnTol(1e-3))
 					got := f.run(st, true, 0)
-					checkClose(t, what+": decode vs oracle", got, want, 1e-3)
-					checkClose(t, what+": decode vs attention_f32", got, ref, 1e-3)
+					checkClose(t, what+": decode vs oracle", got, want, attnTol(1e-3))
+					checkClose(t, what+": decode vs attention_f32", got, ref, attnTol(1e-3))
 					if again := f.run(st, true, 0); !slices.Equal(again, got) {
 						t.Errorf("%s: a second run differs (relative %.3g)", what, relDiff(again, got))
 					}
 					for _, force := range []int{1, 5, 200} {
-						checkClose(t, fmt.Sprintf("%s: decode, %d slices, vs oracle", what, force), f.run(st, true, force), want, 1e-3)
+						checkClose(t, fmt.Sprintf("%s: decode, %d slices, vs oracle", what, force), f.run(st, true, force), want, attnTol(1e-3))
 					}
 					if B == 32 && ctx == 3000 {
 						t.Logf("%s: decode %.3g, attention_f32 %.3g from the oracle", what, relDiff(got, want), relDiff(ref, want))
@@ -418,7 +484,7 @@ func TestAttentionDecodeGraphReplay(t *testing.T) {
 		if !slices.Equal(graphed, eager) {
 			t.Errorf("step %d (contexts %v): graph output differs from eager (relative %.3g)", i, cs, relDiff(graphed, eager))
 		}
-		checkClose(t, fmt.Sprintf("step %d (contexts %v): graph vs oracle", i, cs), graphed, f.want(st), 1e-3)
+		checkClose(t, fmt.Sprintf("step %d (contexts %v): graph vs oracle", i, cs), graphed, f.want(st), attnTol(1e-3))
 	}
 	c1, r1 := be.GraphStats()
 	if c1-c0 != 1 || r1-r0 != len(ctxs)-2 {

@@ -2,6 +2,21 @@
 // out [layer][page][pageSize][kvHeads][headDim]. Per-row metadata: pos[r]
 // (absolute position) and pageOff[r] (where row r's sequence's page list
 // starts in pages).
+//
+// The cache's elements are float32, or bf16 (COHORT_CUDA_KV=bf16: the
+// upper half of the float32, rounded to nearest even by kv_write_bf16) for
+// the *_kvbf16 entries, which load bf16 and widen it to float32 (exact) and
+// otherwise compute as their float32 twins.
+
+// kv_load1 and kv_load4 read one cache element, or the four elements
+// 4j..4j+3 from p (16-byte aligned for float32, 8 for bf16), as float32.
+__device__ __forceinline__ float kv_load1(const float *p, long long i) { return p[i]; }
+__device__ __forceinline__ float kv_load1(const unsigned short *p, long long i) { return __uint_as_float((unsigned)p[i] << 16); }
+__device__ __forceinline__ float4 kv_load4(const float *p, int j) { return ((const float4 *)p)[j]; }
+__device__ __forceinline__ float4 kv_load4(const unsigned short *p, int j) {
+	uint2 u = ((const uint2 *)p)[j];
+	return make_float4(bf16_lo(u.x), bf16_hi(u.x), bf16_lo(u.y), bf16_hi(u.y));
+}
 
 // kv_write_f32: block r stores row r's k and v [KV*hd] at its position.
 extern "C" __global__ void kv_write_f32(float *kc, float *vc, const float *k, const float *v,
@@ -18,6 +33,22 @@ extern "C" __global__ void kv_write_f32(float *kc, float *vc, const float *k, co
 	}
 }
 
+// kv_write_bf16: kv_write_f32 into a bf16 cache, each value rounded to
+// nearest even (f32_to_bf16_bits, as f32_to_bf16 rounds weights).
+extern "C" __global__ void kv_write_bf16(unsigned short *kc, unsigned short *vc, const float *k, const float *v,
+		const int *pos, const int *pageOff, const int *pages, int kvw, int pageSize, int numPages, int layer) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	int r = blockIdx.x;
+	int p = pos[r];
+	int page = pages[pageOff[r] + p / pageSize];
+	long long off = (((long long)layer * numPages + page) * pageSize + p % pageSize) * kvw;
+	for (int i = threadIdx.x; i < kvw; i += blockDim.x) {
+		kc[off + i] = f32_to_bf16_bits(k[(long long)r * kvw + i]);
+		vc[off + i] = f32_to_bf16_bits(v[(long long)r * kvw + i]);
+	}
+}
+
 #define ATTN_WARPS 4
 #define ATTN_MAX_PER_LANE 8 // head dims up to 256
 
@@ -25,11 +56,11 @@ extern "C" __global__ void kv_write_f32(float *kc, float *vc, const float *k, co
 // w, w+4, ... <= pos[r] with an online softmax in float32; lane l holds head
 // dims l, l+32, ... The warps' partial results are merged at the end and
 // multiplied by sigmoid(gate).
-extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_f32(float *out, const float *q, const float *gate,
-		const float *kc, const float *vc, const int *pos, const int *pageOff, const int *pages,
+// (attn_rows is its body, KT the cache's element type.)
+template <typename KT>
+__device__ __forceinline__ void attn_rows(float *out, const float *q, const float *gate,
+		const KT *kc, const KT *vc, const int *pos, const int *pageOff, const int *pages,
 		int H, int KV, int hd, int pageSize, int numPages, int layer, float scale) {
-	PDL_LAUNCH();
-	PDL_WAIT();
 	__shared__ float sm_m[ATTN_WARPS], sm_l[ATTN_WARPS];
 	__shared__ float sm_acc[ATTN_WARPS][ATTN_MAX_PER_LANE * 32];
 	int r = blockIdx.x, h = blockIdx.y;
@@ -52,7 +83,7 @@ extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_f32(floa
 #pragma unroll
 		for (int i = 0; i < ATTN_MAX_PER_LANE; i++) {
 			int d = i * 32 + lane;
-			if (d < hd) s += qr[i] * kc[off + d];
+			if (d < hd) s += qr[i] * kv_load1(kc, off + d);
 		}
 		s = warp_sum_f(s) * scale;
 		float mn = fmaxf(m, s);
@@ -61,7 +92,7 @@ extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_f32(floa
 #pragma unroll
 		for (int i = 0; i < ATTN_MAX_PER_LANE; i++) {
 			int d = i * 32 + lane;
-			if (d < hd) acc[i] = acc[i] * corr + e * vc[off + d];
+			if (d < hd) acc[i] = acc[i] * corr + e * kv_load1(vc, off + d);
 		}
 		m = mn;
 	}
@@ -89,6 +120,23 @@ extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_f32(floa
 		for (int w = 0; w < ATTN_WARPS; w++) o += sm_acc[w][d] * f[w];
 		oh[d] = o / L * sigmoid_ref(gh[d]);
 	}
+}
+
+extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_f32(float *out, const float *q, const float *gate,
+		const float *kc, const float *vc, const int *pos, const int *pageOff, const int *pages,
+		int H, int KV, int hd, int pageSize, int numPages, int layer, float scale) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	attn_rows(out, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale);
+}
+
+// attention_kvbf16: attention_f32 over a bf16 cache.
+extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_kvbf16(float *out, const float *q, const float *gate,
+		const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
+		int H, int KV, int hd, int pageSize, int numPages, int layer, float scale) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	attn_rows(out, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale);
 }
 
 // Decode attention, GQA-aware and split over keys (flash-decoding). Block
@@ -126,9 +174,9 @@ __device__ __forceinline__ void attn_store_gated(float *out, const float *gate, 
 	((float4 *)(out + off))[j] = y;
 }
 
-template <int GM>
+template <int GM, typename KT>
 __device__ __forceinline__ void attn_decode(float *out, float *part, float *ml, const float *q, const float *gate,
-		const float *kc, const float *vc, const int *pos, const int *pageOff, const int *pages,
+		const KT *kc, const KT *vc, const int *pos, const int *pageOff, const int *pages,
 		int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S) {
 	PDL_LAUNCH();
 	PDL_WAIT();
@@ -179,17 +227,16 @@ __device__ __forceinline__ void attn_decode(float *out, float *part, float *ml, 
 			pa = pg[tq];
 			pb = tr + 1 < pageSize ? pa : tn + 1 < hi ? pg[tq + 1] : pa;
 		}
-		const float4 *k0 = (const float4 *)(kc + off0), *k1 = (const float4 *)(kc + off1);
-		const float4 *v0 = (const float4 *)(vc + off0), *v1 = (const float4 *)(vc + off1);
+		const KT *k0 = kc + off0, *k1 = kc + off1, *v0 = vc + off0, *v1 = vc + off1;
 		float4 kr0[DA_V4], kr1[DA_V4], vr0[DA_V4], vr1[DA_V4];
 #pragma unroll
 		for (int i = 0; i < DA_V4; i++) {
 			int j = i * 32 + lane;
 			float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-			kr0[i] = j < hd4 ? k0[j] : z;
-			kr1[i] = j < hd4 ? k1[j] : z;
-			vr0[i] = j < hd4 ? v0[j] : z;
-			vr1[i] = j < hd4 && has1 ? v1[j] : z;
+			kr0[i] = j < hd4 ? kv_load4(k0, j) : z;
+			kr1[i] = j < hd4 ? kv_load4(k1, j) : z;
+			vr0[i] = j < hd4 ? kv_load4(v0, j) : z;
+			vr1[i] = j < hd4 && has1 ? kv_load4(v1, j) : z;
 		}
 		float s0[GM], s1[GM];
 #pragma unroll
@@ -271,17 +318,36 @@ __device__ __forceinline__ void attn_decode(float *out, float *part, float *ml, 
 extern "C" __global__ void __launch_bounds__(DA_WARPS * 32) attention_decode_g1(float *out, float *part, float *ml,
 		const float *q, const float *gate, const float *kc, const float *vc, const int *pos, const int *pageOff,
 		const int *pages, int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S) {
-	attn_decode<1>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S);
+	attn_decode<1, float>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S);
 }
 extern "C" __global__ void __launch_bounds__(DA_WARPS * 32) attention_decode_g2(float *out, float *part, float *ml,
 		const float *q, const float *gate, const float *kc, const float *vc, const int *pos, const int *pageOff,
 		const int *pages, int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S) {
-	attn_decode<2>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S);
+	attn_decode<2, float>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S);
 }
 extern "C" __global__ void __launch_bounds__(DA_WARPS * 32) attention_decode_g4(float *out, float *part, float *ml,
 		const float *q, const float *gate, const float *kc, const float *vc, const int *pos, const int *pageOff,
 		const int *pages, int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S) {
-	attn_decode<4>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S);
+	attn_decode<4, float>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S);
+}
+
+// attention_decode_kvbf16_g1, _g2, _g4: attention_decode_g* over a bf16 cache
+// (g4 with a minimum of one block an SM: 137 registers, where ptxas would
+// otherwise keep 128 and spill 4 bytes; NVRTC 11.8, sm_90).
+extern "C" __global__ void __launch_bounds__(DA_WARPS * 32) attention_decode_kvbf16_g1(float *out, float *part, float *ml,
+		const float *q, const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff,
+		const int *pages, int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S) {
+	attn_decode<1, unsigned short>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S);
+}
+extern "C" __global__ void __launch_bounds__(DA_WARPS * 32) attention_decode_kvbf16_g2(float *out, float *part, float *ml,
+		const float *q, const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff,
+		const int *pages, int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S) {
+	attn_decode<2, unsigned short>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S);
+}
+extern "C" __global__ void __launch_bounds__(DA_WARPS * 32, 1) attention_decode_kvbf16_g4(float *out, float *part, float *ml,
+		const float *q, const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff,
+		const int *pages, int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S) {
+	attn_decode<4, unsigned short>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S);
 }
 
 // attention_decode_combine: block (row r, head h) merges the S slices

@@ -57,6 +57,7 @@ __device__ __forceinline__ void fa_cp16(void *dst, const void *src, bool full) {
 }
 __device__ __forceinline__ void fa_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void fa_cp_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
+__device__ __forceinline__ void fa_cp_wait0() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 
 // fa_pack_bf16x2 rounds lo and hi to bf16 (nearest even) and packs them,
 // lo in the low half.
@@ -110,6 +111,24 @@ __device__ __forceinline__ void fa_stage(float *stK, float *stV, const float *kb
 	fa_cp_commit();
 }
 
+// fa_stage_bf16 is fa_stage for a bf16 cache: the copies go straight to
+// the swizzled bf16 tiles tK, tV [BN][HD] (16 bytes = one 8-column chunk).
+template <int HD, int BN>
+__device__ __forceinline__ void fa_stage_bf16(unsigned *tK, unsigned *tV, const unsigned short *kb, const unsigned short *vb,
+		const int *pg, int kv0, int kvEnd, int pageSize, long long kvw) {
+	constexpr int C8 = HD / 8;
+#pragma unroll
+	for (int i = threadIdx.x; i < BN * C8; i += FA_THREADS) {
+		int r = i / C8, c = i % C8, p = kv0 + r;
+		bool live = p < kvEnd;
+		long long off = live ? ((long long)pg[p / pageSize] * pageSize + p % pageSize) * kvw + 8 * c : 0;
+		int w = fa_word<HD>(r, 4 * c);
+		fa_cp16(tK + w, kb + off, live);
+		fa_cp16(tV + w, vb + off, live);
+	}
+	fa_cp_commit();
+}
+
 // fa_prefill is the body of attention_prefill_hd<HD>. tiles[i] =
 // {first row of the sequence, its length, first M-row of the tile, positions
 // it sees (unused here)}; block x works on tile x / KV and KV head x % KV.
@@ -124,13 +143,22 @@ __device__ __forceinline__ void fa_stage(float *stK, float *stV, const float *kb
 // in partial slot (slot, KV head): part[((slot·KV + kvh)·FA_BM + r)·HD + d]
 // and ml[((slot·KV + kvh)·FA_BM + r)·2 + {0: max, 1: sum}] for M-row r of
 // the tile; slot -1 (the tile's only slice) ends as without SPLIT.
-template <int HD, int BN, bool SPLIT = false>
-__device__ __forceinline__ void fa_prefill(float *out, const float *q, const float *gate, const float *kc, const float *vc,
+//
+// KT is the cache's element type. With bf16 (unsigned short) there is no
+// float32 staging: the shared memory after Q holds two stages of the bf16
+// K and V tiles ([2][K | V][BN][HD], flashSmemKV), the next tile copied into
+// one while the other is computed, one barrier a tile (after it the
+// current tile has landed and every warp is done with the other stage).
+// The products see the same bf16 values as with a float32 cache (both
+// round to nearest even), so the results are the same.
+template <int HD, int BN, bool SPLIT = false, typename KT = float>
+__device__ __forceinline__ void fa_prefill(float *out, const float *q, const float *gate, const KT *kc, const KT *vc,
 		const int *pos, const int *pageOff, const int *pages, const int4 *tiles,
 		int H, int KV, int pageSize, int numPages, int layer, float scale, float *part = nullptr, float *ml = nullptr) {
 	extern __shared__ __align__(16) unsigned fa_smem[];
 	unsigned *sQ = fa_smem, *sK = sQ + FA_BM * HD / 2, *sV = sK + BN * HD / 2;
 	float *stage = (float *)(sV + BN * HD / 2); // [2][K | V][BN][HD]
+	constexpr bool KB16 = sizeof(KT) == 2;
 	constexpr int C4 = HD / 4; // float4 per row
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
 	const int4 tl = tiles[SPLIT ? 2 * (blockIdx.x / KV) : blockIdx.x / KV];
@@ -147,8 +175,9 @@ __device__ __forceinline__ void fa_prefill(float *out, const float *q, const flo
 	}
 	const long long kvw = (long long)KV * HD; // floats per cache position
 	const long long layerOff = (long long)layer * numPages * pageSize * kvw + (long long)kvh * HD;
-	const float *kb = kc + layerOff, *vb = vc + layerOff;
-	fa_stage<HD, BN>(stage, stage + BN * HD, kb, vb, pg, kLo, kvEnd, pageSize, kvw);
+	const KT *kb = kc + layerOff, *vb = vc + layerOff;
+	if constexpr (KB16) fa_stage_bf16<HD, BN>(sK, sV, kb, vb, pg, kLo, kvEnd, pageSize, kvw);
+	else fa_stage<HD, BN>(stage, stage + BN * HD, kb, vb, pg, kLo, kvEnd, pageSize, kvw);
 
 	// The Q tile (M-rows past the sequence are zero and never stored).
 	for (int i = tid; i < FA_BM * C4; i += FA_THREADS) {
@@ -173,21 +202,32 @@ __device__ __forceinline__ void fa_prefill(float *out, const float *q, const flo
 	float mA = NEG_INF, mB = NEG_INF, lA = 0.0f, lB = 0.0f;
 
 	for (int kv0 = kLo, it = 0; kv0 < kvEnd; kv0 += BN, it++) {
-		// The next tile's copies go to the other stage, which the previous
-		// iteration finished converting before its second barrier (an empty
-		// group past the end keeps wait_group 1 meaning "this tile").
-		float *cur = stage + (it & 1) * 2 * BN * HD, *nxt = stage + ((it + 1) & 1) * 2 * BN * HD;
-		if (kv0 + BN < kvEnd) fa_stage<HD, BN>(nxt, nxt + BN * HD, kb, vb, pg, kv0 + BN, kvEnd, pageSize, kvw);
-		else fa_cp_commit();
-		fa_cp_wait1();
-		__syncthreads(); // this tile's copies landed; every warp is done with the previous bf16 tiles
+		const unsigned *tK = sK;
+		unsigned tVaddr = sVaddr;
+		if constexpr (KB16) {
+			fa_cp_wait0();
+			__syncthreads(); // this tile's copies landed; every warp is done with the other stage
+			const int cs = (it & 1) * BN * HD, ns = ((it + 1) & 1) * BN * HD; // words
+			if (kv0 + BN < kvEnd) fa_stage_bf16<HD, BN>(sK + ns, sV + ns, kb, vb, pg, kv0 + BN, kvEnd, pageSize, kvw);
+			tK = sK + cs;
+			tVaddr = sVaddr + 4u * (unsigned)cs;
+		} else {
+			// The next tile's copies go to the other stage, which the previous
+			// iteration finished converting before its second barrier (an empty
+			// group past the end keeps wait_group 1 meaning "this tile").
+			float *cur = stage + (it & 1) * 2 * BN * HD, *nxt = stage + ((it + 1) & 1) * 2 * BN * HD;
+			if (kv0 + BN < kvEnd) fa_stage<HD, BN>(nxt, nxt + BN * HD, kb, vb, pg, kv0 + BN, kvEnd, pageSize, kvw);
+			else fa_cp_commit();
+			fa_cp_wait1();
+			__syncthreads(); // this tile's copies landed; every warp is done with the previous bf16 tiles
 #pragma unroll
-		for (int i = tid; i < BN * C4; i += FA_THREADS) {
-			int r = i / C4, c = i % C4;
-			fa_store4<HD>(sK, r, c, *(const float4 *)(cur + r * HD + 4 * c));
-			fa_store4<HD>(sV, r, c, *(const float4 *)(cur + BN * HD + r * HD + 4 * c));
+			for (int i = tid; i < BN * C4; i += FA_THREADS) {
+				int r = i / C4, c = i % C4;
+				fa_store4<HD>(sK, r, c, *(const float4 *)(cur + r * HD + 4 * c));
+				fa_store4<HD>(sV, r, c, *(const float4 *)(cur + BN * HD + r * HD + 4 * c));
+			}
+			__syncthreads();
 		}
-		__syncthreads();
 		if (kv0 > warpHi) continue; // every position of the tile is after the warp's rows
 
 		// S = Q·Kᵀ for the warp's 16 M-rows and the tile's BN positions.
@@ -203,7 +243,7 @@ __device__ __forceinline__ void fa_prefill(float *out, const float *q, const flo
 #pragma unroll
 			for (int n = 0; n < BN / 8; n++) {
 				const int kr = n * 8 + gq;
-				fa_mma(s[n], a0, a1, a2, a3, sK[fa_word<HD>(kr, w)], sK[fa_word<HD>(kr, w + 4)]);
+				fa_mma(s[n], a0, a1, a2, a3, tK[fa_word<HD>(kr, w)], tK[fa_word<HD>(kr, w + 4)]);
 			}
 		}
 
@@ -266,7 +306,7 @@ __device__ __forceinline__ void fa_prefill(float *out, const float *q, const flo
 			for (int np = 0; np < HD / 16; np++) {
 				const int chunk = np * 2 + (lane >> 4);
 				unsigned b0, b1, b2, b3;
-				fa_ldmatrix_x4_trans(sVaddr + 4u * (unsigned)(vr * (HD / 2) + ((chunk ^ (vr & 7)) << 2)), b0, b1, b2, b3);
+				fa_ldmatrix_x4_trans(tVaddr + 4u * (unsigned)(vr * (HD / 2) + ((chunk ^ (vr & 7)) << 2)), b0, b1, b2, b3);
 				fa_mma(o[2 * np], a0, a1, a2, a3, b0, b1);
 				fa_mma(o[2 * np + 1], a0, a1, a2, a3, b2, b3);
 			}
@@ -364,6 +404,59 @@ extern "C" __global__ void __launch_bounds__(FA_THREADS) attention_prefill_split
 	PDL_LAUNCH();
 	PDL_WAIT();
 	fa_prefill<256, 16, true>(out, q, gate, kc, vc, pos, pageOff, pages, items, H, KV, pageSize, numPages, layer, scale, part, ml);
+}
+
+// attention_prefill_kvbf16_hd64, _hd128, _hd256 and
+// attention_prefill_split_kvbf16_hd64, _hd128, _hd256: the entries above
+// over a bf16 cache (less dynamic shared memory: flashSmemKV). hd64 has
+// an explicit minimum of one block an SM: without it ptxas keeps 128
+// registers and spills 24 bytes (162 with it; NVRTC 11.8, sm_90).
+extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_kvbf16_hd64(float *out, const float *q, const float *gate,
+		const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages, const int4 *tiles,
+		int H, int KV, int pageSize, int numPages, int layer, float scale) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	fa_prefill<64, 64, false, unsigned short>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(FA_THREADS) attention_prefill_kvbf16_hd128(float *out, const float *q, const float *gate,
+		const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages, const int4 *tiles,
+		int H, int KV, int pageSize, int numPages, int layer, float scale) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	fa_prefill<128, 32, false, unsigned short>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(FA_THREADS) attention_prefill_kvbf16_hd256(float *out, const float *q, const float *gate,
+		const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages, const int4 *tiles,
+		int H, int KV, int pageSize, int numPages, int layer, float scale) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	fa_prefill<256, 16, false, unsigned short>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_split_kvbf16_hd64(float *out, const float *q,
+		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
+		const int4 *items, float *part, float *ml, int H, int KV, int pageSize, int numPages, int layer, float scale) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	fa_prefill<64, 64, true, unsigned short>(out, q, gate, kc, vc, pos, pageOff, pages, items, H, KV, pageSize, numPages, layer, scale, part, ml);
+}
+
+extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_split_kvbf16_hd128(float *out, const float *q,
+		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
+		const int4 *items, float *part, float *ml, int H, int KV, int pageSize, int numPages, int layer, float scale) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	fa_prefill<128, 32, true, unsigned short>(out, q, gate, kc, vc, pos, pageOff, pages, items, H, KV, pageSize, numPages, layer, scale, part, ml);
+}
+
+extern "C" __global__ void __launch_bounds__(FA_THREADS) attention_prefill_split_kvbf16_hd256(float *out, const float *q,
+		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
+		const int4 *items, float *part, float *ml, int H, int KV, int pageSize, int numPages, int layer, float scale) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	fa_prefill<256, 16, true, unsigned short>(out, q, gate, kc, vc, pos, pageOff, pages, items, H, KV, pageSize, numPages, layer, scale, part, ml);
 }
 
 // attention_prefill_combine merges the partial slots of the sliced tiles:
