@@ -4,8 +4,9 @@
 ptx-compare.py OLD_DIR [NEW_DIR]   (NEW_DIR default kernels/cuda/kernels)
 
 Compiles both trees' *.cu with NVRTC (compute_90) and reports the entries
-whose instructions differ once register numbers, labels and call-sequence
-counters are normalized (so a refactor that moves code into a device
+whose instructions differ once register numbers, labels, call-sequence
+counters, shared-variable manglings, local depots and register-count
+declarations are normalized (so a refactor that moves code into a device
 function, or a change that only adds entries, reports none). Same
 environment as nvrtc-check.py (NVRTC_LIB, LD_LIBRARY_PATH). To compare with
 a commit: mkdir /tmp/old && for f in kernels/cuda/kernels/*.cu; do git show
@@ -36,6 +37,9 @@ def entries(p):
         body = re.sub(r"%(f|r|rd|p|fd|rs|h|hh)\d+", r"%\1", m.group(0))
         body = re.sub(r"\$L__\w+", "L", body)
         body = re.sub(r"callseq \d+", "callseq", body)
+        body = re.sub(r"_ZZ\w+?E(\d+\w+)", r"SH_\1", body)  # shared names carry template arguments
+        body = re.sub(r"__local_depot\d+", "DEPOT", body)
+        body = re.sub(r"(\.reg \.\w+ \t%\w+)<\d+>", r"\1<N>", body)
         out[m.group(1)] = collections.Counter(body.splitlines())
     return out
 
