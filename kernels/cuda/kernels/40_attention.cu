@@ -18,8 +18,15 @@ __device__ __forceinline__ float4 kv_load4(const unsigned short *p, int j) {
 	return make_float4(bf16_lo(u.x), bf16_hi(u.x), bf16_lo(u.y), bf16_hi(u.y));
 }
 
-// kv_write_f32: block r stores row r's k and v [KV*hd] at its position.
-extern "C" __global__ void kv_write_f32(float *kc, float *vc, const float *k, const float *v,
+// kv_store converts a float32 k or v value to the cache's element type:
+// float32 as is, bf16 rounded to nearest even (f32_to_bf16_bits, as
+// f32_to_bf16 rounds weights).
+__device__ __forceinline__ void kv_store(float *dst, float v) { *dst = v; }
+__device__ __forceinline__ void kv_store(unsigned short *dst, float v) { *dst = f32_to_bf16_bits(v); }
+
+// kv_write: block r stores row r's k and v [KV*hd] at its position.
+template <typename T>
+__device__ __forceinline__ void kv_write(T *kc, T *vc, const float *k, const float *v,
 		const int *pos, const int *pageOff, const int *pages, int kvw, int pageSize, int numPages, int layer) {
 	PDL_LAUNCH();
 	PDL_WAIT();
@@ -28,25 +35,20 @@ extern "C" __global__ void kv_write_f32(float *kc, float *vc, const float *k, co
 	int page = pages[pageOff[r] + p / pageSize];
 	long long off = (((long long)layer * numPages + page) * pageSize + p % pageSize) * kvw;
 	for (int i = threadIdx.x; i < kvw; i += blockDim.x) {
-		kc[off + i] = k[(long long)r * kvw + i];
-		vc[off + i] = v[(long long)r * kvw + i];
+		kv_store(&kc[off + i], k[(long long)r * kvw + i]);
+		kv_store(&vc[off + i], v[(long long)r * kvw + i]);
 	}
 }
 
-// kv_write_bf16: kv_write_f32 into a bf16 cache, each value rounded to
-// nearest even (f32_to_bf16_bits, as f32_to_bf16 rounds weights).
+// kv_write_f32 and kv_write_bf16: kv_write into a float32 or a bf16 cache.
+extern "C" __global__ void kv_write_f32(float *kc, float *vc, const float *k, const float *v,
+		const int *pos, const int *pageOff, const int *pages, int kvw, int pageSize, int numPages, int layer) {
+	kv_write(kc, vc, k, v, pos, pageOff, pages, kvw, pageSize, numPages, layer);
+}
+
 extern "C" __global__ void kv_write_bf16(unsigned short *kc, unsigned short *vc, const float *k, const float *v,
 		const int *pos, const int *pageOff, const int *pages, int kvw, int pageSize, int numPages, int layer) {
-	PDL_LAUNCH();
-	PDL_WAIT();
-	int r = blockIdx.x;
-	int p = pos[r];
-	int page = pages[pageOff[r] + p / pageSize];
-	long long off = (((long long)layer * numPages + page) * pageSize + p % pageSize) * kvw;
-	for (int i = threadIdx.x; i < kvw; i += blockDim.x) {
-		kc[off + i] = f32_to_bf16_bits(k[(long long)r * kvw + i]);
-		vc[off + i] = f32_to_bf16_bits(v[(long long)r * kvw + i]);
-	}
+	kv_write(kc, vc, k, v, pos, pageOff, pages, kvw, pageSize, numPages, layer);
 }
 
 #define ATTN_WARPS 4

@@ -90,20 +90,6 @@ __device__ __forceinline__ void gdn_mma3(float d[4], const float a[4], const uns
 	gdn_mma3s(d, ah, al, bh, bl);
 }
 
-
-// gdn_chunk_prep_f32: block (chunk c, v head h), 256 threads. Writes
-// W, U and G for the chunk's rows and P for (c, h).
-//
-// Phase 1: A and P as 4x4 register tiles per thread (thread (ty, tx) =
-// (tid/16, tid%16) owns rows 4ty.. and columns 4tx..), summed over key dims
-// staged GDN_DQ at a time as transposed tiles K^T, Q^T [d][i].
-// Phase 2: one thread per column of [beta e^gamma K | beta V] runs the
-// forward substitution x_i = r_i - sum_{j<i} A_ij x_j with its column in
-// registers (the chunk length is fixed at GDN_CH by padding, so the loops
-// unroll and A is read by broadcast from shared memory).
-//
-// The previous default (240 registers, one block an SM), kept for A/B runs
-// against gdn_chunk_prep_inv_f32 (kernels/cuda/gdn_chunk.go).
 // gdn_prep_kq (phase 1 of the CUDA-core preps): thread (ty, tx) = (tid/16,
 // tid%16) sums its 4x4 tiles a = K K^T and p = Q K^T (rows 4ty.., columns
 // 4tx..; zero rows past n) over the key dims, staged GDN_DQ at a time as
@@ -144,6 +130,19 @@ __device__ __forceinline__ void gdn_prep_kq(float (&a)[4][4], float (&p)[4][4], 
 	}
 }
 
+// gdn_chunk_prep_f32: block (chunk c, v head h), 256 threads. Writes
+// W, U and G for the chunk's rows and P for (c, h).
+//
+// Phase 1: A and P as 4x4 register tiles per thread (thread (ty, tx) =
+// (tid/16, tid%16) owns rows 4ty.. and columns 4tx..), summed over key dims
+// staged GDN_DQ at a time as transposed tiles K^T, Q^T [d][i].
+// Phase 2: one thread per column of [beta e^gamma K | beta V] runs the
+// forward substitution x_i = r_i - sum_{j<i} A_ij x_j with its column in
+// registers (the chunk length is fixed at GDN_CH by padding, so the loops
+// unroll and A is read by broadcast from shared memory).
+//
+// The previous default (240 registers, one block an SM), kept for A/B runs
+// against gdn_chunk_prep_inv_f32 (kernels/cuda/gdn_chunk.go).
 extern "C" __global__ void __launch_bounds__(GDN_THREADS) gdn_chunk_prep_f32(float *W, float *U, float *G, float *P,
 		const float *qh, const float *kh, const float *mixed, const float *g, const float *beta,
 		const int *chunkRow, const int *chunkLen, int nk, int nv, int dk, int dv, int convDim) {
