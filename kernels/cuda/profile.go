@@ -3,7 +3,12 @@
 package cuda
 
 /*
-#include <cudaProfiler.h>
+#include <cuda.h>
+
+// Declared here rather than through cudaProfiler.h, which the header set that
+// tools/cuda/cuda-headers.sh fetches does not include; both live in libcuda.
+CUresult cuProfilerStart(void);
+CUresult cuProfilerStop(void);
 */
 import "C"
 
