@@ -28,7 +28,7 @@ type StateSize struct {
 type CapacityInput struct {
 	Budget      int64 // bytes this rank may spend on request state (0: the device's free memory)
 	Reserve     int64 // bytes of the budget kept free for the runtime
-	ElemBytes   int   // bytes per KV/conv element on this backend (4 on CPU, 2 for bf16)
+	ElemBytes   int   // bytes per KV cache element on this backend (4 on CPU, 2 for a bf16 cache)
 	PageSize    int   // tokens per KV page
 	MaxSeqs     int   // upper bound on concurrent requests
 	MaxModelLen int   // longest request (prompt + generation) that must fit alone

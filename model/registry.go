@@ -24,7 +24,8 @@ type Architecture interface {
 	// fields already.
 	ParseConfig(text []byte, cfg *Config) error
 	// StateSize says what one request's state costs on one rank of shard
-	// with elemBytes bytes per cached element (4 on CPU, 2 for bf16).
+	// with elemBytes bytes per KV cache element (4 on CPU, the CUDA
+	// backend's KV type: 2 for bf16).
 	StateSize(cfg *Config, shard Shard, elemBytes int) StateSize
 	// Declare lists every weight of the checkpoint with its full shape and its
 	// tensor-parallel placement. It fails when the degree does not fit the

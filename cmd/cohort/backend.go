@@ -24,11 +24,11 @@ func backendFactory(device string, threads int) (actors.BackendFactory, bool, in
 	case "cpu":
 		return cpuFactory(threads), false, 4, nil
 	case "cuda":
-		f, err := defaultCUDAFactory()
+		f, kvBytes, err := defaultCUDAFactory()
 		if err != nil {
 			return nil, false, 0, err
 		}
-		return f, true, 4, nil
+		return f, true, kvBytes, nil
 	}
 	return nil, false, 0, fmt.Errorf("unknown --device %q (want cpu or cuda)", device)
 }

@@ -9,12 +9,18 @@ import (
 
 	"cohort/actors"
 	"cohort/cmd/cohort/gpuranks"
+	"cohort/kernels/cuda"
 	"cohort/nccl"
 )
 
-// defaultCUDAFactory is backendFactory's "cuda": rank r on GPU r.
-func defaultCUDAFactory() (actors.BackendFactory, error) {
-	return gpuranks.Factory(nil), nil
+// defaultCUDAFactory is backendFactory's "cuda": rank r on GPU r, and the
+// bytes of the KV cache element its backends will use.
+func defaultCUDAFactory() (actors.BackendFactory, int, error) {
+	kvBytes, err := cuda.KVElemBytes(cuda.Options{})
+	if err != nil {
+		return nil, 0, err
+	}
+	return gpuranks.Factory(nil), kvBytes, nil
 }
 
 // configureDevices places the engine's ranks for --device and --devices.

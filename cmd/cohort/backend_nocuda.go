@@ -9,8 +9,8 @@ import (
 )
 
 // defaultCUDAFactory is backendFactory's "cuda", which this binary lacks.
-func defaultCUDAFactory() (actors.BackendFactory, error) {
-	return nil, errNoCUDA
+func defaultCUDAFactory() (actors.BackendFactory, int, error) {
+	return nil, 0, errNoCUDA
 }
 
 var errNoCUDA = errors.New("--device cuda: this binary was built without -tags cuda; run make build-cuda")

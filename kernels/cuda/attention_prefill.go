@@ -99,9 +99,34 @@ func flashKernel(hd int) string {
 	return ""
 }
 
-// flashKeyTile is BN of the kernel for head dim hd: the key positions of
-// one shared-memory tile.
+// flashKeyTile is BN of the kernel for head dim hd over a float32 cache:
+// the key positions of one shared-memory tile.
 func flashKeyTile(hd int) int { return 4096 / hd }
+
+// flashKeyTileKV is BN of the kernel for head dim hd over a cache of bf16
+// elements when bf16 (FA_BN_KV<hd> of the source; head dim 64 keeps 64):
+// without the float32 staging the larger tiles fit, and each tile's fixed
+// costs (a barrier, the softmax's row maxima, rescaling the output
+// accumulator) are shared by more keys.
+func flashKeyTileKV(hd int, bf16 bool) int {
+	if !bf16 {
+		return flashKeyTile(hd)
+	}
+	switch hd {
+	case 128:
+		return flashKVTile128
+	case 256:
+		return flashKVTile256
+	}
+	return flashKeyTile(hd)
+}
+
+// The bf16 cache's key tiles (FA_BN_KV128, FA_BN_KV256 of the source;
+// TestFlashConstantsMatchSource checks that they agree).
+const (
+	flashKVTile128 = 64
+	flashKVTile256 = 64
+)
 
 // flashSmem is the kernel's dynamic shared memory for head dim hd: the bf16
 // Q tile and K and V tiles, and two float32 staging stages of K and V.
@@ -116,7 +141,7 @@ func flashSmemKV(hd int, bf16 bool) int {
 	if !bf16 {
 		return flashSmem(hd)
 	}
-	bn := flashKeyTile(hd)
+	bn := flashKeyTileKV(hd, true)
 	return (flashTileRows*hd + 4*bn*hd) * 2
 }
 
@@ -379,7 +404,7 @@ func (b *Backend) attentionFlashSplit(op string, out, qt, gt *Tensor, c *KVCache
 	name, single, smem := kvEntry(flashSplitKernel(hd), c.bf16), kvEntry(flashKernel(hd), c.bf16), flashSmemKV(hd, c.bf16)
 	b.allowSmem(op, name, smem)
 	b.allowSmem(op, single, smem)
-	p, ok := planFlashSplit(tiles, flashKeyTile(hd), hd, KV, b.flashLanes(single, smem), b.flashLanes(name, smem), flashSplitForce)
+	p, ok := planFlashSplit(tiles, flashKeyTileKV(hd, c.bf16), hd, KV, b.flashLanes(single, smem), b.flashLanes(name, smem), flashSplitForce)
 	if !ok {
 		return false
 	}

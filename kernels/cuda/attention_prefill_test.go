@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 	"os"
 	"regexp"
 	"slices"
@@ -627,20 +626,38 @@ func TestFlashConstantsMatchSource(t *testing.T) {
 		if !strings.Contains(string(src), want) {
 			t.Errorf("head dim %d: the source has no %s", hd, want)
 		}
-		if flashSmem(hd) > 227<<10 {
-			t.Errorf("head dim %d: %d bytes of shared memory, more than an H100/H200 block may have", hd, flashSmem(hd))
+		bn := fmt.Sprint(flashKeyTileKV(hd, true))
+		if hd != 64 {
+			m := regexp.MustCompile(fmt.Sprintf(`#define FA_BN_KV%d (\d+)`, hd)).FindSubmatch(src)
+			if m == nil || string(m[1]) != bn {
+				t.Errorf("head dim %d: the source's FA_BN_KV%d is %q, flashKeyTileKV %s", hd, hd, m, bn)
+			}
+			bn = fmt.Sprintf("FA_BN_KV%d", hd)
+		}
+		for _, split := range []string{"false", "true"} {
+			if want := fmt.Sprintf("fa_prefill<%d, %s, %s, unsigned short>", hd, bn, split); !strings.Contains(string(src), want) {
+				t.Errorf("head dim %d: the source has no %s", hd, want)
+			}
+		}
+		for _, bf16 := range []bool{false, true} {
+			if n := flashSmemKV(hd, bf16); n > 227<<10 {
+				t.Errorf("head dim %d (bf16 cache %v): %d bytes of shared memory, more than an H100/H200 block may have", hd, bf16, n)
+			}
 		}
 	}
 }
 
-// TestAttentionPrefillKVBF16Exact: the flash kernels over a bf16 cache give
-// the same bits as over a float32 one (kv_write_bf16 rounds k and v to
-// nearest even as the float32 path's tile conversion does, and the tiles,
-// products and softmax are the same), single pass (COHORT_CUDA_FLASH_SPLIT=0)
-// and split (forced slices of 4 key tiles: planFlashSplit's own choice
-// depends on the kernels' occupancy, which differs between the two), 4b
-// heads; and the time of each.
-func TestAttentionPrefillKVBF16Exact(t *testing.T) {
+// TestAttentionPrefillKVBF16Tiles: the flash kernels over a bf16 cache
+// against the same kernels over a float32 one, single pass
+// (COHORT_CUDA_FLASH_SPLIT=0) and split (forced slices of 4 key tiles:
+// planFlashSplit's own choice depends on the kernels' occupancy, which
+// differs between the two), 4b heads; and the time of each. Both see the
+// same bf16 keys and values (kv_write_bf16 rounds k and v to nearest even
+// as the float32 path's tile conversion does), but the bf16 entries walk
+// larger key tiles (flashKeyTileKV), so their online softmax rescales at
+// other points and rounds other P values to bf16: the outputs agree within
+// flashTol, not bit for bit.
+func TestAttentionPrefillKVBF16Tiles(t *testing.T) {
 	withFlash(t, 16)
 	split, force := flashSplit, flashSplitForce
 	defer func() { flashSplit, flashSplitForce = split, force }()
@@ -671,13 +688,10 @@ func TestAttentionPrefillKVBF16Exact(t *testing.T) {
 				g.FreeKVCache(pf.cache)
 				g.ResetScratch()
 			}
-			for i := range outs[0] {
-				if math.Float32bits(outs[0][i]) != math.Float32bits(outs[1][i]) {
-					t.Fatalf("element %d: bf16 cache %g, float32 cache %g", i, outs[1][i], outs[0][i])
-				}
-			}
-			t.Logf("%d rows after %d, one layer: flash over a float32 cache %.3f ms, bf16 %.3f ms (split runs so far %d)",
-				c.T, c.cached, times[0].Seconds()*1e3, times[1].Seconds()*1e3, flashSplitRuns.Load())
+			checkClose(t, "bf16 cache against float32 cache", outs[1], outs[0], flashTol)
+			t.Logf("%d rows after %d, one layer: flash over a float32 cache %.3f ms (key tile %d), bf16 %.3f ms (key tile %d; %.2fx; split runs so far %d)",
+				c.T, c.cached, times[0].Seconds()*1e3, flashKeyTileKV(256, false), times[1].Seconds()*1e3, flashKeyTileKV(256, true),
+				times[0].Seconds()/times[1].Seconds(), flashSplitRuns.Load())
 		})
 	}
 }

@@ -177,12 +177,13 @@ var kvTolFloor = 0.0
 func attnTol(tol float64) float64 { return max(tol, kvTolFloor) }
 
 // kvBF16Tol is the tolerance with a bf16 cache. Rounding k and v to bf16
-// changes each by at most 2^-9 relative (8 significant bits, nearest
-// even). With the tests' values (|q|, |k|, |v| <= 1, independent signs) a
-// score q·k/sqrt(hd) moves by about 2^-9·(1/3) ≈ 6.5e-4 (one standard
-// deviation; the worst case, every term of one sign, is 2^-9·sqrt(hd)),
-// which moves each softmax weight by about twice that relative, and v's own
-// rounding adds at most 2^-9 of |v|: outputs move by a few 1e-3 relative
+// changes each by at most 2^-8 relative (8 significant bits, nearest
+// even: half a unit in the last place). With the tests' values (|q|, |k|,
+// |v| <= 1, independent signs) a score q·k/sqrt(hd) moves by about
+// 2^-8·(1/3) ≈ 1.3e-3 (one standard deviation; the worst case, every term
+// of one sign, is 2^-8·sqrt(hd)), which moves each softmax weight by about
+// twice that relative, and v's own rounding adds at most 2^-8 of |v|:
+// outputs move by several 1e-3 relative
 // at most in practice, so 2e-2 leaves a margin of several times without
 // hiding a wrong element (a misread position or head is O(1)). It is also
 // above flashTol, whose bf16 products already round k and v the same way.

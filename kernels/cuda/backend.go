@@ -72,8 +72,9 @@ type Options struct {
 	// and of how its prompt was chunked (deterministic.go); false means
 	// $COHORT_CUDA_DETERMINISTIC=1 decides.
 	Deterministic bool
-	// KV is the KV cache's element type: "f32" (the default) or "bf16"
-	// (kvtype.go). Empty means $COHORT_CUDA_KV, else "f32".
+	// KV is the KV cache's element type: "bf16" or "f32" (kvtype.go).
+	// Empty means $COHORT_CUDA_KV, else bf16 with bf16 weights and f32 with
+	// f32 weights.
 	KV string
 }
 
@@ -115,7 +116,7 @@ type Backend struct {
 	profile     profileWindow      // steps a profiler collects (COHORT_CUDA_PROFILE_ROWS)
 	lastLaunch  string             // the kernel launched last (for pdlGEMV)
 	fuse        bool               // fused decode kernels (COHORT_CUDA_FUSE=0 turns them off)
-	kvBF16      bool               // NewKVCache makes bf16 caches (Options.KV, COHORT_CUDA_KV=bf16)
+	kvBF16      bool               // NewKVCache makes bf16 caches (kvType: the default with bf16 weights)
 	det         bool               // deterministic mode (deterministic.go)
 	plans       map[ltKey]ltPlan   // prepared cuBLASLt matmuls by shape
 	graph       graphs             // CUDA graphs of decode steps (graph.go)
@@ -199,11 +200,7 @@ func New(o Options) (*Backend, error) {
 	if b.gemvTune, err = gemvTuningFromEnv(); err != nil {
 		return nil, err
 	}
-	kv := o.KV
-	if kv == "" {
-		kv = os.Getenv("COHORT_CUDA_KV")
-	}
-	if b.kvBF16, err = parseKVType(kv); err != nil {
+	if b.kvBF16, err = kvType(o); err != nil {
 		return nil, err
 	}
 	if b.ctx, err = primaryCtxRetain(dev); err != nil {

@@ -5,18 +5,23 @@ import (
 	"strings"
 )
 
-// The KV cache's element type: float32 (the default) or bf16
-// (COHORT_CUDA_KV=bf16, Options.KV), half the bytes, each k and v value
-// rounded to nearest even when kv_write_bf16 stores it. Every kernel that
+// The KV cache's element type: bf16 (the default with bf16 weights:
+// COHORT_CUDA_KV=bf16, Options.KV), each k and v value rounded to nearest
+// even when kv_write_bf16 stores it, or float32 (the default with
+// COHORT_CUDA_WEIGHTS=f32, which stays exact; COHORT_CUDA_KV=f32), twice
+// the bytes. Every kernel that
 // reads the cache has a *_kvbf16 twin (kernels/40_attention.cu,
 // kernels/45_attention_prefill.cu) that loads bf16 and widens it to float32;
 // kvEntry picks it. A cache keeps the type it was made with.
 
-// parseKVType reads COHORT_CUDA_KV / Options.KV: "" or "f32" is float32,
-// "bf16" is bf16.
-func parseKVType(s string) (bf16 bool, err error) {
+// parseKVType reads COHORT_CUDA_KV / Options.KV: "f32" is float32, "bf16"
+// is bf16, and "" the default for weights of type weights (weightType):
+// bf16 for "bf16", float32 for "f32".
+func parseKVType(s, weights string) (bf16 bool, err error) {
 	switch s {
-	case "", "f32":
+	case "":
+		return weights == "bf16", nil
+	case "f32":
 		return false, nil
 	case "bf16":
 		return true, nil

@@ -7,13 +7,20 @@ import (
 
 func TestParseKVType(t *testing.T) {
 	for _, c := range []struct {
-		in   string
-		bf16 bool
-		ok   bool
-	}{{"", false, true}, {"f32", false, true}, {"bf16", true, true}, {"BF16", false, false}, {"fp8", false, false}} {
-		got, err := parseKVType(c.in)
+		in, weights string
+		bf16        bool
+		ok          bool
+	}{
+		{"", "bf16", true, true}, // the default follows the weights
+		{"", "f32", false, true},
+		{"f32", "bf16", false, true},
+		{"bf16", "f32", true, true},
+		{"BF16", "bf16", false, false},
+		{"fp8", "bf16", false, false},
+	} {
+		got, err := parseKVType(c.in, c.weights)
 		if got != c.bf16 || (err == nil) != c.ok {
-			t.Errorf("parseKVType(%q) = %v, %v", c.in, got, err)
+			t.Errorf("parseKVType(%q, weights %s) = %v, %v", c.in, c.weights, got, err)
 		}
 	}
 }

@@ -76,10 +76,20 @@ func CheckSnapshots(t *testing.T, p kernels.SnapshotPool, io SlotIO) {
 	}
 	r := rand.New(rand.NewPCG(7, 8))
 	a, b, other := RandSlice(r, len(io.Snapshot(0)), 1), RandSlice(r, len(io.Snapshot(0)), 1), RandSlice(r, len(io.Snapshot(0)), 1)
-	io.SetSlot(0, a)
-	io.SetSlot(2, other)
+	// The wanted states are what the slots read back once set: a pool that
+	// stores its state rounded (the CUDA bf16 state) must then restore
+	// exactly that (within a bf16 rounding of what was set).
+	set := func(slot int, state []float32) []float32 {
+		io.SetSlot(slot, state)
+		got := io.Snapshot(slot)
+		if d := RelDiff(got, state); d > 1.0/128 {
+			t.Fatalf("slot %d reads back %.3g from what was set", slot, d)
+		}
+		return got
+	}
+	a, other = set(0, a), set(2, other)
 	p.Save(0, 0)
-	io.SetSlot(0, b)
+	b = set(0, b)
 	p.Save(0, 1)
 	p.Reset(0)
 	p.Restore(0, 1) // place 0 (a) into slot 1

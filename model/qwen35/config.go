@@ -159,14 +159,16 @@ func (p *Params) validate() error {
 }
 
 // StateSize is, per request on one rank, for every GDN layer the conv state
-// [(K-1), convDim/tp] and the fp32 recurrent state [nv/tp, dk, dv]; per
-// token, K and V of every full-attention layer (KV heads are replicated
+// [(K-1), convDim/tp] and the recurrent state [nv/tp, dk, dv], both float32
+// on every backend (the CUDA backend's bf16 recurrent state option is
+// counted at 4 bytes too: it over-reserves); per token, K and V of every
+// full-attention layer at elemBytes an element (KV heads are replicated
 // when there are fewer than ranks).
 func (Arch) StateSize(c *model.Config, s model.Shard, elemBytes int) model.StateSize {
 	p := ParamsOf(c)
 	nv := int64(p.LinearValueHeads / s.Size)
 	conv := int64(2*p.LinearKeyHeads*p.LinearKeyDim+p.LinearValueHeads*p.LinearValueDim) / int64(s.Size)
-	per := nv*int64(p.LinearKeyDim*p.LinearValueDim)*4 + int64(p.ConvKernel-1)*conv*int64(elemBytes)
+	per := nv*int64(p.LinearKeyDim*p.LinearValueDim)*4 + int64(p.ConvKernel-1)*conv*4
 	kv := max(c.KVHeads/s.Size, 1)
 	full := p.CountLayers(FullAttention)
 	return model.StateSize{

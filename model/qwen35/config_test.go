@@ -127,11 +127,13 @@ func TestStateSizeMatchesSpec(t *testing.T) {
 		want  model.StateSize
 	}{
 		// Spec: 51,511,296 B (49.125 MiB) per request at TP=1 with bf16 conv
-		// state, and 32 KiB of KV per token (8 full layers · 2 · 4 heads · 256 · 2 B).
-		{"tp1", model.Single, model.StateSize{SlotBytes: 51511296, TokenBytes: 32768, KVLayers: 8}},
-		{"tp2", model.Shard{Rank: 0, Size: 2}, model.StateSize{SlotBytes: 51511296 / 2, TokenBytes: 32768 / 2, KVLayers: 8}},
+		// state; the backends keep the conv state in float32, 24 layers · 3 ·
+		// 8192 · 2 B = 1,179,648 B more. 32 KiB of KV per token at 2 B an
+		// element (8 full layers · 2 · 4 heads · 256 · 2 B).
+		{"tp1", model.Single, model.StateSize{SlotBytes: 51511296 + 1179648, TokenBytes: 32768, KVLayers: 8}},
+		{"tp2", model.Shard{Rank: 0, Size: 2}, model.StateSize{SlotBytes: (51511296 + 1179648) / 2, TokenBytes: 32768 / 2, KVLayers: 8}},
 		// TP=8 replicates the 4 KV heads: one per rank.
-		{"tp8", model.Shard{Rank: 0, Size: 8}, model.StateSize{SlotBytes: 51511296 / 8, TokenBytes: 32768 / 4, KVLayers: 8}},
+		{"tp8", model.Shard{Rank: 0, Size: 8}, model.StateSize{SlotBytes: (51511296 + 1179648) / 8, TokenBytes: 32768 / 4, KVLayers: 8}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -48,6 +48,12 @@
 #define FA_WARPS 8
 #define FA_THREADS (FA_WARPS * 32)
 #define FA_BM (FA_WARPS * 16)
+// Key tiles of the bf16-cache entries (no float32 staging, so larger tiles
+// fit in shared memory: flashKeyTileKV in attention_prefill.go). At head
+// dim 256 and 64 keys ptxas (NVRTC 11.8, sm_90) needs 255 registers and
+// spills about 64 bytes; 32 keys fit in 217 without spilling.
+#define FA_BN_KV256 64
+#define FA_BN_KV128 64
 
 // fa_cp16 copies 16 bytes from global to shared memory asynchronously, or
 // zero-fills them when !full.
@@ -424,7 +430,7 @@ extern "C" __global__ void __launch_bounds__(FA_THREADS) attention_prefill_kvbf1
 		int H, int KV, int pageSize, int numPages, int layer, float scale) {
 	PDL_LAUNCH();
 	PDL_WAIT();
-	fa_prefill<128, 32, false, unsigned short>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer, scale);
+	fa_prefill<128, FA_BN_KV128, false, unsigned short>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer, scale);
 }
 
 extern "C" __global__ void __launch_bounds__(FA_THREADS) attention_prefill_kvbf16_hd256(float *out, const float *q, const float *gate,
@@ -432,7 +438,7 @@ extern "C" __global__ void __launch_bounds__(FA_THREADS) attention_prefill_kvbf1
 		int H, int KV, int pageSize, int numPages, int layer, float scale) {
 	PDL_LAUNCH();
 	PDL_WAIT();
-	fa_prefill<256, 16, false, unsigned short>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer, scale);
+	fa_prefill<256, FA_BN_KV256, false, unsigned short>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer, scale);
 }
 
 extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_split_kvbf16_hd64(float *out, const float *q,
@@ -448,7 +454,7 @@ extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_sp
 		const int4 *items, float *part, float *ml, int H, int KV, int pageSize, int numPages, int layer, float scale) {
 	PDL_LAUNCH();
 	PDL_WAIT();
-	fa_prefill<128, 32, true, unsigned short>(out, q, gate, kc, vc, pos, pageOff, pages, items, H, KV, pageSize, numPages, layer, scale, part, ml);
+	fa_prefill<128, FA_BN_KV128, true, unsigned short>(out, q, gate, kc, vc, pos, pageOff, pages, items, H, KV, pageSize, numPages, layer, scale, part, ml);
 }
 
 extern "C" __global__ void __launch_bounds__(FA_THREADS) attention_prefill_split_kvbf16_hd256(float *out, const float *q,
@@ -456,7 +462,7 @@ extern "C" __global__ void __launch_bounds__(FA_THREADS) attention_prefill_split
 		const int4 *items, float *part, float *ml, int H, int KV, int pageSize, int numPages, int layer, float scale) {
 	PDL_LAUNCH();
 	PDL_WAIT();
-	fa_prefill<256, 16, true, unsigned short>(out, q, gate, kc, vc, pos, pageOff, pages, items, H, KV, pageSize, numPages, layer, scale, part, ml);
+	fa_prefill<256, FA_BN_KV256, true, unsigned short>(out, q, gate, kc, vc, pos, pageOff, pages, items, H, KV, pageSize, numPages, layer, scale, part, ml);
 }
 
 // attention_prefill_combine merges the partial slots of the sliced tiles:
