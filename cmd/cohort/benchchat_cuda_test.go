@@ -4,8 +4,11 @@ package main
 
 import (
 	"os"
+	"strconv"
 	"strings"
 	"testing"
+
+	"cohort/nccl"
 )
 
 // TestBenchChatCUDA is the prefix cache's identity check on the GPU (issue
@@ -25,8 +28,17 @@ func TestBenchChatCUDA(t *testing.T) {
 	if s := os.Getenv("COHORT_CHAT_TP"); s != "" {
 		tps = strings.Split(s, ",")
 	}
+	gpus, err := nccl.CUDADeviceCount()
+	if err != nil {
+		t.Skipf("no CUDA devices: %v", err)
+	}
 	for _, tp := range tps {
 		t.Run("tp="+tp, func(t *testing.T) {
+			if n, err := strconv.Atoi(tp); err != nil {
+				t.Fatalf("COHORT_CHAT_TP: %v", err)
+			} else if n > gpus {
+				t.Skipf("--tp %s on a host with %d GPU(s)", tp, gpus)
+			}
 			r, text := runChatBench(t, "--device", "cuda", "--tp", tp, "--preset", "tiny", "--chat-system", "512",
 				"--chat-turns", "4", "--chat-turn-tokens", "50", "--chat-reply-tokens", "40", "--chat-conversations", "8",
 				"--chat-temperature", "0.8", "--kv-budget-mib", "2048")
