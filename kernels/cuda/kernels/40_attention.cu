@@ -355,14 +355,11 @@ extern "C" __global__ void __launch_bounds__(DA_WARPS * 32, 1) attention_decode_
 // attention_decode_combine: block (row r, head h) merges the S slices
 // (S <= DC_MAX_SLICES) of attention_decode_g* and multiplies by
 // sigmoid(gate). Slice s weighs w_s = exp2(m_s - M), M the largest
-// maximum, or 0 if its sum is 0 (an empty slice, whose partial output is
-// not read; slice 0 never is empty). The sum of l_s·w_s is taken in a fixed
-// tree: thread t adds slices t, t+DC_THREADS, ... in order, then the
-// threads' sums are reduced by warp shuffles (xor 16, 8, 4, 2, 1) and the
-// warps' in order. The output's 4-dim chunk j (thread j % hd4) is summed
-// over the slices in SG = DC_THREADS/hd4 groups (group g: slices g, g+SG,
-// ..., in order), then the groups in order: the result depends only on S
-// and the head dim.
+// maximum, or 0 if its sum is 0 (an empty slice; slice 0 never is); the
+// sum is the sum of l_s·w_s in slice order. The output's 4-dim chunk j
+// (thread j % hd4) is summed over the slices in SG = DC_THREADS/hd4 groups
+// (group g: slices g, g+SG, ..., in order), then the groups in order: the
+// result depends only on S and the head dim.
 #define DC_THREADS 256
 #define DC_MAX_SLICES 1024
 
@@ -370,7 +367,7 @@ extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode_combin
 		const float *part, const float *ml, int H, int hd, int S) {
 	PDL_LAUNCH();
 	PDL_WAIT();
-	__shared__ float sm_w[DC_MAX_SLICES];
+	__shared__ float sm_w[DC_MAX_SLICES], sm_lw[DC_MAX_SLICES];
 	__shared__ float sm_red[DC_THREADS / 32];
 	__shared__ float4 sm_o[DC_THREADS];
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -383,16 +380,12 @@ extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode_combin
 	__syncthreads();
 	M = NEG_INF;
 	for (int w = 0; w < DC_THREADS / 32; w++) M = fmaxf(M, sm_red[w]);
-	float lw = 0.0f;
 	for (int s = tid; s < S; s += DC_THREADS) {
 		float ls = mh[2 * s + 1];
 		float w = ls > 0.0f ? exp2f(mh[2 * s] - M) : 0.0f;
 		sm_w[s] = w;
-		lw += ls * w;
+		sm_lw[s] = ls * w;
 	}
-	for (int o = 16; o > 0; o >>= 1) lw += __shfl_xor_sync(0xffffffffu, lw, o);
-	__syncthreads(); // every warp has read sm_red's maxima
-	if (lane == 0) sm_red[warp] = lw;
 	__syncthreads();
 	int hd4 = hd >> 2, SG = DC_THREADS / hd4;
 	int j = tid % hd4, g = tid / hd4;
@@ -402,7 +395,6 @@ extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode_combin
 #pragma unroll 4
 		for (int s = g; s < S; s += SG) {
 			float w = sm_w[s];
-			if (w == 0.0f) continue; // an empty slice (the same for every thread of the group)
 			float4 a = ph[(long long)s * hd4 + j];
 			o.x += a.x * w;
 			o.y += a.y * w;
@@ -414,7 +406,7 @@ extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode_combin
 	__syncthreads();
 	if (g == 0) {
 		float L = 0.0f;
-		for (int w = 0; w < DC_THREADS / 32; w++) L += sm_red[w];
+		for (int s = 0; s < S; s++) L += sm_lw[s];
 		float4 o = sm_o[j];
 		for (int k = 1; k < SG; k++) {
 			float4 a = sm_o[k * hd4 + j];
