@@ -156,10 +156,11 @@ func TestRoofline(t *testing.T) {
 	near("weight GB read", float64(r.WeightBytesRead)/1e9, 8.41, 0.005)
 	near("floor ms", r.decodeFloorMs(), 1.96, 0.005)
 	near("matmul GFLOP/token", 2*float64(r.MatmulParams)/1e9, 7.14, 0.005)
-	near("state MiB", float64(r.StateBytes)/(1<<20), 49.1, 0.05)
+	near("state MiB", float64(r.StateBytes)/(1<<20), 50.25, 0.005) // the spec's 49.125 with the conv state in fp32
 	near("KV KiB/token", float64(r.KVBytesPerToken)/1024, 32, 0)
-	// Batch 256 at 2k context: 52 GB, 12.1 ms (the anchors' table).
-	near("batch-256 floor ms", r.batchFloorMs(256, 2048), 12.1, 0.1)
+	// Batch 256 at 2k context: 52 GB, 12.1 ms in the anchors' table (bf16
+	// conv state); 12.23 ms with the conv state in fp32, as stored.
+	near("batch-256 floor ms", r.batchFloorMs(256, 2048), 12.23, 0.01)
 	// Prefill of 1k tokens is compute-bound: ~7.4 TFLOP at 989 TFLOP/s.
 	near("prefill 1k floor ms", r.prefillFloorMs(1024), 7.46, 0.05)
 	if f := r.prefillFloorMs(1); f != r.decodeFloorMs() {

@@ -37,7 +37,7 @@ type modelRoofline struct {
 	PeakTBps        float64 `json:"peak_tb_per_s"`
 	PeakTFLOPS      float64 `json:"peak_tflops"`
 	WeightBytesRead int64   `json:"weight_bytes_read_bf16"` // one decode step at batch 1
-	StateBytes      int64   `json:"state_bytes"`            // one request's GDN state: fp32 S + bf16 conv
+	StateBytes      int64   `json:"state_bytes"`            // one request's GDN state as the backends keep it: fp32 S + fp32 conv
 	KVBytesPerToken int64   `json:"kv_bytes_per_token_bf16"`
 	MatmulParams    int64   `json:"matmul_params"`      // weights of the per-token GEMMs, LM head excluded
 	LMHeadParams    int64   `json:"lm_head_params"`     // vocab × hidden
