@@ -183,10 +183,10 @@ func attnTol(tol float64) float64 { return max(tol, kvTolFloor) }
 // 2^-8·(1/3) ≈ 1.3e-3 (one standard deviation; the worst case, every term
 // of one sign, is 2^-8·sqrt(hd)), which moves each softmax weight by about
 // twice that relative, and v's own rounding adds at most 2^-8 of |v|:
-// outputs move by several 1e-3 relative
-// at most in practice, so 2e-2 leaves a margin of several times without
-// hiding a wrong element (a misread position or head is O(1)). It is also
-// above flashTol, whose bf16 products already round k and v the same way.
+// outputs move by several 1e-3 relative at most in practice, so 2e-2
+// leaves a margin without hiding a wrong element (a misread position or
+// head is O(1)). It is also above flashTol, whose bf16 products already
+// round k and v the same way.
 const kvBF16Tol = 2e-2
 
 // TestAttentionKVBF16 runs the attention tests over bf16 KV caches

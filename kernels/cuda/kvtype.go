@@ -9,10 +9,10 @@ import (
 // COHORT_CUDA_KV=bf16, Options.KV), each k and v value rounded to nearest
 // even when kv_write_bf16 stores it, or float32 (the default with
 // COHORT_CUDA_WEIGHTS=f32, which stays exact; COHORT_CUDA_KV=f32), twice
-// the bytes. Every kernel that
-// reads the cache has a *_kvbf16 twin (kernels/40_attention.cu,
-// kernels/45_attention_prefill.cu) that loads bf16 and widens it to float32;
-// kvEntry picks it. A cache keeps the type it was made with.
+// the bytes. Every kernel that reads the cache has a *_kvbf16 twin
+// (kernels/40_attention.cu, kernels/45_attention_prefill.cu) that loads
+// bf16 and widens it to float32; kvEntry picks it. A cache keeps the type
+// it was made with.
 
 // parseKVType reads COHORT_CUDA_KV / Options.KV: "f32" is float32, "bf16"
 // is bf16, and "" the default for weights of type weights (weightType):
