@@ -113,25 +113,41 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 	}
 
 	// Intermediates by batch row (rows of other sequences stay unused):
-	// W [T, nv, dk], U [T, nv, dv], gamma [T, nv], P [chunks, nv, 64, 64].
+	// W [T, nv, dk], U [T, nv, dv], gamma [T, nv], P [chunks, nv, 64, 64],
+	// and for the split scan the chunks' start states H [chunks, nv, dk, dv].
+	split := gdnKernels.scan == gdnScanSplit
 	sizes := []int64{int64(T) * int64(nv) * int64(dk), int64(T) * int64(nv) * int64(dv), int64(T) * int64(nv),
-		int64(nChunks) * int64(nv) * gdnChunkLen * gdnChunkLen}
+		int64(nChunks) * int64(nv) * gdnChunkLen * gdnChunkLen, 0}
+	if split {
+		sizes[4] = int64(nChunks) * int64(nv) * int64(dk) * int64(dv)
+	}
 	var total int64
 	for _, n := range sizes {
 		total += (n*4 + 255) &^ 255
 	}
 	base := b.gdnWorkspace(op, total)
-	var parts [4]devptr
+	var parts [5]devptr
 	for i, n := range sizes {
 		parts[i] = base
 		base += devptr((n*4 + 255) &^ 255)
 	}
-	w, u, gamma, pm := parts[0], parts[1], parts[2], parts[3]
+	w, u, gamma, pm, hc := parts[0], parts[1], parts[2], parts[3], parts[4]
 	b.launch(op, gdnKernels.prep, [3]int{nChunks, nv, 1}, [3]int{gdnChunkThreads, 1, 1}, 0,
 		w, u, gamma, pm, qh.ptr, kh.ptr, mixed.ptr, g.ptr, bs.ptr,
 		at(0), at(1), nk, nv, dk, dv, convDim)
 	scanSmem, scan := 0, p.kernel(gdnKernels.scan) // the scan reads and writes the state: the pool's entry
-	if gdnKernels.scan == gdnKernelsNew.scan {
+	if split {
+		// The state pass writes H and Vn (over U); the outputs follow for
+		// every chunk at once.
+		b.allowSmem(op, scan, gdnScanRingBytes)
+		b.launch(op, scan, [3]int{nSeq, nv, (dv + gdnChunkCols - 1) / gdnChunkCols}, [3]int{gdnChunkThreads, 1, 1}, gdnScanRingBytes,
+			hc, p.rec, w, u, gamma, kh.ptr, at(0), at(1), at(2), at(3), at(4), nk, nv, dk, dv, p.slots, layer)
+		b.allowSmem(op, gdnOutKernel, gdnOutSmemBytes)
+		b.launch(op, gdnOutKernel, [3]int{nChunks, nv, (dv + gdnOutCols - 1) / gdnOutCols}, [3]int{gdnChunkThreads, 1, 1}, gdnOutSmemBytes,
+			out.ptr, hc, u, gamma, pm, qh.ptr, at(0), at(1), nk, nv, dk, dv)
+		return start, length, slot, nRest
+	}
+	if gdnKernels.scan == gdnKernelsMMAScan.scan {
 		scanSmem = gdnScanRingBytes
 		b.allowSmem(op, scan, scanSmem)
 	}
@@ -143,24 +159,42 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 
 // gdnKernels are the entries of the chunked rule: by default the
 // tensor-core prep (gdn_chunk_prep_mma_f32: blockwise inverse, 3xTF32
-// products) and scan (gdn_chunk_scan_mma_f32). COHORT_CUDA_GDN_CHUNK picks
-// others for side-by-side runs: "old" the previous pair (gdn_chunk_prep_f32,
-// gdn_chunk_scan_f32), "oldprep" or "oldscan" one of them, "invprep" the
-// blockwise-inverse prep on CUDA cores (gdn_chunk_prep_inv_f32). Tests and
-// BenchmarkGDNPrefill switch it in process.
+// products) and the split scan (gdnScanSplit: the sequential state pass,
+// then gdn_chunk_out_mma_f32 for every chunk's outputs in parallel).
+// COHORT_CUDA_GDN_CHUNK picks others for side-by-side runs: "mmascan" the
+// one-pass tensor-core scan (gdn_chunk_scan_mma_f32, the previous default),
+// "old" the first pair (gdn_chunk_prep_f32, gdn_chunk_scan_f32), "oldprep"
+// or "oldscan" one of them, "invprep" the blockwise-inverse prep on CUDA
+// cores (gdn_chunk_prep_inv_f32). Tests and BenchmarkGDNPrefill switch it
+// in process.
 var gdnKernels = gdnKernelsFromEnv(os.Getenv("COHORT_CUDA_GDN_CHUNK"))
 
 type gdnKernelPair struct{ prep, scan string }
 
+// The split scan's entries and launch sizes: GDN_OC (gdnOutCols) state
+// columns per output block, and GDN_OUT_SMEM floats of dynamic shared
+// memory (Q, H_c, P and Vn of a chunk, padded rows) in
+// kernels/55_gdn_chunk.cu.
+const (
+	gdnScanSplit    = "gdn_chunk_state_mma_f32"
+	gdnOutKernel    = "gdn_chunk_out_mma_f32"
+	gdnOutCols      = 64
+	gdnOutSmemBytes = 4 * (gdnChunkLen*(gdnChunkDKMax+4) + gdnChunkDKMax*(gdnOutCols+8) +
+		gdnChunkLen*(gdnChunkLen+4) + gdnChunkLen*(gdnOutCols+8))
+)
+
 var (
-	gdnKernelsNew = gdnKernelPair{prep: "gdn_chunk_prep_mma_f32", scan: "gdn_chunk_scan_mma_f32"}
-	gdnKernelsOld = gdnKernelPair{prep: "gdn_chunk_prep_f32", scan: "gdn_chunk_scan_f32"}
-	gdnPrepInv    = "gdn_chunk_prep_inv_f32"
+	gdnKernelsNew     = gdnKernelPair{prep: "gdn_chunk_prep_mma_f32", scan: gdnScanSplit}
+	gdnKernelsMMAScan = gdnKernelPair{prep: "gdn_chunk_prep_mma_f32", scan: "gdn_chunk_scan_mma_f32"}
+	gdnKernelsOld     = gdnKernelPair{prep: "gdn_chunk_prep_f32", scan: "gdn_chunk_scan_f32"}
+	gdnPrepInv        = "gdn_chunk_prep_inv_f32"
 )
 
 func gdnKernelsFromEnv(v string) gdnKernelPair {
 	k := gdnKernelsNew
 	switch v {
+	case "mmascan":
+		k = gdnKernelsMMAScan
 	case "old":
 		k = gdnKernelsOld
 	case "oldprep":

@@ -47,14 +47,16 @@ func gdnRun(be kernels.Backend, in gdnInputs, aLog, dtBias kernels.Tensor, pool 
 }
 
 // gdnVariants are the chunked-rule entry pairs the tests run: the default
-// (new) pair, the previous one, the two mixes (which tell a fault of the
-// new prep from one of the new scan) and the CUDA-core inverse prep.
+// (new) pair, the first one, the one-pass tensor-core scan (the default
+// before the split scan), the two mixes (which tell a fault of the new
+// prep from one of the new scan) and the CUDA-core inverse prep.
 var gdnVariants = []struct {
 	name string
 	k    gdnKernelPair
 }{
 	{"new", gdnKernelsNew},
 	{"old", gdnKernelsOld},
+	{"mmascan", gdnKernelsMMAScan},
 	{"newprep+oldscan", gdnKernelPair{prep: gdnKernelsNew.prep, scan: gdnKernelsOld.scan}},
 	{"oldprep+newscan", gdnKernelPair{prep: gdnKernelsOld.prep, scan: gdnKernelsNew.scan}},
 	{"invprep+newscan", gdnKernelPair{prep: gdnPrepInv, scan: gdnKernelsNew.scan}},
@@ -234,6 +236,48 @@ func testGDNChunkedPrefillThenDecode(t *testing.T, bf16 bool) {
 	checkClose(t, "final state", pg.(*StatePool).Snapshot(slot), pc.(*cpu.StatePool).Snapshot(slot), tol)
 }
 
+// TestGDNSplitScanMatchesMMAScan runs the same steps through the split scan
+// (the state pass, then the outputs of every chunk) and the one-pass
+// tensor-core scan, on two state pools that start equal and nonzero: both
+// compute the same products in the same order, so outputs and states must
+// agree bit for bit, with either state storage, for the 4b heads and for
+// dims that are not multiples of the tiles, at chunk boundaries and odd
+// lengths, and with state carried across steps.
+func TestGDNSplitScanMatchesMMAScan(t *testing.T) {
+	be := gpu(t)
+	forGDNStates(t, func(t *testing.T, bf16 bool) {
+		for _, cfg := range []kernels.GDNConfig{gdn4b, gdnChunkCfgs[0], gdnChunkCfgs[3]} {
+			t.Run(fmt.Sprintf("nk%d/nv%d/dk%d/dv%d", cfg.KeyHeads, cfg.ValueHeads, cfg.KeyDim, cfg.ValueDim), func(t *testing.T) {
+				gpu(t)
+				const layers, slotCount, layer = 1, 3, 0
+				pSplit := be.NewStatePool(layers, slotCount, cfg).(*StatePool)
+				pOne := be.NewStatePool(layers, slotCount, cfg).(*StatePool)
+				nv := cfg.ValueHeads
+				r := newRand(uint64(cfg.KeyDim*7 + cfg.ValueDim))
+				for s := range slotCount {
+					init := randSlice(r, len(pSplit.Snapshot(s)), 0.5)
+					pSplit.SetSlot(s, init)
+					pOne.SetSlot(s, init)
+				}
+				aLog, dtBias := be.Upload(randSlice(r, nv, 1), nv), be.Upload(randSlice(r, nv, 1), nv)
+				defer be.Free(aLog, dtBias)
+				slots := []int{2, 0, 1}
+				for si, lens := range [][]int{{300, 1, 64}, {17, 129, 1}, {1, 65, 257}} {
+					b := batchOf(lens, make([]int, len(lens)), slots, nil)
+					in := randGDNInputs(r, b.Rows(), cfg)
+					var oSplit, oOne []float32
+					withGDNKernels(gdnKernelsNew, func() { oSplit = gdnRun(be, in, aLog, dtBias, pSplit, layer, b, cfg) })
+					withGDNKernels(gdnKernelsMMAScan, func() { oOne = gdnRun(be, in, aLog, dtBias, pOne, layer, b, cfg) })
+					checkClose(t, fmt.Sprintf("step %d %v output", si, lens), oSplit, oOne, 0)
+					for _, s := range slots {
+						checkClose(t, fmt.Sprintf("step %d slot %d state", si, s), pSplit.Snapshot(s), pOne.Snapshot(s), 0)
+					}
+				}
+			})
+		}
+	})
+}
+
 // gdn4b is the GDN head shape of the 4b model on one rank.
 var gdn4b = kernels.GDNConfig{KeyHeads: 16, ValueHeads: 32, KeyDim: 128, ValueDim: 128, ConvKernel: 4}
 
@@ -363,6 +407,7 @@ func BenchmarkGDNPrefill(b *testing.B) {
 			b.ReportMetric(ms(newT), "new_ms/layer")
 			b.ReportMetric(ms(oldT), "old_ms/layer")
 			b.ReportMetric(oldT.Seconds()/newT.Seconds(), "old/new")
+			b.ReportMetric(times[2].Seconds()/newT.Seconds(), "mmascan/new")
 			b.ReportMetric(ms(recurrent), "recurrent_ms/layer")
 			b.Logf("T=%d: chunked new %.3f ms/layer, old %.3f ms/layer (old/new %.2fx); recurrent %.3f ms/layer (recurrent/new %.1fx)",
 				T, ms(newT), ms(oldT), oldT.Seconds()/newT.Seconds(), ms(recurrent), recurrent.Seconds()/newT.Seconds())

@@ -1085,3 +1085,311 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_scan_mma_
 	GDN_SCAN_MMA_SHARED
 	gdn_chunk_scan_mma<unsigned short>(sS, sV, gdn_ring, sGam, sEg, sEl, sEgl, GDN_SCAN_PASS);
 }
+
+// The split scan (the default): the sequential pass over a sequence's
+// chunks keeps only what the next chunk needs, and the outputs, which no
+// later chunk needs, are computed afterwards for every chunk in parallel.
+//   gdn_chunk_state_mma_f32  block (chunked sequence x, v head h, column tile
+//                       z of GDN_CT state columns), as gdn_chunk_scan_mma_f32
+//                       but per chunk only: store the state at the chunk's
+//                       start into H [chunk][nv][dk][dv] (float32 whatever
+//                       the state's storage), Vn = U - W S written over U,
+//                       and the state update. Each chunk streams GDN_SW
+//                       (nw) W tiles of [64][64] and two K tiles, against
+//                       the old scan's four W and Q tiles, one P tile and
+//                       two K tiles.
+//   gdn_chunk_out_mma_f32   block (chunk c, v head h, column tile of GDN_OC
+//                       state columns): O = e^gamma Q H_c + P Vn for the
+//                       chunk's rows, the same products (3xTF32) in the same
+//                       order as the old scan.
+#define GDN_SW 64 // key dims of a W tile of the state pass (GDN_TILE floats: [64][64])
+
+// gdn_state_issue starts this thread's copies of tile tk of chunk cidx for
+// the state pass: tk < nw W key dims GDN_SW tk .. of all GDN_CH rows
+// (float4 slot c4 of row i at c4 ^ (i & 7)); then the two K tiles as
+// gdn_scan_issue's (swizzled); with tile 0 the chunk's gamma into sGam.
+__device__ __forceinline__ void gdn_state_issue(float *buf, float *sGam, int tk, int nw, int row0, int n,
+		const float *W, const float *G, const float *kh, int h, int kHead, int nv, int dk, int qk) {
+	const int tid = threadIdx.x;
+	if (tk < nw) {
+#pragma unroll
+		for (int m = 0; m < GDN_CH * GDN_SW / 4 / GDN_THREADS; m++) {
+			int e = tid + m * GDN_THREADS, i = e / (GDN_SW / 4), c4 = e % (GDN_SW / 4), d = tk * GDN_SW + 4 * c4;
+			bool ok = i < n && d < dk;
+			long long row = row0 + (ok ? i : 0);
+			gdn_cp16(buf + i * GDN_SW + 4 * (c4 ^ (i & 7)), W + (row * nv + h) * dk + (ok ? d : 0), ok);
+		}
+	} else {
+		const int i0 = (tk - nw) * GDN_KR;
+#pragma unroll
+		for (int m = 0; m < GDN_TILE / 4 / GDN_THREADS; m++) {
+			int e = tid + m * GDN_THREADS, r = e / (GDN_DK_MAX / 4), d = 4 * (e % (GDN_DK_MAX / 4));
+			bool ok = i0 + r < n && d < dk;
+			long long row = row0 + (ok ? i0 + r : 0);
+			gdn_cp16(buf + r * GDN_DK_MAX + 4 * ((d / 4) ^ (2 * (r & 3))), kh + row * qk + (long long)kHead * dk + (ok ? d : 0), ok);
+		}
+	}
+	if (tk == 0 && tid < GDN_CH) {
+		bool ok = tid < n;
+		gdn_cp4(&sGam[tid], G + (long long)(row0 + (ok ? tid : 0)) * nv + h, ok);
+	}
+}
+
+#define GDN_STATE_ARGS(ST) float *H, ST *rec, const float *W, float *U, const float *G, const float *kh, \
+		const int *chunkRow, const int *chunkLen, const int *seqChunk0, const int *seqChunks, const int *seqSlot, \
+		int nk, int nv, int dk, int dv, int slots, int layer
+#define GDN_STATE_PASS H, rec, W, U, G, kh, chunkRow, chunkLen, seqChunk0, seqChunks, seqSlot, nk, nv, dk, dv, slots, layer
+
+// gdn_chunk_state_mma: the warps' roles, the state tile's layout and the
+// ring are gdn_chunk_scan_mma's.
+template <typename ST>
+__device__ __forceinline__ void gdn_chunk_state_mma(float *sS, float *sV, float *gdn_ring, float (*sGam)[GDN_CH], float *sEl,
+		float &sEgl, GDN_STATE_ARGS(ST)) {
+	const int x = blockIdx.x, h = blockIdx.y, cBase = blockIdx.z * GDN_CT;
+	const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+	const int kHead = h / (nv / nk), qk = nk * dk;
+	ST *S = rec + (((long long)layer * slots + seqSlot[x]) * nv + h) * (long long)dk * dv;
+	for (int e = tid; e < GDN_DK_MAX * GDN_CT; e += GDN_THREADS) {
+		int d = e / GDN_CT, cl = e % GDN_CT, c = cBase + cl;
+		sS[gdn_sidx(d, cl)] = d < dk && c < dv ? gdn_sld(S, (long long)d * dv + c) : 0.0f;
+	}
+	const int m0 = 16 * (warp / 2), n0 = 8 * (warp % 2); // W S
+	const int i0 = m0 + g, i1 = i0 + 8, cq = n0 + 2 * t;  // this lane's C rows and first column
+	const bool colOK = cBase + cq < dv;                   // dv % 4 == 0, cq even: both columns or none
+	const int d0s = 16 * warp;                            // state update: key dims d0s ..
+	const int c0 = seqChunk0[x], nChunks = seqChunks[x];
+	const int nw = (dk + GDN_SW - 1) / GDN_SW, nt = nw + GDN_CH / GDN_KR, total = nChunks * nt;
+	float accW[4] = {}, accS[2][4] = {};
+	float2 u0 = make_float2(0.0f, 0.0f), u1 = u0;
+#pragma unroll
+	for (int u = 0; u < GDN_STAGES - 1; u++) {
+		if (u < total) {
+			const int cu = u / nt, cidxu = c0 + cu;
+			gdn_state_issue(gdn_ring + u * GDN_TILE, sGam[cu & 1], u - cu * nt, nw, chunkRow[cidxu], chunkLen[cidxu],
+				W, G, kh, h, kHead, nv, dk, qk);
+		}
+		gdn_cp_commit();
+	}
+	for (int it = 0; it < total; it++) {
+		const int ci = it / nt, tk = it - ci * nt, cidx = c0 + ci;
+		const int row0 = chunkRow[cidx], n = chunkLen[cidx];
+		const int u = it + GDN_STAGES - 1;
+		if (u < total) {
+			// As in gdn_chunk_scan_mma: slot u % GDN_STAGES was consumed at
+			// iteration it - 1, and sGam[cu & 1] at chunk cu - 2's tile 0.
+			const int cu = u / nt, cidxu = c0 + cu;
+			gdn_state_issue(gdn_ring + (u % GDN_STAGES) * GDN_TILE, sGam[cu & 1], u - cu * nt, nw,
+				chunkRow[cidxu], chunkLen[cidxu], W, G, kh, h, kHead, nv, dk, qk);
+		}
+		gdn_cp_commit();
+		gdn_cp_wait_stages();
+		__syncthreads();
+		const float *buf = gdn_ring + (it % GDN_STAGES) * GDN_TILE;
+		if (tk < nw) {
+			if (tk == 0) {
+				if (tid < GDN_CH) {
+					float gl = sGam[ci & 1][n - 1], gi = sGam[ci & 1][tid];
+					sEl[tid] = tid < n ? (float)exp((double)(gl - gi)) : 0.0f;
+					if (tid == 0) sEgl = (float)exp((double)gl);
+				}
+				// The state at the chunk's start, for the output kernel
+				// (sS is not written before the chunk's last K tile).
+				float *Hc = H + ((long long)cidx * nv + h) * (long long)dk * dv + cBase;
+				for (int e = tid; e < dk * (GDN_CT / 4); e += GDN_THREADS) {
+					int d = e / (GDN_CT / 4), c = 4 * (e % (GDN_CT / 4));
+					if (cBase + c < dv) *(float4 *)&Hc[(long long)d * dv + c] = *(const float4 *)&sS[gdn_sidx(d, c)];
+				}
+#pragma unroll
+				for (int q = 0; q < 4; q++) accW[q] = 0.0f;
+				const float *Ub = U + (long long)h * dv + cBase + cq;
+				u0 = i0 < n && colOK ? *(const float2 *)&Ub[(long long)(row0 + i0) * nv * dv] : make_float2(0.0f, 0.0f);
+				u1 = i1 < n && colOK ? *(const float2 *)&Ub[(long long)(row0 + i1) * nv * dv] : make_float2(0.0f, 0.0f);
+			}
+			// W S over key dims tk GDN_SW .. ((i0 & 7) == (i1 & 7) == g).
+#pragma unroll 4
+			for (int ks = 0; ks < GDN_SW / 8; ks++) {
+				const int s0 = 4 * ((2 * ks) ^ g) + t, s1 = 4 * ((2 * ks + 1) ^ g) + t;
+				const float aw[4] = {buf[i0 * GDN_SW + s0], buf[i1 * GDN_SW + s0], buf[i0 * GDN_SW + s1], buf[i1 * GDN_SW + s1]};
+				const int d = tk * GDN_SW + 8 * ks + t;
+				unsigned bh[2], bl[2];
+				gdn_split(sS[gdn_sidx(d, n0 + g)], bh[0], bl[0]);
+				gdn_split(sS[gdn_sidx(d + 4, n0 + g)], bh[1], bl[1]);
+				gdn_mma3(accW, aw, bh, bl);
+			}
+			if (tk == nw - 1) {
+				// Vn = U - W S (zero for padded rows and columns past dv),
+				// into sV and over U for the output kernel.
+				const bool ok0 = i0 < n && colOK, ok1 = i1 < n && colOK;
+				const float2 v0 = ok0 ? make_float2(u0.x - accW[0], u0.y - accW[1]) : make_float2(0.0f, 0.0f);
+				const float2 v1 = ok1 ? make_float2(u1.x - accW[2], u1.y - accW[3]) : make_float2(0.0f, 0.0f);
+				*(float2 *)&sV[gdn_sidx(i0, cq)] = v0;
+				*(float2 *)&sV[gdn_sidx(i1, cq)] = v1;
+				float *Ub = U + (long long)h * dv + cBase + cq;
+				if (ok0) *(float2 *)&Ub[(long long)(row0 + i0) * nv * dv] = v0;
+				if (ok1) *(float2 *)&Ub[(long long)(row0 + i1) * nv * dv] = v1;
+			}
+		} else {
+			// The state update, as gdn_chunk_scan_mma's.
+			const int half = tk - nw, j0 = half * GDN_KR;
+			if (half == 0) {
+#pragma unroll
+				for (int q = 0; q < 4; q++) accS[0][q] = accS[1][q] = 0.0f;
+			}
+#pragma unroll
+			for (int ks = 0; ks < GDN_KR / 8; ks++) {
+				const int r0 = 8 * ks + t, r1 = r0 + 4;
+				const int da = ((d0s + g) / 4) ^ (2 * t), db = ((d0s + g + 8) / 4) ^ (2 * t), dl = g & 3;
+				const float ak[4] = {buf[r0 * GDN_DK_MAX + 4 * da + dl], buf[r0 * GDN_DK_MAX + 4 * db + dl],
+						     buf[r1 * GDN_DK_MAX + 4 * da + dl], buf[r1 * GDN_DK_MAX + 4 * db + dl]};
+				const float el0 = sEl[j0 + r0], el1 = sEl[j0 + r1];
+#pragma unroll
+				for (int hc = 0; hc < 2; hc++) {
+					unsigned bh[2], bl[2];
+					gdn_split(el0 * sV[gdn_sidx(j0 + r0, 8 * hc + g)], bh[0], bl[0]);
+					gdn_split(el1 * sV[gdn_sidx(j0 + r1, 8 * hc + g)], bh[1], bl[1]);
+					gdn_mma3(accS[hc], ak, bh, bl);
+				}
+			}
+			if (half == GDN_CH / GDN_KR - 1) {
+				const float egl = sEgl;
+#pragma unroll
+				for (int hc = 0; hc < 2; hc++) {
+					const int c = 8 * hc + 2 * t;
+					float2 *p0 = (float2 *)&sS[gdn_sidx(d0s + g, c)], *p1 = (float2 *)&sS[gdn_sidx(d0s + g + 8, c)];
+					float2 s0 = *p0, s1 = *p1;
+					*p0 = make_float2(egl * s0.x + accS[hc][0], egl * s0.y + accS[hc][1]);
+					*p1 = make_float2(egl * s1.x + accS[hc][2], egl * s1.y + accS[hc][3]);
+				}
+			}
+		}
+		__syncthreads(); // buf is consumed before iteration it + 1 refills its slot; sV, sS are complete
+	}
+	gdn_cp_wait0();
+	for (int e = tid; e < dk * GDN_CT; e += GDN_THREADS) {
+		int d = e / GDN_CT, cl = e % GDN_CT, c = cBase + cl;
+		if (c < dv) gdn_sst(S, (long long)d * dv + c, sS[gdn_sidx(d, cl)]);
+	}
+}
+
+#define GDN_STATE_MMA_SHARED \
+	__shared__ __align__(16) float sS[GDN_DK_MAX * GDN_CT]; \
+	__shared__ __align__(16) float sV[GDN_CH * GDN_CT]; \
+	extern __shared__ __align__(16) float gdn_ring[]; /* GDN_STAGES tiles of GDN_TILE floats */ \
+	__shared__ float sGam[2][GDN_CH], sEl[GDN_CH]; /* sGam by chunk parity */ \
+	__shared__ float sEgl;
+
+extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_state_mma_f32(GDN_STATE_ARGS(float)) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	GDN_STATE_MMA_SHARED
+	gdn_chunk_state_mma<float>(sS, sV, gdn_ring, sGam, sEl, sEgl, GDN_STATE_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_state_mma_f32_sbf16(GDN_STATE_ARGS(unsigned short)) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	GDN_STATE_MMA_SHARED
+	gdn_chunk_state_mma<unsigned short>(sS, sV, gdn_ring, sGam, sEl, sEgl, GDN_STATE_PASS);
+}
+
+// gdn_chunk_out_mma_f32: block (chunk c, v head h, column tile z of GDN_OC
+// columns), 256 threads. Copies the chunk's Q [64][dk], H_c [dk][GDN_OC], P
+// [64][64] and Vn [64][GDN_OC] (zero past the chunk's rows, dk and dv) into
+// padded shared arrays (strides chosen so that every fragment load hits 32
+// banks) and computes O = e^gamma (Q H_c) + P Vn. Warp w owns rows 16 (w /
+// 2) .. and columns 32 (w % 2) .. (four 8-column C tiles). The dynamic
+// shared memory is GDN_OUT_SMEM floats (gdn_chunk.go opts the entry in).
+#define GDN_OC 64
+#define GDN_OQ (GDN_DK_MAX + 4) // row stride of Q
+#define GDN_OH (GDN_OC + 8)     // row stride of H_c and Vn
+#define GDN_OP (GDN_CH + 4)     // row stride of P
+#define GDN_OUT_SMEM (GDN_CH * GDN_OQ + GDN_DK_MAX * GDN_OH + GDN_CH * GDN_OP + GDN_CH * GDN_OH)
+
+extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_out_mma_f32(float *out, const float *H, const float *Vn,
+		const float *G, const float *P, const float *qh, const int *chunkRow, const int *chunkLen, int nk, int nv, int dk, int dv) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	extern __shared__ __align__(16) float gdn_osm[];
+	float *sQ = gdn_osm, *sH = sQ + GDN_CH * GDN_OQ, *sP = sH + GDN_DK_MAX * GDN_OH, *sVn = sP + GDN_CH * GDN_OP;
+	const int c = blockIdx.x, h = blockIdx.y, cBase = blockIdx.z * GDN_OC;
+	const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+	const int kHead = h / (nv / nk), qk = nk * dk;
+	const int row0 = chunkRow[c], n = chunkLen[c];
+	// Q and H_c first (one group), then P and Vn, read after the Q products.
+	for (int e = tid; e < GDN_CH * (GDN_DK_MAX / 4); e += GDN_THREADS) {
+		int i = e / (GDN_DK_MAX / 4), d = 4 * (e % (GDN_DK_MAX / 4));
+		bool ok = i < n && d < dk;
+		gdn_cp16(sQ + i * GDN_OQ + d, qh + (long long)(row0 + (ok ? i : 0)) * qk + (long long)kHead * dk + (ok ? d : 0), ok);
+	}
+	const float *Hc = H + ((long long)c * nv + h) * (long long)dk * dv;
+	for (int e = tid; e < GDN_DK_MAX * (GDN_OC / 4); e += GDN_THREADS) {
+		int d = e / (GDN_OC / 4), cl = 4 * (e % (GDN_OC / 4));
+		bool ok = d < dk && cBase + cl < dv;
+		gdn_cp16(sH + d * GDN_OH + cl, Hc + (ok ? (long long)d * dv + cBase + cl : 0), ok);
+	}
+	gdn_cp_commit();
+	const float *Pc = P + ((long long)c * nv + h) * GDN_CH * GDN_CH;
+	for (int e = tid; e < GDN_CH * (GDN_CH / 4); e += GDN_THREADS) {
+		int i = e / (GDN_CH / 4), j = 4 * (e % (GDN_CH / 4));
+		gdn_cp16(sP + i * GDN_OP + j, Pc + i * GDN_CH + j, true);
+	}
+	for (int e = tid; e < GDN_CH * (GDN_OC / 4); e += GDN_THREADS) {
+		int j = e / (GDN_OC / 4), cl = 4 * (e % (GDN_OC / 4));
+		bool ok = j < n && cBase + cl < dv;
+		gdn_cp16(sVn + j * GDN_OH + cl, Vn + (ok ? ((long long)(row0 + j) * nv + h) * dv + cBase + cl : 0), ok);
+	}
+	gdn_cp_commit();
+	const int m0 = 16 * (warp / 2), nb = 32 * (warp % 2);
+	const int i0 = m0 + g, i1 = i0 + 8;
+	float acc[4][4] = {};
+	gdn_cp_wait1();
+	__syncthreads();
+	for (int ks = 0; ks < (dk + 7) / 8; ks++) {
+		const int k = 8 * ks + t;
+		const float aq[4] = {sQ[i0 * GDN_OQ + k], sQ[i1 * GDN_OQ + k], sQ[i0 * GDN_OQ + k + 4], sQ[i1 * GDN_OQ + k + 4]};
+		unsigned ah[4], al[4];
+#pragma unroll
+		for (int z = 0; z < 4; z++) gdn_split(aq[z], ah[z], al[z]);
+#pragma unroll
+		for (int q = 0; q < 4; q++) {
+			unsigned bh[2], bl[2];
+			gdn_split(sH[k * GDN_OH + nb + 8 * q + g], bh[0], bl[0]);
+			gdn_split(sH[(k + 4) * GDN_OH + nb + 8 * q + g], bh[1], bl[1]);
+			gdn_mma3s(acc[q], ah, al, bh, bl);
+		}
+	}
+	const float eg0 = i0 < n ? (float)exp((double)G[(long long)(row0 + i0) * nv + h]) : 0.0f;
+	const float eg1 = i1 < n ? (float)exp((double)G[(long long)(row0 + i1) * nv + h]) : 0.0f;
+#pragma unroll
+	for (int q = 0; q < 4; q++) {
+		acc[q][0] *= eg0;
+		acc[q][1] *= eg0;
+		acc[q][2] *= eg1;
+		acc[q][3] *= eg1;
+	}
+	gdn_cp_wait0();
+	__syncthreads();
+#pragma unroll 2
+	for (int ks = 0; ks < GDN_CH / 8; ks++) {
+		const int j = 8 * ks + t;
+		const float ap[4] = {sP[i0 * GDN_OP + j], sP[i1 * GDN_OP + j], sP[i0 * GDN_OP + j + 4], sP[i1 * GDN_OP + j + 4]};
+		unsigned ah[4], al[4];
+#pragma unroll
+		for (int z = 0; z < 4; z++) gdn_split(ap[z], ah[z], al[z]);
+#pragma unroll
+		for (int q = 0; q < 4; q++) {
+			unsigned bh[2], bl[2];
+			gdn_split(sVn[j * GDN_OH + nb + 8 * q + g], bh[0], bl[0]);
+			gdn_split(sVn[(j + 4) * GDN_OH + nb + 8 * q + g], bh[1], bl[1]);
+			gdn_mma3s(acc[q], ah, al, bh, bl);
+		}
+	}
+#pragma unroll
+	for (int q = 0; q < 4; q++) {
+		const int col = cBase + nb + 8 * q + 2 * t; // even, dv % 4 == 0: both columns or none
+		if (col >= dv) continue;
+		float *ob = out + (long long)h * dv + col;
+		if (i0 < n) *(float2 *)&ob[(long long)(row0 + i0) * nv * dv] = make_float2(acc[q][0], acc[q][1]);
+		if (i1 < n) *(float2 *)&ob[(long long)(row0 + i1) * nv * dv] = make_float2(acc[q][2], acc[q][3]);
+	}
+}
