@@ -388,8 +388,13 @@ func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, st
 	qk := nk * dk
 	qh, kh := b.newTensor(op, T, qk), b.newTensor(op, T, qk)
 	g, bs := b.newTensor(op, T, nv), b.newTensor(op, T, nv)
-	b.launch(op, "gdn_qk_norm_f32", [3]int{T, 2 * nk, 1}, [3]int{blockFor(dk), 1, 1}, 0,
-		qh.ptr, kh.ptr, mt.ptr, convDim, nk, dk, scale)
+	if dk <= 256 && convDim%4 == 0 && useRowNorm(T, dk, qh.ptr, kh.ptr, mt.ptr) {
+		b.launch(op, "gdn_qk_norm_rows_f32", [3]int{(T*2*nk + normWarps - 1) / normWarps, 1, 1}, [3]int{32 * normWarps, 1, 1}, 0,
+			qh.ptr, kh.ptr, mt.ptr, convDim, nk, dk, scale, T)
+	} else {
+		b.launch(op, "gdn_qk_norm_f32", [3]int{T, 2 * nk, 1}, [3]int{blockFor(dk), 1, 1}, 0,
+			qh.ptr, kh.ptr, mt.ptr, convDim, nk, dk, scale)
+	}
 	n := int64(T) * int64(nv)
 	b.launch(op, "gdn_gates_f32", [3]int{b.grid1(n, 256), 1, 1}, [3]int{256, 1, 1}, 0,
 		g.ptr, bs.ptr, bt2.ptr, at.ptr, alt.ptr, dtt.ptr, n, nv)

@@ -3,12 +3,12 @@ package cuda
 // kernelNames are the entry points looked up in the module (every
 // extern "C" kernel of kernels/*.cu: TestKernelNamesListEveryEntry).
 var kernelNames = []string{
-	"add_f32", "swiglu_f32", "embedding_f32", "embedding_bf16", "f32_to_bf16", "gemv_bf16",
+	"add_f32", "swiglu_f32", "swiglu4_f32", "embedding_f32", "embedding_bf16", "f32_to_bf16", "gemv_bf16",
 	"gemv_mma_nt1", "gemv_mma_nt2", "gemv_mma_nt4", "gemv_mma_swiglu_nt1", "gemv_mma_swiglu_nt2", "gemv_mma_swiglu_nt4",
 	"gemv_mma_u2_nt1", "gemv_mma_o6_nt1", "gemv_mma_o7_nt1", "gemv_mma_o8_nt1",
 	"gemv_mma_swiglu_o6_nt1", "gemv_mma_swiglu_o7_nt1", "gemv_mma_swiglu_o8_nt1", "gemv_mma_conv_nt1", "gemv_mma_conv_o6_nt1",
 	"select_rows_f32", "split_query_gate_f32", "rope_f32",
-	"rmsnorm_f32", "plain_rmsnorm_f32", "add_rmsnorm_f32", "gated_rmsnorm_f32",
+	"rmsnorm_f32", "plain_rmsnorm_f32", "add_rmsnorm_f32", "gated_rmsnorm_f32", "add_rmsnorm_rows_f32", "gated_rmsnorm_rows_f32",
 	"gemm_nt_f32",
 	"kv_write_f32", "attention_f32", "attn_prep_f32",
 	"attention_decode_g1", "attention_decode_g2", "attention_decode_g4", "attention_decode_combine",
@@ -18,7 +18,7 @@ var kernelNames = []string{
 	"attention_prefill_kvbf16_hd64", "attention_prefill_kvbf16_hd128", "attention_prefill_kvbf16_hd256",
 	"attention_prefill_split_kvbf16_hd64", "attention_prefill_split_kvbf16_hd128", "attention_prefill_split_kvbf16_hd256",
 	"argmax_rows", "argmax_ids", "sample_prep", "sample_exp", "sample_rows",
-	"conv1d_f32", "conv1d_tile8_f32", "conv1d_tile1_f32", "gdn_qk_norm_f32", "gdn_gates_f32",
+	"conv1d_f32", "conv1d_tile8_f32", "conv1d_tile1_f32", "gdn_qk_norm_f32", "gdn_qk_norm_rows_f32", "gdn_gates_f32",
 	"gdn_recurrent_f32", "gdn_recurrent_cols_f32", "gdn_recurrent_cols_wide_f32", "gdn_recurrent_cols_pipe_f32",
 	"gdn_decode_cols_f32", "gdn_decode_cols_wide_f32",
 	"gdn_chunk_prep_f32", "gdn_chunk_prep_inv_f32", "gdn_chunk_prep_mma_f32", "gdn_chunk_scan_f32", "gdn_chunk_scan_mma_f32",

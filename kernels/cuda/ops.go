@@ -4,7 +4,9 @@ package cuda
 
 import (
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 
 	"cohort/kernels"
 )
@@ -124,9 +126,51 @@ func (b *Backend) AddRMSNorm(residual, delta, w kernels.Tensor, eps float32) (su
 	if g%4 == 0 {
 		block = min(max((g/4+31)/32*32, 32), 1024)
 	}
+	if rows := rt.n / g; useRowNorm(rows, g, s.ptr, n.ptr, rt.ptr, dt.ptr, wt.ptr) {
+		b.launch(op, "add_rmsnorm_rows_f32", [3]int{(rows + normWarps - 1) / normWarps, 1, 1}, [3]int{32 * normWarps, 1, 1}, 0,
+			s.ptr, n.ptr, b.twinFor(op, n), rt.ptr, dt.ptr, wt.ptr, g, rows, eps)
+		return s, n
+	}
 	b.launch(op, "add_rmsnorm_f32", [3]int{rt.n / g, 1, 1}, [3]int{block, 1, 1}, 0,
 		s.ptr, n.ptr, b.twinFor(op, n), rt.ptr, dt.ptr, wt.ptr, g, eps)
 	return s, n
+}
+
+// The warp-per-group norms (add_rmsnorm_rows_f32, gated_rmsnorm_rows_f32,
+// gdn_qk_norm_rows_f32) take steps of at least normRowsMin rows: eight
+// groups a block of normWarps warps, float4s, no block barrier. Fewer rows
+// (decode) keep the block-per-group kernels. COHORT_CUDA_NORM_ROWS sets the
+// threshold (1: every step; a huge value: never) for side-by-side runs.
+const normWarps = 8
+
+var normRowsMin = normRowsFromEnv(os.Getenv("COHORT_CUDA_NORM_ROWS"))
+
+// normRowsFromEnv parses COHORT_CUDA_NORM_ROWS: a positive row count, 8 when
+// unset or not one.
+func normRowsFromEnv(v string) int {
+	if n, err := strconv.Atoi(v); err == nil && n > 0 {
+		return n
+	}
+	return 8
+}
+
+// useRowNorm reports whether a norm over rows groups of g columns takes
+// the warp-per-group kernel: enough rows, g a multiple of 4 and every
+// pointer 16-byte aligned.
+func useRowNorm(rows, g int, ptrs ...devptr) bool {
+	if rows < normRowsMin || g%4 != 0 {
+		return false
+	}
+	return aligned16(ptrs...)
+}
+
+// aligned16 reports whether every pointer is 16-byte aligned.
+func aligned16(ptrs ...devptr) bool {
+	var or devptr
+	for _, p := range ptrs {
+		or |= p
+	}
+	return or&15 == 0
 }
 
 // GatedRMSNorm normalizes x per head of len(w) columns with the plain weight
@@ -138,6 +182,14 @@ func (b *Backend) GatedRMSNorm(x, z, w kernels.Tensor, eps float32) kernels.Tens
 	check(op, kernels.CheckGroups(xt.shape, wt.shape))
 	y := b.newTensor(op, xt.shape...)
 	g := wt.n
+	// gated_rmsnorm_rows_f32 holds groups of up to 256 (two float4s a lane).
+	// Its threshold counts rows of x (tokens), not groups.
+	rows, groups := xt.n/max(xt.shape[len(xt.shape)-1], 1), xt.n/g
+	if g <= 256 && useRowNorm(rows, g, y.ptr, xt.ptr, zt.ptr, wt.ptr) {
+		b.launch(op, "gated_rmsnorm_rows_f32", [3]int{(groups + normWarps - 1) / normWarps, 1, 1}, [3]int{32 * normWarps, 1, 1}, 0,
+			y.ptr, b.twinFor(op, y), xt.ptr, zt.ptr, wt.ptr, g, groups, eps)
+		return y
+	}
 	b.launch(op, "gated_rmsnorm_f32", [3]int{xt.n / g, 1, 1}, [3]int{blockFor(g), 1, 1}, 0,
 		y.ptr, b.twinFor(op, y), xt.ptr, zt.ptr, wt.ptr, g, eps)
 	return y
@@ -154,8 +206,14 @@ func (b *Backend) SwiGLU(gate, up kernels.Tensor) kernels.Tensor {
 	gt, ut := b.tensor(op, gate), b.tensor(op, up)
 	check(op, kernels.CheckSame(gt.shape, ut.shape))
 	y := b.newTensor(op, gt.shape...)
+	yb := b.twinFor(op, y)
+	if y.n%4 == 0 && aligned16(y.ptr, yb, gt.ptr, ut.ptr) {
+		n4 := int64(y.n / 4)
+		b.launch(op, "swiglu4_f32", [3]int{b.grid1(n4, 256), 1, 1}, [3]int{256, 1, 1}, 0, y.ptr, yb, gt.ptr, ut.ptr, n4)
+		return y
+	}
 	b.launch(op, "swiglu_f32", [3]int{b.grid1(int64(y.n), 256), 1, 1}, [3]int{256, 1, 1}, 0,
-		y.ptr, b.twinFor(op, y), gt.ptr, ut.ptr, int64(y.n))
+		y.ptr, yb, gt.ptr, ut.ptr, int64(y.n))
 	return y
 }
 

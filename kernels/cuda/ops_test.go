@@ -62,7 +62,11 @@ func TestNorms(t *testing.T) {
 	p := newPair(t)
 	r := newRand(3)
 	const eps = 1e-6
-	for _, s := range [][3]int{{5, 64, 64}, {9, 8 * 256, 256}, {3, 2560, 2560}, {17, 6 * 32, 32}, {4, 100, 50}} {
+	// Rows of at least normRowsMin take the warp-per-group kernels (a 4b
+	// prefill's 2,560-wide rows, wider ones past the registers kept, heads
+	// of 128); fewer, or groups not a multiple of 4, the block kernels.
+	for _, s := range [][3]int{{5, 64, 64}, {9, 8 * 256, 256}, {3, 2560, 2560}, {17, 6 * 32, 32}, {4, 100, 50},
+		{300, 2560, 2560}, {9, 4096, 4096}, {33, 4 * 128, 128}, {12, 3 * 100, 100}, {10, 2 * 50, 50}} {
 		T, cols, g := s[0], s[1], s[2]
 		t.Run(fmt.Sprintf("%dx%d/g%d", T, cols, g), func(t *testing.T) {
 			gpu(t) // each subtest runs on its own goroutine: lock and bind it
@@ -77,6 +81,14 @@ func TestNorms(t *testing.T) {
 			checkClose(t, "AddRMSNorm normed", p.g.Download(ng), p.c.Download(nc), 1e-5)
 			checkClose(t, "GatedRMSNorm", p.g.Download(p.g.GatedRMSNorm(xg, zg, wg, eps)), p.c.Download(p.c.GatedRMSNorm(xc, zc, wc, eps)), 1e-5)
 		})
+	}
+}
+
+func TestNormRowsFromEnv(t *testing.T) {
+	for v, want := range map[string]int{"": 8, "1": 1, "64": 64, "0": 8, "-3": 8, "x": 8} {
+		if got := normRowsFromEnv(v); got != want {
+			t.Errorf("normRowsFromEnv(%q) = %d, want %d", v, got, want)
+		}
 	}
 }
 

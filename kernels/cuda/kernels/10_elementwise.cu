@@ -19,6 +19,20 @@ extern "C" __global__ void swiglu_f32(float *y, unsigned short *yb, const float 
 	}
 }
 
+// swiglu4_f32 is swiglu_f32 over float4s (n4 of them: n % 4 == 0, every
+// pointer 16-byte aligned; ops.go checks).
+extern "C" __global__ void swiglu4_f32(float4 *__restrict__ y, unsigned short *__restrict__ yb, const float4 *__restrict__ gate,
+		const float4 *__restrict__ up, long long n4) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n4; i += (long long)gridDim.x * blockDim.x) {
+		float4 a = gate[i], b = up[i];
+		float4 v = make_float4(silu_ref(a.x) * b.x, silu_ref(a.y) * b.y, silu_ref(a.z) * b.z, silu_ref(a.w) * b.w);
+		y[i] = v;
+		twin4(yb, 4 * i, v);
+	}
+}
+
 __device__ __forceinline__ float to_f32(float v) { return v; }
 __device__ __forceinline__ float to_f32(unsigned short v) { return __uint_as_float((unsigned)v << 16); } // bf16 bits
 

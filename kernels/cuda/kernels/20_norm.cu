@@ -130,3 +130,110 @@ extern "C" __global__ void gated_rmsnorm_f32(float *y, unsigned short *yb, const
 		twin1(yb, off + j, v);
 	}
 }
+
+// Warp-per-group forms of add_rmsnorm_f32 and gated_rmsnorm_f32 for steps
+// of many rows (prefill): warp w of block b takes group 8 b + w, each lane
+// moves float4s (lane l: chunks l, l + 32, ...), and the sum of squares is
+// summed per lane in double and then across the warp by shuffles, so no
+// block barrier is waited on. They need g % 4 == 0 and 16-byte aligned
+// pointers (ops.go checks). The launch is 256 threads, ceil(groups / 8)
+// blocks.
+#define NORM_WARPS 8
+#define ARW_KEEP 20 // float4s a lane keeps in registers (a row of 2,560)
+
+__device__ __forceinline__ double sq4(float4 s) {
+	return (double)s.x * (double)s.x + (double)s.y * (double)s.y + (double)s.z * (double)s.z + (double)s.w * (double)s.w;
+}
+
+extern "C" __global__ void __launch_bounds__(256) add_rmsnorm_rows_f32(float *__restrict__ sum, float *__restrict__ y,
+		unsigned short *__restrict__ yb, const float *__restrict__ r, const float *__restrict__ d, const float *__restrict__ w,
+		int g, int rows, float eps) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	const int row = blockIdx.x * NORM_WARPS + threadIdx.x / 32, lane = threadIdx.x & 31;
+	if (row >= rows) return; // the whole warp
+	const long long off = (long long)row * g;
+	const int g4 = g >> 2;
+	const float4 *r4 = (const float4 *)(r + off), *d4 = (const float4 *)(d + off), *w4 = (const float4 *)w;
+	float4 *s4 = (float4 *)(sum + off), *y4 = (float4 *)(y + off);
+	float4 keep[ARW_KEEP];
+	double ss = 0;
+#pragma unroll
+	for (int k = 0; k < ARW_KEEP; k++) {
+		const int j = lane + 32 * k;
+		if (j < g4) {
+			float4 a = r4[j], b = d4[j];
+			keep[k] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+		}
+	}
+#pragma unroll
+	for (int k = 0; k < ARW_KEEP; k++) {
+		const int j = lane + 32 * k;
+		if (j < g4) {
+			s4[j] = keep[k];
+			ss += sq4(keep[k]);
+		}
+	}
+	for (int j = lane + 32 * ARW_KEEP; j < g4; j += 32) {
+		float4 a = r4[j], b = d4[j];
+		float4 s = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+		s4[j] = s;
+		ss += sq4(s);
+	}
+	const float inv = inv_rms(warp_sum_d(ss), g, eps);
+#pragma unroll
+	for (int k = 0; k < ARW_KEEP; k++) {
+		const int j = lane + 32 * k;
+		if (j < g4) {
+			float4 s = keep[k], wv = __ldg(w4 + j);
+			float4 v = make_float4(s.x * inv * (1.0f + wv.x), s.y * inv * (1.0f + wv.y), s.z * inv * (1.0f + wv.z), s.w * inv * (1.0f + wv.w));
+			y4[j] = v;
+			twin4(yb, off + 4LL * j, v);
+		}
+	}
+	// Each lane reads back only the sums it wrote itself.
+	for (int j = lane + 32 * ARW_KEEP; j < g4; j += 32) {
+		float4 s = s4[j], wv = __ldg(w4 + j);
+		float4 v = make_float4(s.x * inv * (1.0f + wv.x), s.y * inv * (1.0f + wv.y), s.z * inv * (1.0f + wv.z), s.w * inv * (1.0f + wv.w));
+		y4[j] = v;
+		twin4(yb, off + 4LL * j, v);
+	}
+}
+
+#define GRW_KEEP 2 // float4s a lane holds: groups of up to 256
+
+// gated_rmsnorm_rows_f32 is gated_rmsnorm_f32 for groups of at most 256
+// (g % 4 == 0), a warp a group.
+extern "C" __global__ void __launch_bounds__(256) gated_rmsnorm_rows_f32(float *__restrict__ y, unsigned short *__restrict__ yb,
+		const float *__restrict__ x, const float *__restrict__ z, const float *__restrict__ w, int g, int groups, float eps) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	const int grp = blockIdx.x * NORM_WARPS + threadIdx.x / 32, lane = threadIdx.x & 31;
+	if (grp >= groups) return;
+	const long long off = (long long)grp * g;
+	const int g4 = g >> 2;
+	const float4 *x4 = (const float4 *)(x + off), *z4 = (const float4 *)(z + off), *w4 = (const float4 *)w;
+	float4 xv[GRW_KEEP], zv[GRW_KEEP];
+	double ss = 0;
+#pragma unroll
+	for (int k = 0; k < GRW_KEEP; k++) {
+		const int j = lane + 32 * k;
+		if (j < g4) {
+			xv[k] = x4[j];
+			zv[k] = z4[j];
+			ss += sq4(xv[k]);
+		}
+	}
+	const float inv = inv_rms(warp_sum_d(ss), g, eps);
+#pragma unroll
+	for (int k = 0; k < GRW_KEEP; k++) {
+		const int j = lane + 32 * k;
+		if (j < g4) {
+			float4 a = xv[k], b = zv[k], wv = __ldg(w4 + j);
+			float4 v = make_float4(a.x * inv * wv.x * silu_ref(b.x), a.y * inv * wv.y * silu_ref(b.y),
+				a.z * inv * wv.z * silu_ref(b.z), a.w * inv * wv.w * silu_ref(b.w));
+			((float4 *)(y + off))[j] = v;
+			twin4(yb, off + 4LL * j, v);
+		}
+	}
+}

@@ -203,6 +203,43 @@ extern "C" __global__ void gdn_qk_norm_f32(float *qh, float *kh, const float *mi
 	for (int i = threadIdx.x; i < dk; i += blockDim.x) dst[i] = src[i] * inv * sc;
 }
 
+// gdn_qk_norm_rows_f32 is gdn_qk_norm_f32 with a warp per (row, head):
+// warp w of block b takes head (8 b + w) % (2 nk) of row (8 b + w) / (2 nk),
+// lanes moving float4s (dk % 4 == 0, dk <= 256, 16-byte aligned rows), the
+// sum of squares in double per lane and then across the warp. 256 threads,
+// ceil(T 2 nk / 8) blocks.
+extern "C" __global__ void __launch_bounds__(256) gdn_qk_norm_rows_f32(float *__restrict__ qh, float *__restrict__ kh,
+		const float *__restrict__ mixed, int convDim, int nk, int dk, float scale, int T) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	const int gi = blockIdx.x * 8 + threadIdx.x / 32, lane = threadIdx.x & 31;
+	if (gi >= T * 2 * nk) return; // the whole warp
+	const int r = gi / (2 * nk), y = gi % (2 * nk);
+	const float4 *src = (const float4 *)(mixed + (long long)r * convDim + (long long)y * dk);
+	const bool isQ = y < nk;
+	float4 *dst = (float4 *)((isQ ? qh : kh) + (long long)r * nk * dk + (long long)(isQ ? y : y - nk) * dk);
+	const float sc = isQ ? scale : 1.0f;
+	const int d4 = dk >> 2;
+	float4 v[2];
+	double ss = 0;
+#pragma unroll
+	for (int k = 0; k < 2; k++) {
+		const int j = lane + 32 * k;
+		if (j < d4) {
+			v[k] = src[j];
+			ss += (double)v[k].x * (double)v[k].x + (double)v[k].y * (double)v[k].y + (double)v[k].z * (double)v[k].z +
+			      (double)v[k].w * (double)v[k].w;
+		}
+	}
+	ss = warp_sum_d(ss);
+	const float inv = 1.0f / (float)sqrt((double)((float)ss + 1e-6f));
+#pragma unroll
+	for (int k = 0; k < 2; k++) {
+		const int j = lane + 32 * k;
+		if (j < d4) dst[j] = make_float4(v[k].x * inv * sc, v[k].y * inv * sc, v[k].z * inv * sc, v[k].w * inv * sc);
+	}
+}
+
 // gdn_gates_f32: per (row, v head) beta = sigmoid(b) and the log-decay
 // g = -exp(aLog) * softplus(a + dtBias).
 extern "C" __global__ void gdn_gates_f32(float *g, float *beta, const float *b, const float *a,
