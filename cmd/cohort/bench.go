@@ -68,13 +68,15 @@ type decodeResult struct {
 }
 
 type prefillRes struct {
-	Tokens        int     `json:"tokens"`
-	TTFTMs        float64 `json:"ttft_ms"`
-	TokPerSec     float64 `json:"tok_per_s"`
-	FloorMs       float64 `json:"floor_ms"`       // roofline: max(weights / bandwidth, FLOPs / peak)
-	FloorFraction float64 `json:"floor_fraction"` // floor_ms / ttft_ms
-	HFMs          float64 `json:"hf_ms,omitempty"`
-	SpeedupVsHF   float64 `json:"speedup_vs_hf,omitempty"` // hf_ms / ttft_ms
+	Tokens        int       `json:"tokens"`
+	TTFTMs        float64   `json:"ttft_ms"`  // the median of the timed runs
+	RunsMs        []float64 `json:"runs_ms"`  // the timed runs
+	FirstMs       float64   `json:"first_ms"` // the first run of the length (its first-use costs: GEMM heuristics, workspace growth)
+	TokPerSec     float64   `json:"tok_per_s"`
+	FloorMs       float64   `json:"floor_ms"`       // roofline: max(weights / bandwidth, FLOPs / peak)
+	FloorFraction float64   `json:"floor_fraction"` // floor_ms / ttft_ms
+	HFMs          float64   `json:"hf_ms,omitempty"`
+	SpeedupVsHF   float64   `json:"speedup_vs_hf,omitempty"` // hf_ms / ttft_ms
 }
 
 type ttftResult struct {
@@ -101,6 +103,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	prefillList := fs.String("prefill", "1024,8192", "prefill lengths to time (one request, max_tokens 1), comma-separated")
 	ttftLen := fs.Int("ttft-len", 1024, "prompt tokens of the TTFT measurement (0: skip)")
 	ttftRuns := fs.Int("ttft-runs", 3, "TTFT repetitions (the median is reported)")
+	prefillRuns := fs.Int("prefill-runs", 3, "timed repetitions of each --prefill length after its first run (the median is reported beside the first)")
 	maxPrefill := fs.Int("max-prefill-tokens", 2048, "prefill tokens per engine step (as serve)")
 	kvBudget := fs.Int("kv-budget-mib", 0, "memory per rank for KV pages and request state, in MiB (0: just enough for the runs)")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
@@ -145,8 +148,8 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	switch {
 	case (run.dir == "") == (*preset == ""):
 		return errors.New("bench: give exactly one of --model and --preset")
-	case run.tp < 1 || *promptLen < 1 || *maxPrefill < 1 || *ttftRuns < 1 || *ttftLen < 0 || *kvBudget < 0:
-		return errors.New("bench: --tp, --prompt-len, --max-prefill-tokens and --ttft-runs must be positive; --ttft-len and --kv-budget-mib not negative")
+	case run.tp < 1 || *promptLen < 1 || *maxPrefill < 1 || *ttftRuns < 1 || *prefillRuns < 1 || *ttftLen < 0 || *kvBudget < 0:
+		return errors.New("bench: --tp, --prompt-len, --max-prefill-tokens, --ttft-runs and --prefill-runs must be positive; --ttft-len and --kv-budget-mib not negative")
 	case *decodeTokens < 2:
 		return errors.New("bench: --decode-tokens must be at least 2 (the first token comes from the prefill)")
 	case len(batches) == 0:
@@ -304,19 +307,28 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "decode batch %d: %.3f ms/token, %.1f tok/s\n", n, d.MsPerToken, d.TokPerSec)
 	}
 	for _, l := range prefills {
-		runs, err := b.run(ctx, 1, l, 1)
-		if err != nil {
-			return fmt.Errorf("bench: prefill %d: %w", l, err)
+		p := prefillRes{Tokens: l, FloorMs: report.Roofline.prefillFloorMs(l)}
+		for i := range 1 + *prefillRuns {
+			runs, err := b.run(ctx, 1, l, 1)
+			if err != nil {
+				return fmt.Errorf("bench: prefill %d: %w", l, err)
+			}
+			if t := ms(runs[0].first.Sub(runs[0].submit)); i == 0 {
+				p.FirstMs = t
+			} else {
+				p.RunsMs = append(p.RunsMs, t)
+			}
 		}
-		ttft := runs[0].first.Sub(runs[0].submit)
-		p := prefillRes{Tokens: l, TTFTMs: ms(ttft), TokPerSec: float64(l) / ttft.Seconds(), FloorMs: report.Roofline.prefillFloorMs(l)}
+		p.TTFTMs = median(p.RunsMs)
+		ttft := time.Duration(p.TTFTMs * float64(time.Millisecond))
+		p.TokPerSec = float64(l) / ttft.Seconds()
 		p.FloorFraction = p.FloorMs / p.TTFTMs
 		if hf != nil {
 			p.HFMs = hf.prefillMs[l]
 			p.SpeedupVsHF = speedup(p.HFMs, p.TTFTMs)
 		}
 		report.Prefill = append(report.Prefill, p)
-		fmt.Fprintf(stdout, "prefill %d: TTFT %.1f ms, %.1f tok/s\n", l, ms(ttft), float64(l)/ttft.Seconds())
+		fmt.Fprintf(stdout, "prefill %d: TTFT %.1f ms (median of %d; first run %.1f ms), %.1f tok/s\n", l, p.TTFTMs, len(p.RunsMs), p.FirstMs, p.TokPerSec)
 	}
 	if *ttftLen > 0 {
 		t := &ttftResult{PromptTokens: *ttftLen}
@@ -327,9 +339,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 			t.RunsMs = append(t.RunsMs, ms(runs[0].first.Sub(runs[0].submit)))
 		}
-		sorted := slices.Clone(t.RunsMs)
-		slices.Sort(sorted)
-		t.MedianMs = sorted[len(sorted)/2]
+		t.MedianMs = median(t.RunsMs)
 		t.FloorMs = report.Roofline.prefillFloorMs(*ttftLen)
 		t.FloorFraction = t.FloorMs / t.MedianMs
 		if hf != nil {
@@ -521,9 +531,9 @@ func printReport(w io.Writer, r *benchReport) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "prefill (one request, max_tokens 1)\ttokens\tTTFT ms\ttok/s\tfloor ms\tfloor/measured\tHF ms\t×HF\t\n")
+	fmt.Fprintf(tw, "prefill (one request, max_tokens 1)\ttokens\tTTFT ms (median)\tfirst run ms\ttok/s\tfloor ms\tfloor/measured\tHF ms\t×HF\t\n")
 	for _, p := range r.Prefill {
-		fmt.Fprintf(tw, "\t%d\t%.1f\t%.1f\t%.4g\t%.3g\t%s\t%s\t\n", p.Tokens, p.TTFTMs, p.TokPerSec, p.FloorMs, p.FloorFraction,
+		fmt.Fprintf(tw, "\t%d\t%.1f\t%.1f\t%.1f\t%.4g\t%.3g\t%s\t%s\t\n", p.Tokens, p.TTFTMs, p.FirstMs, p.TokPerSec, p.FloorMs, p.FloorFraction,
 			orDash("%.1f", p.HFMs), orDash("%.2f", p.SpeedupVsHF))
 	}
 	tw.Flush()
@@ -583,3 +593,14 @@ func parseInts(s string) ([]int, error) {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// median returns the middle value of v (the upper one of an even count),
+// 0 for none.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(v)
+	slices.Sort(sorted)
+	return sorted[len(sorted)/2]
+}

@@ -29,7 +29,7 @@ func TestBench(t *testing.T) {
 	}})
 	var stdout bytes.Buffer
 	args := []string{"bench", "--preset", "tiny", "--device", "cpu", "--batch", "1,2", "--prompt-len", "8",
-		"--decode-tokens", "4", "--prefill", "16", "--ttft-len", "64", "--ttft-runs", "1", "--json", out, "--hf-json", hf}
+		"--decode-tokens", "4", "--prefill", "16", "--prefill-runs", "2", "--ttft-len", "64", "--ttft-runs", "1", "--json", out, "--hf-json", hf}
 	if err := dispatch(context.Background(), args, &stdout); err != nil {
 		t.Fatalf("bench: %v\n%s", err, stdout.String())
 	}
@@ -84,8 +84,9 @@ func TestBench(t *testing.T) {
 			t.Errorf("decode batch %d: %d steps, want 3", d.Batch, d.Steps)
 		}
 	}
-	if len(r.Prefill) != 1 || r.Prefill[0].Tokens != 16 || r.Prefill[0].TTFTMs <= 0 || r.Prefill[0].TokPerSec <= 0 {
-		t.Errorf("prefill results %+v", r.Prefill)
+	if len(r.Prefill) != 1 || r.Prefill[0].Tokens != 16 || r.Prefill[0].TTFTMs <= 0 || r.Prefill[0].TokPerSec <= 0 ||
+		r.Prefill[0].FirstMs <= 0 || len(r.Prefill[0].RunsMs) != 2 || r.Prefill[0].TTFTMs != median(r.Prefill[0].RunsMs) {
+		t.Errorf("prefill results %+v (want the first run and the median of 2 timed ones)", r.Prefill)
 	}
 	if r.TTFT == nil || r.TTFT.PromptTokens != 64 || r.TTFT.MedianMs <= 0 || len(r.TTFT.RunsMs) != 1 {
 		t.Errorf("ttft %+v", r.TTFT)
@@ -227,5 +228,16 @@ func TestITLPercentiles(t *testing.T) {
 				t.Errorf("p50, p99 = %v, %v; want %v, %v", p50, p99, tc.p50, tc.p99)
 			}
 		})
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1}, 5}, {[]float64{9, 1, 4}, 4}, {[]float64{2, 8, 6, 4}, 6}} {
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
 	}
 }
