@@ -389,7 +389,8 @@ func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, st
 	qh, kh := b.newTensor(op, T, qk), b.newTensor(op, T, qk)
 	g, bs := b.newTensor(op, T, nv), b.newTensor(op, T, nv)
 	if dk <= 256 && convDim%4 == 0 && useRowNorm(T, dk, qh.ptr, kh.ptr, mt.ptr) {
-		b.launch(op, "gdn_qk_norm_rows_f32", [3]int{(T*2*nk + normWarps - 1) / normWarps, 1, 1}, [3]int{32 * normWarps, 1, 1}, 0,
+		grid, block := b.normRowsGrid(T * 2 * nk)
+		b.launch(op, "gdn_qk_norm_rows_f32", grid, block, 0,
 			qh.ptr, kh.ptr, mt.ptr, convDim, nk, dk, scale, T)
 	} else {
 		b.launch(op, "gdn_qk_norm_f32", [3]int{T, 2 * nk, 1}, [3]int{blockFor(dk), 1, 1}, 0,

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -61,31 +62,44 @@ func TestEmbedding(t *testing.T) {
 func TestNorms(t *testing.T) {
 	p := newPair(t)
 	r := newRand(3)
-	const eps = 1e-6
 	// Rows of at least normRowsMin take the warp-per-group kernels (a 4b
 	// prefill's 2,560-wide rows, wider ones past the registers kept, heads
 	// of 128); fewer, or groups not a multiple of 4, the block kernels.
-	for _, s := range [][3]int{{5, 64, 64}, {9, 8 * 256, 256}, {3, 2560, 2560}, {17, 6 * 32, 32}, {4, 100, 50},
-		{300, 2560, 2560}, {9, 4096, 4096}, {33, 4 * 128, 128}, {12, 3 * 100, 100}, {10, 2 * 50, 50}} {
-		T, cols, g := s[0], s[1], s[2]
-		t.Run(fmt.Sprintf("%dx%d/g%d", T, cols, g), func(t *testing.T) {
-			gpu(t) // each subtest runs on its own goroutine: lock and bind it
-			xc, xg := p.up(randSlice(r, T*cols, 3), T, cols)
-			dc, dg := p.up(randSlice(r, T*cols, 1), T, cols)
-			zc, zg := p.up(randSlice(r, T*cols, 4), T, cols)
-			wc, wg := p.up(randSlice(r, g, 0.5), g)
-			checkClose(t, "RMSNorm", p.g.Download(p.g.RMSNorm(xg, wg, eps)), p.c.Download(p.c.RMSNorm(xc, wc, eps)), 1e-5)
-			sc, nc := p.c.AddRMSNorm(xc, dc, wc, eps)
-			sg, ng := p.g.AddRMSNorm(xg, dg, wg, eps)
-			checkClose(t, "AddRMSNorm sum", p.g.Download(sg), p.c.Download(sc), 1e-6)
-			checkClose(t, "AddRMSNorm normed", p.g.Download(ng), p.c.Download(nc), 1e-5)
-			checkClose(t, "GatedRMSNorm", p.g.Download(p.g.GatedRMSNorm(xg, zg, wg, eps)), p.c.Download(p.c.GatedRMSNorm(xc, zc, wc, eps)), 1e-5)
-		})
+	// Every shape runs with the default threshold and with 1 (every shape
+	// whose groups allow it on the warp kernels).
+	defer func(v int) { normRowsMin = v }(normRowsMin)
+	for _, s := range [][4]int{{5, 64, 64}, {9, 8 * 256, 256}, {3, 2560, 2560}, {17, 6 * 32, 32}, {4, 100, 50},
+		{300, 2560, 2560}, {9, 4096, 4096}, {33, 4 * 128, 128}, {12, 3 * 100, 100}, {10, 2 * 50, 50}, {1, 2560, 2560}} {
+		for _, min := range []int{normRowsDefault, 1} {
+			s[3] = min
+			testNorms(t, p, r, s)
+		}
 	}
 }
 
+// testNorms checks the norms on T rows of cols columns in groups of g
+// (s[0..2]) with normRowsMin = s[3] against the CPU oracle.
+func testNorms(t *testing.T, p pair, r *rand.Rand, s [4]int) {
+	const eps = 1e-6
+	T, cols, g := s[0], s[1], s[2]
+	t.Run(fmt.Sprintf("%dx%d/g%d/min%d", T, cols, g, s[3]), func(t *testing.T) {
+		normRowsMin = s[3]
+		gpu(t) // each subtest runs on its own goroutine: lock and bind it
+		xc, xg := p.up(randSlice(r, T*cols, 3), T, cols)
+		dc, dg := p.up(randSlice(r, T*cols, 1), T, cols)
+		zc, zg := p.up(randSlice(r, T*cols, 4), T, cols)
+		wc, wg := p.up(randSlice(r, g, 0.5), g)
+		checkClose(t, "RMSNorm", p.g.Download(p.g.RMSNorm(xg, wg, eps)), p.c.Download(p.c.RMSNorm(xc, wc, eps)), 1e-5)
+		sc, nc := p.c.AddRMSNorm(xc, dc, wc, eps)
+		sg, ng := p.g.AddRMSNorm(xg, dg, wg, eps)
+		checkClose(t, "AddRMSNorm sum", p.g.Download(sg), p.c.Download(sc), 1e-6)
+		checkClose(t, "AddRMSNorm normed", p.g.Download(ng), p.c.Download(nc), 1e-5)
+		checkClose(t, "GatedRMSNorm", p.g.Download(p.g.GatedRMSNorm(xg, zg, wg, eps)), p.c.Download(p.c.GatedRMSNorm(xc, zc, wc, eps)), 1e-5)
+	})
+}
+
 func TestNormRowsFromEnv(t *testing.T) {
-	for v, want := range map[string]int{"": 8, "1": 1, "64": 64, "0": 8, "-3": 8, "x": 8} {
+	for v, want := range map[string]int{"": normRowsDefault, "1": 1, "64": 64, "0": normRowsDefault, "-3": normRowsDefault, "x": normRowsDefault} {
 		if got := normRowsFromEnv(v); got != want {
 			t.Errorf("normRowsFromEnv(%q) = %d, want %d", v, got, want)
 		}

@@ -132,13 +132,12 @@ extern "C" __global__ void gated_rmsnorm_f32(float *y, unsigned short *yb, const
 }
 
 // Warp-per-group forms of add_rmsnorm_f32 and gated_rmsnorm_f32 for steps
-// of many rows (prefill): warp w of block b takes group 8 b + w, each lane
-// moves float4s (lane l: chunks l, l + 32, ...), and the sum of squares is
-// summed per lane in double and then across the warp by shuffles, so no
-// block barrier is waited on. They need g % 4 == 0 and 16-byte aligned
-// pointers (ops.go checks). The launch is 256 threads, ceil(groups / 8)
-// blocks.
-#define NORM_WARPS 8
+// of many rows (prefill): warp w of block b takes group W b + w (W warps a
+// block, at most 8: ops.go sizes the blocks so that the grid spreads over
+// the SMs), each lane moves float4s (lane l: chunks l, l + 32, ...), and
+// the sum of squares is summed per lane in double and then across the warp
+// by shuffles, so no block barrier is waited on. They need g % 4 == 0 and
+// 16-byte aligned pointers (ops.go checks).
 #define ARW_KEEP 20 // float4s a lane keeps in registers (a row of 2,560)
 
 __device__ __forceinline__ double sq4(float4 s) {
@@ -150,7 +149,7 @@ extern "C" __global__ void __launch_bounds__(256) add_rmsnorm_rows_f32(float *__
 		int g, int rows, float eps) {
 	PDL_LAUNCH();
 	PDL_WAIT();
-	const int row = blockIdx.x * NORM_WARPS + threadIdx.x / 32, lane = threadIdx.x & 31;
+	const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
 	if (row >= rows) return; // the whole warp
 	const long long off = (long long)row * g;
 	const int g4 = g >> 2;
@@ -208,7 +207,7 @@ extern "C" __global__ void __launch_bounds__(256) gated_rmsnorm_rows_f32(float *
 		const float *__restrict__ x, const float *__restrict__ z, const float *__restrict__ w, int g, int groups, float eps) {
 	PDL_LAUNCH();
 	PDL_WAIT();
-	const int grp = blockIdx.x * NORM_WARPS + threadIdx.x / 32, lane = threadIdx.x & 31;
+	const int grp = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
 	if (grp >= groups) return;
 	const long long off = (long long)grp * g;
 	const int g4 = g >> 2;

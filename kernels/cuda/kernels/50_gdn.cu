@@ -204,15 +204,15 @@ extern "C" __global__ void gdn_qk_norm_f32(float *qh, float *kh, const float *mi
 }
 
 // gdn_qk_norm_rows_f32 is gdn_qk_norm_f32 with a warp per (row, head):
-// warp w of block b takes head (8 b + w) % (2 nk) of row (8 b + w) / (2 nk),
-// lanes moving float4s (dk % 4 == 0, dk <= 256, 16-byte aligned rows), the
-// sum of squares in double per lane and then across the warp. 256 threads,
-// ceil(T 2 nk / 8) blocks.
+// warp w of block b (W warps a block) takes head (W b + w) % (2 nk) of row
+// (W b + w) / (2 nk), lanes moving float4s (dk % 4 == 0, dk <= 256,
+// 16-byte aligned rows), the sum of squares in double per lane and then
+// across the warp.
 extern "C" __global__ void __launch_bounds__(256) gdn_qk_norm_rows_f32(float *__restrict__ qh, float *__restrict__ kh,
 		const float *__restrict__ mixed, int convDim, int nk, int dk, float scale, int T) {
 	PDL_LAUNCH();
 	PDL_WAIT();
-	const int gi = blockIdx.x * 8 + threadIdx.x / 32, lane = threadIdx.x & 31;
+	const int gi = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
 	if (gi >= T * 2 * nk) return; // the whole warp
 	const int r = gi / (2 * nk), y = gi % (2 * nk);
 	const float4 *src = (const float4 *)(mixed + (long long)r * convDim + (long long)y * dk);
