@@ -110,13 +110,17 @@ func (b *Backend) Attention(q, k, v, gate kernels.Tensor, cache kernels.KVCache,
 // contexts still fill the SMs. S depends only on the number of rows and
 // the heads (decodeAttnSlices), never on the positions, so a CUDA graph
 // captured at one context replays at any other; each block derives its
-// slice's bounds from the row's position. With S = 1 the blocks write the
-// gated output; otherwise they write partial results (maximum, sum,
-// unnormalized output) to scratch, one buffer a step that every attention
-// layer reuses, and attention_decode_combine merges the slices in order.
-// The result depends only on the batch's shape and inputs. Deterministic
-// mode keeps attention_f32 (its rows must not depend on the batch), and so
-// does COHORT_CUDA_DECODE_ATTN=0 (A/B runs).
+// slice's bounds from the row's position: about n/S of the row's n
+// positions, at least decodeAttnMinSlice, so a short row fills its first few
+// slices and leaves the rest empty. With S = 1 the blocks write the gated
+// output; otherwise they write partial results (maximum, sum, unnormalized
+// output; an empty slice only its maximum and sum, as empty) to scratch,
+// one buffer a step that every attention layer reuses, and
+// attention_decode_combine merges the slices in a fixed order, reading no
+// output of an empty slice. The result depends only on the batch's shape
+// and inputs (positions included). Deterministic mode keeps attention_f32
+// (its rows must not depend on the batch), and so does
+// COHORT_CUDA_DECODE_ATTN=0 (A/B runs).
 
 // decodeAttn enables the decode attention kernel: unless
 // COHORT_CUDA_DECODE_ATTN=0 at start-up; tests and benchmarks set it
@@ -138,11 +142,28 @@ const (
 	// decodeAttnMaxSlices caps S (a row of a few positions then has many
 	// empty slices, and the partials grow with S).
 	decodeAttnMaxSlices = 128
-	// decodeCombineThreads and decodeCombineMaxSlices are DC_THREADS and
-	// DC_MAX_SLICES of kernels/40_attention.cu.
-	decodeCombineThreads   = 256
+	// decodeAttnMinSlice is DA_MIN_SLICE of kernels/40_attention.cu: the
+	// fewest positions a slice takes (the last one of a row excepted).
+	decodeAttnMinSlice = 16
+	// decodeCombineThreads and decodeCombineMaxSlices are DC_THREADS (the
+	// most threads of a block) and DC_MAX_SLICES of
+	// kernels/40_attention.cu.
+	decodeCombineThreads   = 1024
 	decodeCombineMaxSlices = 1024
+	// decodeCombineGroups is how many groups of slices a combine block
+	// sums in parallel at most (decodeCombineBlock).
+	decodeCombineGroups = 16
 )
+
+// decodeCombineBlock returns the threads of an attention_decode_combine
+// block for head dim hd and S slices: hd/4 a group of slices, as many
+// groups as slices up to decodeCombineGroups, in whole warps, at most
+// decodeCombineThreads (16 groups of 64 threads at the 4b heads' hd 256).
+// It depends on hd and S alone, as the combine's order of sums does.
+func decodeCombineBlock(hd, S int) int {
+	t := hd / 4 * min(max(S, 1), decodeCombineGroups)
+	return min((t+31)/32*32, decodeCombineThreads)
+}
 
 // decodeAttnGroup returns the query heads a block takes (GM of the kernel:
 // 1, 2 or 4) for g query heads per KV head, and its entry.
@@ -204,7 +225,7 @@ func (b *Backend) attentionDecode(op string, out, qt, gt *Tensor, c *KVCache, dp
 	b.launch(op, name, [3]int{T, KV * hg, S}, [3]int{decodeAttnThreads, 1, 1}, 0,
 		out.ptr, part, ml, qt.ptr, gt.ptr, c.k, c.v, dpos, dpageOff, dpages, H, KV, hd, c.pageSize, c.pages, layer, scale, S)
 	if S > 1 {
-		b.launch(op, "attention_decode_combine", [3]int{T, H, 1}, [3]int{decodeCombineThreads, 1, 1}, 0,
+		b.launch(op, "attention_decode_combine", [3]int{T, H, 1}, [3]int{decodeCombineBlock(hd, S), 1, 1}, 0,
 			out.ptr, gt.ptr, part, ml, H, hd, S)
 	}
 }

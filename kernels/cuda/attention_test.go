@@ -202,6 +202,7 @@ func TestAttentionKVBF16(t *testing.T) {
 		{"MatchesCPU", TestAttentionMatchesCPU},
 		{"Decode", TestAttentionDecode},
 		{"DecodeGraphReplay", TestAttentionDecodeGraphReplay},
+		{"DecodeSliceBounds", TestAttentionDecodeSliceBounds},
 		{"PrefillSingle", TestAttentionPrefillSingle},
 		{"PrefillChunks", TestAttentionPrefillChunks},
 		{"PrefillMixed", TestAttentionPrefillMixed},
@@ -429,6 +430,101 @@ func TestAttentionDecode(t *testing.T) {
 	}
 }
 
+// decodeSliceLen is the positions a key slice of attn_decode takes in a
+// row of n positions split into S slices (the last filled one may take
+// fewer), and decodeFilled the slices that hold any.
+func decodeSliceLen(n, S int) int {
+	c := (n + S - 1) / S
+	return max((c+7)/8*8, decodeAttnMinSlice) // 8 = 2*DA_WARPS
+}
+
+func decodeFilled(n, S int) int { return (n + decodeSliceLen(n, S) - 1) / decodeSliceLen(n, S) }
+
+// runPoisoned is run of the decode kernel (force slices) with its partials
+// buffer filled with NaN first: Attention runs twice in one step (the
+// second call reuses the first's buffer), NaN written over the buffer in
+// between, and the second output is returned. A partial output of an empty
+// slice (left unwritten) that the combine read would show as NaN.
+func (f *decodeFix) runPoisoned(t *testing.T, st decodeStep, force int) []float32 {
+	t.Helper()
+	g := f.g
+	var out []float32
+	withDecodeAttn(true, force, func() {
+		q, k, v, gate := f.tensors(st)
+		defer g.Free(q, k, v, gate)
+		g.BeginStep("", kernels.StepInputs{Batch: st.bt})
+		g.Attention(q, k, v, gate, f.cache, 0, st.bt, f.cfg)
+		poisoned := false
+		for key, p := range g.meta {
+			if key.kind == "decodeAttnPartials" {
+				if err := memsetD32(p, 0x7fc00000, int64(key.n)/4); err != nil {
+					t.Fatal(err)
+				}
+				poisoned = true
+			}
+		}
+		res := g.Attention(q, k, v, gate, f.cache, 0, st.bt, f.cfg)
+		out = g.Download(res)
+		g.EndStep(nil)
+		g.ResetScratch()
+		S := force
+		if S <= 0 {
+			S = decodeSlicesFor(g, f.cfg, st.bt.Rows())
+		}
+		if !poisoned && S > 1 {
+			t.Fatalf("%d slices: no decode partials to poison", S)
+		}
+	})
+	return out
+}
+
+// TestAttentionDecodeSliceBounds: decode steps of 1 and 3 rows at short
+// contexts (1 to 144 positions, around the multiples of the minimum slice
+// length and of 2*DA_WARPS) and long ones (1,000 to 3,000, across the
+// context, 16·128, where the minimum stops binding at S = 128), for every
+// decode head shape: the decode kernel with its own S (at short contexts
+// mostly empty slices) and with forced S (2 to 1,024, DC_MAX_SLICES: more
+// slices than positions) against the float64 oracle and attention_f32;
+// the same bits on a second run and with the partials buffer filled with
+// NaN beforehand (the combine reads no partial output of an empty slice).
+func TestAttentionDecodeSliceBounds(t *testing.T) {
+	for _, cfg := range decodeConfigs {
+		t.Run(flashName(cfg), func(t *testing.T) {
+			g := gpu(t)
+			f := newDecodeFix(t, g, cfg, 1024, uint64(cfg.Heads*7000+cfg.HeadDim))
+			defer f.free()
+			for _, B := range []int{1, 3} {
+				S := decodeSlicesFor(g, cfg, B)
+				for _, ctx := range []int{1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 144, 1000, 2047, 2048, 2049, 3000} {
+					st := f.step(decodeContexts(B, ctx), false)
+					f.write(st)
+					want := f.want(st)
+					what := fmt.Sprintf("%d rows at %d (S %d, %d filled)", B, ctx, S, decodeFilled(ctx, S))
+					ref := f.run(st, false, 0)
+					checkClose(t, what+": attention_f32 vs oracle", ref, want, attnTol(1e-3))
+					got := f.run(st, true, 0)
+					checkClose(t, what+": decode vs oracle", got, want, attnTol(1e-3))
+					checkClose(t, what+": decode vs attention_f32", got, ref, attnTol(1e-3))
+					if again := f.run(st, true, 0); !slices.Equal(again, got) {
+						t.Errorf("%s: a second run differs (relative %.3g)", what, relDiff(again, got))
+					}
+					if p := f.runPoisoned(t, st, 0); !slices.Equal(p, got) {
+						t.Errorf("%s: differs with NaN partials (relative %.3g)", what, relDiff(p, got))
+					}
+					for _, force := range []int{2, 3, 9, 64, 128, 200, decodeCombineMaxSlices} {
+						fw := fmt.Sprintf("%s: %d slices (%d filled)", what, force, decodeFilled(ctx, force))
+						fg := f.run(st, true, force)
+						checkClose(t, fw+": decode vs oracle", fg, want, attnTol(1e-3))
+						if p := f.runPoisoned(t, st, force); !slices.Equal(p, fg) {
+							t.Errorf("%s: differs with NaN partials (relative %.3g)", fw, relDiff(p, fg))
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
 // decodeGraphRuns numbers TestAttentionDecodeGraphReplay's runs.
 var decodeGraphRuns atomic.Int64
 
@@ -526,6 +622,20 @@ func TestDecodeAttnSlices(t *testing.T) {
 	if got := decodeAttnSlices(32, 4, lanes, 7); got != 7 {
 		t.Errorf("forced 7 slices: %d", got)
 	}
+	// The combine's block: whole warps, at most DC_THREADS, at least one
+	// group of hd/4 threads, and hd/4 threads for each of up to
+	// decodeCombineGroups slices, rounded up to a warp.
+	for hd := 4; hd <= attnMaxHeadDim; hd += 4 {
+		for S := 2; S <= decodeCombineMaxSlices; S++ {
+			n, hd4 := decodeCombineBlock(hd, S), hd/4
+			if n%32 != 0 || n > decodeCombineThreads || n < hd4 || n >= hd4*min(S, decodeCombineGroups)+32 {
+				t.Fatalf("hd %d, %d slices: combine block of %d threads", hd, S, n)
+			}
+		}
+	}
+	if n := decodeCombineBlock(256, decodeAttnMaxSlices); n != 1024 {
+		t.Errorf("hd 256: combine block of %d threads, want 1024", n)
+	}
 	for g, want := range map[int]int{1: 1, 2: 2, 3: 4, 4: 4, 8: 4} {
 		if gm, _ := decodeAttnGroup(g); gm != want {
 			t.Errorf("%d heads a KV head: groups of %d, want %d", g, gm, want)
@@ -534,20 +644,21 @@ func TestDecodeAttnSlices(t *testing.T) {
 }
 
 // BenchmarkAttentionDecode times one 4b-shape attention layer (kv_write_f32
-// included) of decode steps of 1, 32 and 128 rows at 3,000 positions of
-// context (every sequence on pages of its own), the decode kernel beside
-// attention_f32: decode_ms and f32_ms per layer, their ratio, and the
-// decode kernel's key slices.
+// included) of decode steps of 1 row at 144, 1,000 and 3,000 positions of
+// context and 32 and 128 rows at 3,000 (every sequence on pages of its
+// own), the decode kernel beside attention_f32: decode_ms and f32_ms per
+// layer, their ratio, and the decode kernel's key slices (and how many a
+// row fills).
 func BenchmarkAttentionDecode(b *testing.B) {
 	gpu(b)
 	cfg := decodeConfigs[0]
-	const ctx = 3000
-	for _, B := range []int{1, 32, 128} {
+	for _, c := range []struct{ B, ctx int }{{1, 144}, {1, 1000}, {1, 3000}, {32, 3000}, {128, 3000}} {
+		B, ctx := c.B, c.ctx
 		// One cache and step for every run of the sub-benchmark (the
 		// framework calls it more than once).
 		var f *decodeFix
 		var st decodeStep
-		b.Run(fmt.Sprintf("%d rows at 3000", B), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%d rows at %d", B, ctx), func(b *testing.B) {
 			g := gpu(b)
 			if f == nil {
 				f = newDecodeBench(b, g, cfg, B*((ctx+decodePageSize-1)/decodePageSize)+B, uint64(B))
@@ -564,6 +675,7 @@ func BenchmarkAttentionDecode(b *testing.B) {
 			b.ReportMetric(ms(tf), "f32_ms")
 			b.ReportMetric(tf.Seconds()/td.Seconds(), "f32/decode")
 			b.ReportMetric(float64(decodeSlicesFor(g, cfg, B)), "slices")
+			b.ReportMetric(float64(decodeFilled(ctx, decodeSlicesFor(g, cfg, B))), "filled")
 		})
 		if f != nil {
 			f.free()
@@ -613,7 +725,8 @@ func TestDecodeAttnConstantsMatchSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range map[string]int{"DA_WARPS": decodeAttnThreads / 32, "DC_THREADS": decodeCombineThreads, "DC_MAX_SLICES": decodeCombineMaxSlices} {
+	for name, want := range map[string]int{"DA_WARPS": decodeAttnThreads / 32, "DA_MIN_SLICE": decodeAttnMinSlice,
+		"DC_THREADS": decodeCombineThreads, "DC_MAX_SLICES": decodeCombineMaxSlices} {
 		m := regexp.MustCompile(`#define ` + name + ` (\d+)`).FindSubmatch(src)
 		if m == nil {
 			t.Errorf("no %s in the source", name)
@@ -625,5 +738,18 @@ func TestDecodeAttnConstantsMatchSource(t *testing.T) {
 	}
 	if decodeAttnMaxSlices > decodeCombineMaxSlices {
 		t.Errorf("decodeAttnMaxSlices %d > DC_MAX_SLICES %d", decodeAttnMaxSlices, decodeCombineMaxSlices)
+	}
+	if w := 2 * decodeAttnThreads / 32; decodeAttnMinSlice < w || decodeAttnMinSlice%w != 0 {
+		t.Errorf("DA_MIN_SLICE %d is no multiple of 2*DA_WARPS (%d)", decodeAttnMinSlice, w)
+	}
+	// decodeSliceLen's slices cover a row's positions, in order, each
+	// filled one of at least decodeAttnMinSlice but the last.
+	for _, S := range []int{1, 2, 3, 7, 128, 1024} {
+		for n := 1; n <= 5000; n++ {
+			c, k := decodeSliceLen(n, S), decodeFilled(n, S)
+			if k > S || (k-1)*c >= n || k*c < n || (k > 1 && c < decodeAttnMinSlice) {
+				t.Fatalf("%d positions in %d slices: slices of %d, %d filled", n, S, c, k)
+			}
+		}
 	}
 }

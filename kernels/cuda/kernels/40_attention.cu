@@ -146,20 +146,30 @@ extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32) attention_kvbf16(f
 // kvh = y / HG and its query heads h0 = kvh*G + (y % HG)*GM, ... (at most
 // GM of them, G = H/KV, HG = ceil(G/GM)) over slice s of the row's
 // positions: with n = pos[r]+1 and c = ceil(n/S) rounded up to a multiple
-// of 2*DA_WARPS, positions [s*c, min((s+1)*c, n)), empty for the last
-// slices of short rows. So one read of a key or value serves every query
-// head of the block, and the grid (which depends only on the batch's shape,
-// never its positions: CUDA graphs replay it) fills the SMs with few rows.
+// of 2*DA_WARPS, at least DA_MIN_SLICE, positions [s*c, min((s+1)*c, n)).
+// So one read of a key or value serves every query head of the block, and
+// the grid (which depends only on the batch's shape, never its positions:
+// CUDA graphs replay it) fills the SMs with few rows. A short row fills
+// only its first ceil(n/c) slices; the block of an empty slice (never slice
+// 0) writes only its ml entries, as empty (maximum -inf, sum 0), and leaves
+// its part unwritten, which attention_decode_combine never reads.
 // Warp w takes positions lo+2w, lo+2w+1, then 8 further on, with an online
 // softmax in float32 per head (lane l holds dims 4l..4l+3, 128+4l..; the
 // scores in log2 units, scale·log2(e), for exp2f); the warps merge in
 // order. With S = 1 the block writes the gated output, else its slice's
 // maximum (log2 units) and sum (ml, 2 floats per (row, head, slice)) and its
 // unnormalized output (part, hd floats each), which attention_decode_combine
-// merges in slice order: the result depends only on the batch's shape.
-// Needs hd % 4 == 0 and hd <= 256 (16-byte loads).
+// merges in a fixed order: the result depends only on the batch's shape
+// and positions. Needs hd % 4 == 0 and hd <= 256 (16-byte loads).
+// DA_MIN_SLICE (a multiple of 2*DA_WARPS) keeps a short row to few partials
+// (at most ceil(n/DA_MIN_SLICE) slices: 9 at 144 positions, where S = 128
+// alone gives 18 of 8), and stays small: each further 2*DA_WARPS positions
+// of a slice add an iteration, a round trip to memory, to every warp's
+// serial loop, while a further slice costs the combine one more hd-float
+// read, by up to decodeCombineGroups groups of its threads in parallel.
 #define DA_WARPS 4
 #define DA_V4 2 // float4 chunks per lane: head dims up to 256
+#define DA_MIN_SLICE 16
 
 __device__ __forceinline__ float dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
 
@@ -192,8 +202,16 @@ __device__ __forceinline__ void attn_decode(float *out, float *part, float *ml, 
 	int hd4 = hd >> 2;
 	int n = pos[r] + 1;
 	int chunk = (n + S - 1) / S;
-	chunk = (chunk + 2 * DA_WARPS - 1) / (2 * DA_WARPS) * (2 * DA_WARPS);
+	chunk = max((chunk + 2 * DA_WARPS - 1) / (2 * DA_WARPS) * (2 * DA_WARPS), DA_MIN_SLICE);
 	int lo = min(s * chunk, n), hi = min(lo + chunk, n);
+	if (lo == hi) { // an empty slice (S > 1: slice 0 holds position 0)
+		for (int g = threadIdx.x; g < gn; g += blockDim.x) {
+			long long slot = ((long long)r * H + h0 + g) * S + s;
+			ml[2 * slot] = NEG_INF;
+			ml[2 * slot + 1] = 0.0f;
+		}
+		return;
+	}
 	const int *pg = pages + pageOff[r];
 	float4 qr[GM][DA_V4], acc[GM][DA_V4];
 	float m[GM], l[GM];
@@ -355,12 +373,17 @@ extern "C" __global__ void __launch_bounds__(DA_WARPS * 32, 1) attention_decode_
 // attention_decode_combine: block (row r, head h) merges the S slices
 // (S <= DC_MAX_SLICES) of attention_decode_g* and multiplies by
 // sigmoid(gate). Slice s weighs w_s = exp2(m_s - M), M the largest
-// maximum, or 0 if its sum is 0 (an empty slice; slice 0 never is); the
-// sum is the sum of l_s·w_s in slice order. The output's 4-dim chunk j
-// (thread j % hd4) is summed over the slices in SG = DC_THREADS/hd4 groups
-// (group g: slices g, g+SG, ..., in order), then the groups in order: the
-// result depends only on S and the head dim.
-#define DC_THREADS 256
+// maximum, or 0 if its sum l_s is 0 (an empty slice; slice 0 never is).
+// The empty slices of a row are its last ones: the block reads the ml
+// entries of all S, then only the slices before ne, one past the last of a
+// nonzero sum (never an empty slice's part, which is left unwritten). The
+// output's 4-dim chunk j and the sum of l_s·w_s are summed over the slices
+// in SG = blockDim.x/hd4 groups (thread (group g, chunk j = tid % hd4):
+// slices g, g+SG, ... < ne, in order), then the groups in order. The block
+// (at most DC_THREADS threads, whole warps) is chosen by attentionDecode
+// from S and the head dim alone, so the result depends only on S, the head
+// dim and the slices' contents.
+#define DC_THREADS 1024
 #define DC_MAX_SLICES 1024
 
 extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode_combine(float *out, const float *gate,
@@ -368,45 +391,63 @@ extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode_combin
 	PDL_LAUNCH();
 	PDL_WAIT();
 	__shared__ float sm_w[DC_MAX_SLICES], sm_lw[DC_MAX_SLICES];
-	__shared__ float sm_red[DC_THREADS / 32];
+	__shared__ float sm_red[DC_THREADS / 32], sm_L[DC_THREADS];
+	__shared__ int sm_ne[DC_THREADS / 32];
 	__shared__ float4 sm_o[DC_THREADS];
-	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nt = blockDim.x;
 	long long head = (long long)blockIdx.x * H + blockIdx.y;
-	const float *mh = ml + head * S * 2;
+	const float2 *mh = (const float2 *)(ml + head * S * 2);
 	float M = NEG_INF;
-	for (int s = tid; s < S; s += DC_THREADS) M = fmaxf(M, mh[2 * s]);
-	for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-	if (lane == 0) sm_red[warp] = M;
-	__syncthreads();
-	M = NEG_INF;
-	for (int w = 0; w < DC_THREADS / 32; w++) M = fmaxf(M, sm_red[w]);
-	for (int s = tid; s < S; s += DC_THREADS) {
-		float ls = mh[2 * s + 1];
-		float w = ls > 0.0f ? exp2f(mh[2 * s] - M) : 0.0f;
-		sm_w[s] = w;
-		sm_lw[s] = ls * w;
+	int ne = 0;
+	for (int s = tid; s < S; s += nt) {
+		float2 x = mh[s];
+		M = fmaxf(M, x.x);
+		if (x.y > 0.0f) ne = s + 1;
+	}
+	for (int o = 16; o > 0; o >>= 1) {
+		M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+		ne = max(ne, __shfl_xor_sync(0xffffffffu, ne, o));
+	}
+	if (lane == 0) {
+		sm_red[warp] = M;
+		sm_ne[warp] = ne;
 	}
 	__syncthreads();
-	int hd4 = hd >> 2, SG = DC_THREADS / hd4;
+	M = NEG_INF;
+	ne = 0;
+	for (int w = 0; w < nt / 32; w++) {
+		M = fmaxf(M, sm_red[w]);
+		ne = max(ne, sm_ne[w]);
+	}
+	for (int s = tid; s < ne; s += nt) {
+		float2 x = mh[s];
+		float w = x.y > 0.0f ? exp2f(x.x - M) : 0.0f;
+		sm_w[s] = w;
+		sm_lw[s] = x.y * w;
+	}
+	__syncthreads();
+	int hd4 = hd >> 2, SG = nt / hd4;
 	int j = tid % hd4, g = tid / hd4;
-	const float4 *ph = (const float4 *)(part + head * S * hd);
+	const float4 *pj = (const float4 *)(part + head * S * hd) + j;
 	if (g < SG) {
 		float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+		float L = 0.0f;
 #pragma unroll 4
-		for (int s = g; s < S; s += SG) {
+		for (int s = g; s < ne; s += SG) {
 			float w = sm_w[s];
-			float4 a = ph[(long long)s * hd4 + j];
+			float4 a = pj[(long long)s * hd4];
 			o.x += a.x * w;
 			o.y += a.y * w;
 			o.z += a.z * w;
 			o.w += a.w * w;
+			L += sm_lw[s];
 		}
 		sm_o[tid] = o;
+		if (j == 0) sm_L[g] = L;
 	}
 	__syncthreads();
 	if (g == 0) {
-		float L = 0.0f;
-		for (int s = 0; s < S; s++) L += sm_lw[s];
+		float L = sm_L[0];
 		float4 o = sm_o[j];
 		for (int k = 1; k < SG; k++) {
 			float4 a = sm_o[k * hd4 + j];
@@ -414,6 +455,7 @@ extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode_combin
 			o.y += a.y;
 			o.z += a.z;
 			o.w += a.w;
+			L += sm_L[k];
 		}
 		attn_store_gated(out, gate, head * hd, j, o, L);
 	}

@@ -1291,18 +1291,33 @@ __device__ __forceinline__ void gdn_chunk_state_mma(float *sS, float *sV, float 
 	__shared__ float sGam[2][GDN_CH], sEl[GDN_CH]; /* sGam by chunk parity */ \
 	__shared__ float sEgl;
 
-#define GDN_STATE_ENTRY(name, ST, ILP) \
-	extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) name(GDN_STATE_ARGS(ST)) { \
-		PDL_LAUNCH(); \
-		PDL_WAIT(); \
-		GDN_STATE_MMA_SHARED \
-		gdn_chunk_state_mma<ST, ILP>(sS, sV, gdn_ring, sGam, sEl, sEgl, GDN_STATE_PASS); \
-	}
+extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_state_mma_f32(GDN_STATE_ARGS(float)) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	GDN_STATE_MMA_SHARED
+	gdn_chunk_state_mma<float, 1>(sS, sV, gdn_ring, sGam, sEl, sEgl, GDN_STATE_PASS);
+}
 
-GDN_STATE_ENTRY(gdn_chunk_state_mma_f32, float, 1)
-GDN_STATE_ENTRY(gdn_chunk_state_mma_f32_sbf16, unsigned short, 1)
-GDN_STATE_ENTRY(gdn_chunk_state2_mma_f32, float, 2)
-GDN_STATE_ENTRY(gdn_chunk_state2_mma_f32_sbf16, unsigned short, 2)
+extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_state_mma_f32_sbf16(GDN_STATE_ARGS(unsigned short)) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	GDN_STATE_MMA_SHARED
+	gdn_chunk_state_mma<unsigned short, 1>(sS, sV, gdn_ring, sGam, sEl, sEgl, GDN_STATE_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_state2_mma_f32(GDN_STATE_ARGS(float)) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	GDN_STATE_MMA_SHARED
+	gdn_chunk_state_mma<float, 2>(sS, sV, gdn_ring, sGam, sEl, sEgl, GDN_STATE_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_state2_mma_f32_sbf16(GDN_STATE_ARGS(unsigned short)) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	GDN_STATE_MMA_SHARED
+	gdn_chunk_state_mma<unsigned short, 2>(sS, sV, gdn_ring, sGam, sEl, sEgl, GDN_STATE_PASS);
+}
 
 // gdn_chunk_out_mma_f32: block (chunk c, v head h, column tile z of GDN_OC
 // columns), 256 threads. Copies the chunk's Q [64][dk], H_c [dk][GDN_OC], P
