@@ -35,6 +35,14 @@ func (b *Backend) PrepareQK(qg, k, qNorm, kNorm kernels.Tensor, positions []int3
 		return qo, gt, ko
 	}
 	inv := b.ropeFreqs(op, cfg.RotaryDim, cfg.Theta)
+	if rd := cfg.RotaryDim; hd%4 == 0 && rd%8 == 0 && rd <= 128 &&
+		useRowNorm(T, hd, qo.ptr, gt.ptr, ko.ptr, qt.ptr, kt.ptr, qw.ptr, kw.ptr) {
+		// A warp a head (attn_prep_rows_f32) for steps of many rows.
+		grid, block := b.normRowsGrid(T * (H + KV))
+		b.launch(op, "attn_prep_rows_f32", grid, block, 0,
+			qo.ptr, gt.ptr, ko.ptr, qt.ptr, kt.ptr, qw.ptr, kw.ptr, b.positionsMeta(op, positions), inv, H, KV, hd, rd, eps, T)
+		return qo, gt, ko
+	}
 	b.launch(op, "attn_prep_f32", [3]int{T, H + KV, 1}, [3]int{blockFor(hd), 1, 1}, 0,
 		qo.ptr, gt.ptr, ko.ptr, qt.ptr, kt.ptr, qw.ptr, kw.ptr, b.positionsMeta(op, positions), inv, H, KV, hd, cfg.RotaryDim, eps)
 	return qo, gt, ko

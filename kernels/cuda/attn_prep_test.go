@@ -12,13 +12,24 @@ import (
 // TestPrepareQK: the fused query/gate/key kernel matches the five ops it
 // replaces on the GPU (to a float32 ulp or so: the compiler contracts the
 // RoPE products into FMAs differently in the two kernels; measured 8e-8
-// relative on the H200) and the CPU oracle.
+// relative on the H200) and the CPU oracle. Every shape runs on the
+// block-per-head kernel and (normRowsMin 1) on the warp-per-head one where
+// its dims allow.
 func TestPrepareQK(t *testing.T) {
+	defer func(v int) { normRowsMin = v }(normRowsMin)
+	for _, min := range []int{normRowsDefault, 1} {
+		normRowsMin = min
+		t.Run(fmt.Sprintf("min%d", min), testPrepareQK)
+	}
+}
+
+func testPrepareQK(t *testing.T) {
 	p := newPair(t)
 	for _, cfg := range []kernels.AttnConfig{
 		{Heads: 16, KVHeads: 4, HeadDim: 256, RotaryDim: 64, Theta: 1e7}, // the 4b shape
 		{Heads: 4, KVHeads: 2, HeadDim: 64, RotaryDim: 32, Theta: 1e4},
 		{Heads: 2, KVHeads: 2, HeadDim: 40, RotaryDim: 0, Theta: 1e4},
+		{Heads: 4, KVHeads: 1, HeadDim: 128, RotaryDim: 128, Theta: 1e6}, // every dim of chunk 0 rotated
 	} {
 		t.Run(fmt.Sprintf("H%d_KV%d_hd%d_rd%d", cfg.Heads, cfg.KVHeads, cfg.HeadDim, cfg.RotaryDim), func(t *testing.T) {
 			gpu(t)

@@ -10,7 +10,7 @@ var kernelNames = []string{
 	"select_rows_f32", "split_query_gate_f32", "rope_f32",
 	"rmsnorm_f32", "plain_rmsnorm_f32", "add_rmsnorm_f32", "gated_rmsnorm_f32", "add_rmsnorm_rows_f32", "gated_rmsnorm_rows_f32",
 	"gemm_nt_f32",
-	"kv_write_f32", "attention_f32", "attn_prep_f32",
+	"kv_write_f32", "attention_f32", "attn_prep_f32", "attn_prep_rows_f32",
 	"attention_decode_g1", "attention_decode_g2", "attention_decode_g4", "attention_decode_combine",
 	"attention_prefill_hd64", "attention_prefill_hd128", "attention_prefill_hd256",
 	"attention_prefill_split_hd64", "attention_prefill_split_hd128", "attention_prefill_split_hd256", "attention_prefill_combine",

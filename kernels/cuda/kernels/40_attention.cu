@@ -507,3 +507,80 @@ extern "C" __global__ void attn_prep_f32(float *q, float *gate, float *kout, con
 		dst[j] = o;
 	}
 }
+
+// attn_prep_rows_f32 is attn_prep_f32 with a warp per (row, head) for steps
+// of many rows: warp w of block b (W warps a block) takes head slot
+// (W b + w) % (H + KV) of row (W b + w) / (H + KV); lane l holds the float4
+// chunks l and l + 32 of the head, the sum of squares is summed per lane in
+// double and then across the warp, and a rotated dim's rotate-half partner
+// (j +- rd/2) comes from another lane by shuffles. Needs hd % 4 == 0,
+// hd <= 256, rd % 8 == 0, rd <= 128 (every rotated dim in chunk 0) and
+// 16-byte aligned rows (attn_prep.go checks). The expressions are
+// attn_prep_f32's.
+extern "C" __global__ void __launch_bounds__(256) attn_prep_rows_f32(float *__restrict__ q, float *__restrict__ gate,
+		float *__restrict__ kout, const float *__restrict__ qg, const float *__restrict__ k, const float *__restrict__ qw,
+		const float *__restrict__ kw, const int *__restrict__ pos, const float *__restrict__ invf, int H, int KV, int hd, int rd,
+		float eps, int T) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	const int gi = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
+	if (gi >= T * (H + KV)) return; // the whole warp
+	const int r = gi / (H + KV), y = gi % (H + KV), hd4 = hd >> 2;
+	const float4 *src, *w;
+	float4 *dst;
+	if (y < H) {
+		long long head = (long long)r * H + y;
+		src = (const float4 *)(qg + head * 2 * hd);
+		dst = (float4 *)(q + head * hd);
+		w = (const float4 *)qw;
+		float4 *gt = (float4 *)(gate + head * hd);
+		for (int j = lane; j < hd4; j += 32) gt[j] = src[hd4 + j];
+	} else {
+		long long head = (long long)r * KV + (y - H);
+		src = (const float4 *)(k + head * hd);
+		dst = (float4 *)(kout + head * hd);
+		w = (const float4 *)kw;
+	}
+	float4 v[2];
+	double ss = 0;
+#pragma unroll
+	for (int c = 0; c < 2; c++) {
+		const int j = lane + 32 * c;
+		v[c] = j < hd4 ? src[j] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+		ss += (double)v[c].x * (double)v[c].x + (double)v[c].y * (double)v[c].y + (double)v[c].z * (double)v[c].z +
+		      (double)v[c].w * (double)v[c].w;
+	}
+	const float inv = inv_rms(warp_sum_d(ss), hd, eps);
+#pragma unroll
+	for (int c = 0; c < 2; c++) {
+		const int j = lane + 32 * c;
+		if (j < hd4) {
+			float4 wv = __ldg(w + j);
+			v[c] = make_float4(v[c].x * inv * (1.0f + wv.x), v[c].y * inv * (1.0f + wv.y), v[c].z * inv * (1.0f + wv.z),
+				v[c].w * inv * (1.0f + wv.w));
+		}
+	}
+	// Chunk 0 holds every rotated dim: lane l's dims 4l .. 4l + 3 pair with
+	// lane l +- h4's (h4 = rd / 8 lanes a half).
+	const int half = rd / 2, h4 = half / 4;
+	const int src_lane = lane < h4 ? lane + h4 : (lane < 2 * h4 ? lane - h4 : lane);
+	float pv[4] = {__shfl_sync(0xffffffffu, v[0].x, src_lane), __shfl_sync(0xffffffffu, v[0].y, src_lane),
+		__shfl_sync(0xffffffffu, v[0].z, src_lane), __shfl_sync(0xffffffffu, v[0].w, src_lane)};
+	if (lane < 2 * h4) {
+		const float p = (float)pos[r];
+		float o[4] = {v[0].x, v[0].y, v[0].z, v[0].w};
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			const int j = 4 * lane + e, i = j < half ? j : j - half;
+			const float ang = p * invf[i];
+			const float c = (float)cos((double)ang), sn = (float)sin((double)ang);
+			o[e] = j < half ? o[e] * c - pv[e] * sn : o[e] * c + pv[e] * sn;
+		}
+		v[0] = make_float4(o[0], o[1], o[2], o[3]);
+	}
+#pragma unroll
+	for (int c = 0; c < 2; c++) {
+		const int j = lane + 32 * c;
+		if (j < hd4) dst[j] = v[c];
+	}
+}
