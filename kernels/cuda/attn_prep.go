@@ -36,7 +36,7 @@ func (b *Backend) PrepareQK(qg, k, qNorm, kNorm kernels.Tensor, positions []int3
 	}
 	inv := b.ropeFreqs(op, cfg.RotaryDim, cfg.Theta)
 	if rd := cfg.RotaryDim; hd%4 == 0 && rd%8 == 0 && rd <= 128 &&
-		useRowNorm(T, hd, qo.ptr, gt.ptr, ko.ptr, qt.ptr, kt.ptr, qw.ptr, kw.ptr) {
+		b.useRowNorm(T, hd, qo.ptr, gt.ptr, ko.ptr, qt.ptr, kt.ptr, qw.ptr, kw.ptr) {
 		// A warp a head (attn_prep_rows_f32) for steps of many rows.
 		grid, block := b.normRowsGrid(T * (H + KV))
 		b.launch(op, "attn_prep_rows_f32", grid, block, 0,

@@ -388,7 +388,7 @@ func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, st
 	qk := nk * dk
 	qh, kh := b.newTensor(op, T, qk), b.newTensor(op, T, qk)
 	g, bs := b.newTensor(op, T, nv), b.newTensor(op, T, nv)
-	if dk <= 256 && convDim%4 == 0 && useRowNorm(T, dk, qh.ptr, kh.ptr, mt.ptr) {
+	if dk <= 256 && convDim%4 == 0 && b.useRowNorm(T, dk, qh.ptr, kh.ptr, mt.ptr) {
 		grid, block := b.normRowsGrid(T * 2 * nk)
 		b.launch(op, "gdn_qk_norm_rows_f32", grid, block, 0,
 			qh.ptr, kh.ptr, mt.ptr, convDim, nk, dk, scale, T)

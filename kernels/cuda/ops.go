@@ -126,7 +126,7 @@ func (b *Backend) AddRMSNorm(residual, delta, w kernels.Tensor, eps float32) (su
 	if g%4 == 0 {
 		block = min(max((g/4+31)/32*32, 32), 1024)
 	}
-	if rows := rt.n / g; useRowNorm(rows, g, s.ptr, n.ptr, rt.ptr, dt.ptr, wt.ptr) {
+	if rows := rt.n / g; b.useRowNorm(rows, g, s.ptr, n.ptr, rt.ptr, dt.ptr, wt.ptr) {
 		grid, block := b.normRowsGrid(rows)
 		b.launch(op, "add_rmsnorm_rows_f32", grid, block, 0,
 			s.ptr, n.ptr, b.twinFor(op, n), rt.ptr, dt.ptr, wt.ptr, g, rows, eps)
@@ -169,9 +169,11 @@ func (b *Backend) normRowsGrid(groups int) (grid, block [3]int) {
 
 // useRowNorm reports whether a norm over rows groups of g columns takes
 // the warp-per-group kernel: enough rows, g a multiple of 4 and every
-// pointer 16-byte aligned.
-func useRowNorm(rows, g int, ptrs ...devptr) bool {
-	if rows < normRowsMin || g%4 != 0 {
+// pointer 16-byte aligned, and not in deterministic mode (a row's bits
+// must not depend on how many rows its step has, and the two kernels sum
+// in different orders).
+func (b *Backend) useRowNorm(rows, g int, ptrs ...devptr) bool {
+	if b.det || rows < normRowsMin || g%4 != 0 {
 		return false
 	}
 	return aligned16(ptrs...)
@@ -198,7 +200,7 @@ func (b *Backend) GatedRMSNorm(x, z, w kernels.Tensor, eps float32) kernels.Tens
 	// gated_rmsnorm_rows_f32 holds groups of up to 256 (two float4s a lane).
 	// Its threshold counts rows of x (tokens), not groups.
 	rows, groups := xt.n/max(xt.shape[len(xt.shape)-1], 1), xt.n/g
-	if g <= 256 && useRowNorm(rows, g, y.ptr, xt.ptr, zt.ptr, wt.ptr) {
+	if g <= 256 && b.useRowNorm(rows, g, y.ptr, xt.ptr, zt.ptr, wt.ptr) {
 		grid, block := b.normRowsGrid(groups)
 		b.launch(op, "gated_rmsnorm_rows_f32", grid, block, 0,
 			y.ptr, b.twinFor(op, y), xt.ptr, zt.ptr, wt.ptr, g, groups, eps)

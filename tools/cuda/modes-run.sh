@@ -28,8 +28,11 @@ at() { echo "[$(( $(date +%s)-t0 ))s] $*"; }
 # mode_env MODE: the mode's settings as env arguments.
 mode_env() { [ "$1" = default ] && return; echo "$1" | tr '+' ' '; }
 mode_name() { echo "$1" | sed 's/COHORT_CUDA_//g; s/=/-/g'; }
-if [ ! -s $M/model.safetensors ]; then /tmp/bin/cohort make-model --preset 4b-shape --out $M >/dev/null 2>&1 & fi
-mk=$!
+mk=
+if [ ! -s $M/model.safetensors ]; then
+	/tmp/bin/cohort make-model --preset 4b-shape --out $M >/dev/null 2>&1 &
+	mk=$!
+fi
 if [ "${TESTS:-1}" = 1 ]; then
 	(cd kernels/cuda && timeout -k 5 "${TEST_LIMIT:-240}" /tmp/bin/cuda.test -test.v -test.count=1 -test.run "${CUDA_TESTS:-.}" \
 		-test.skip "${SKIP:-TestCompileKernels|TestAttentionPrefillSingle}" >$OUT/cuda-tests.txt 2>&1
@@ -37,7 +40,7 @@ if [ "${TESTS:-1}" = 1 ]; then
 	grep -E -- '^(--- FAIL|FAIL|panic)|^    --- FAIL|rc=' $OUT/cuda-tests.txt | head -24; echo "cuda passed: $(grep -c -- '--- PASS' $OUT/cuda-tests.txt)"
 	at tests
 fi
-wait $mk 2>/dev/null
+[ -z "$mk" ] || wait $mk 2>/dev/null
 ref="python3 tools/hfref/bf16ref.py"
 if [ "${FIDELITY:-1}" = 1 ]; then
 	{
