@@ -142,12 +142,15 @@ func (b *Backend) AddRMSNorm(residual, delta, w kernels.Tensor, eps float32) (su
 // group, float4s, no block barrier. Fewer rows (decode) keep the
 // block-per-group kernels: measured on the H200 (4b shape), the warp
 // kernels made decode steps of 8 and 32 rows 0.74 ms slower and batch 1
-// 0.69 ms slower, while a 1k prefill gained. COHORT_CUDA_NORM_ROWS sets the
+// 0.69 ms slower, while a 1k prefill gained (the q/k norm 1.0 -> 0.26 ms a
+// step, the gated norm 1.0 -> 0.49, add+norm 1.33 -> 1.13), and batch 256
+// ran 0.8 ms a step slower with the threshold at 256 than the session
+// before (not side by side), hence 512. COHORT_CUDA_NORM_ROWS sets the
 // threshold (1: every step; a huge value: never) for side-by-side runs.
 var normRowsMin = normRowsFromEnv(os.Getenv("COHORT_CUDA_NORM_ROWS"))
 
 const (
-	normRowsDefault = 256
+	normRowsDefault = 512
 	normMaxWarps    = 8 // warps a block of the warp-per-group norms
 )
 
