@@ -5,9 +5,15 @@ PKGS     := ./...
 # the coordinator's deadline in Go 1.26 and fails spuriously with
 # "context deadline exceeded" (golang/go#75804, fixed in Go 1.27).
 FUZZTIME ?= 10000x
-# The race detector runs on the packages with goroutines; the planner and the
-# prefix index are pure (their property tests run in the unit pass).
-RACE_PKGS = $(filter-out cohort/actors/planner cohort/actors/prefix,$(shell $(GO) list ./kernels/... ./model/... ./nccl/... ./actors/... ./supervision/... ./httpapi/...))
+# The race detector runs on the packages with goroutines; the planner, the
+# prefix index, the sampler and the chat-template, reasoning and tool-call
+# parsers are pure, neither they nor their tests start one (their tests run
+# in the unit pass; their code runs concurrently in the engine's tests).
+RACE_PURE = cohort/actors/planner cohort/actors/prefix cohort/model/sample \
+	cohort/httpapi/chattemplate cohort/httpapi/reasoning cohort/httpapi/toolcall
+# The engine's packages come first: go test starts the test binaries in this
+# order, and cohort/actors (the longest) then runs beside all the others.
+RACE_PKGS = $(filter-out $(RACE_PURE),$(shell $(GO) list ./actors/... ./httpapi/... ./model/... ./nccl/... ./kernels/... ./supervision/...))
 
 .PHONY: help run test check vet fmt-check tidy-check unit race fuzz bench build fixtures proto tracecheck
 

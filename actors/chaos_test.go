@@ -43,14 +43,19 @@ func chaosEngine(t *testing.T, tm testModel, tp int, mutate func(*Config)) (*Eng
 }
 
 // chaosWorkload is a fixed set of greedy and seeded requests with their
-// fault-free outputs.
+// fault-free outputs: 24, or 12 under the race detector (every prompt
+// length still), where each reference costs a second.
 type chaosWorkload struct {
 	reqs []Request
 	want [][]int32
 }
 
 func newChaosWorkload(t *testing.T, tm testModel) chaosWorkload {
-	w := chaosWorkload{reqs: mixedRequests(24, tm.tok.VocabSize())}
+	n := 24
+	if raceEnabled {
+		n = 12
+	}
+	w := chaosWorkload{reqs: mixedRequests(n, tm.tok.VocabSize())}
 	for i := range w.reqs {
 		w.reqs[i].MaxTokens = 24 + i%16
 		w.reqs[i].IgnoreEOS = true
@@ -66,11 +71,15 @@ func newChaosWorkload(t *testing.T, tm testModel) chaosWorkload {
 func TestChaos(t *testing.T) {
 	tm := openPreset(t, "tiny")
 	work := newChaosWorkload(t, tm)
-	tps, faults := []int{2, 4}, 21
-	if raceEnabled {
-		// The full run (both degrees, 21 faults each) runs without -race in
-		// `make test`; under -race a shorter run checks the same paths.
+	tps, faults := []int{2, 4}, 3*len(FaultKinds)
+	switch {
+	case raceEnabled:
+		// Under -race a shorter run checks the same paths: every kind once.
 		tps, faults = []int{2}, len(FaultKinds)
+	case testing.Short():
+		// `make test` (-short): every kind twice at both degrees, on two
+		// ranks each; the full run (three rounds) runs without -short.
+		faults = 2 * len(FaultKinds)
 	}
 	for _, tp := range tps {
 		before, heapBefore := runtime.NumGoroutine(), heapAlloc()

@@ -139,15 +139,20 @@ func (d *deviceBackend) events() []string {
 // state, frees it, reserves the measured scratch and its margin, and only
 // then reads the free memory that sizes slots and pages; serving a
 // request afterwards does not grow the arena. The CPU backend does none of
-// it.
+// it. The step limits and the context are small so that the measured step
+// (a full forward pass) is quick, under the race detector too.
 func TestScratchReservedBeforeCapacity(t *testing.T) {
 	tm := openPreset(t, "tiny")
 	const total, perToken, perOutput = 96 << 20, 8 << 10, 4 << 10
+	const prefill, maxRows, maxLen = 64, 16, 256
+	base := servetest.Capacity
+	base.MaxModelLen = maxLen
 	for _, tp := range []int{1, 2} {
 		t.Run(fmt.Sprintf("tp=%d", tp), func(t *testing.T) {
 			var mu sync.Mutex
 			var bes []*deviceBackend
 			e := startEngine(t, tm, tp, func(c *Config) {
+				c.MaxPrefillTokens, c.MaxRows, c.Capacity.MaxModelLen = prefill, maxRows, maxLen
 				c.Capacity.Budget, c.Capacity.Reserve = 0, 1<<20 // from the device, a small reserve
 				c.NewBackend = func(_ model.Shard, comm nccl.Communicator) (kernels.Backend, error) {
 					be := newDeviceBackend(comm, total, perToken, perOutput)
@@ -158,12 +163,11 @@ func TestScratchReservedBeforeCapacity(t *testing.T) {
 				}
 			})
 			info := e.Info()
-			tokens, outputs := 256+64-1, 256+64-1 // MaxPrefillTokens + MaxRows - 1; the tiny vocabulary makes every row an output
+			tokens, outputs := prefill+maxRows-1, prefill+maxRows-1 // MaxPrefillTokens + MaxRows - 1; the tiny vocabulary makes every row an output
 			want := scratchReservation(perToken*int64(tokens) + perOutput*int64(outputs))
 			if info.Scratch != want || info.MaxStepTokens != tokens {
 				t.Fatalf("info reports %d B of scratch for %d-token steps, want %d B for %d", info.Scratch, info.MaxStepTokens, want, tokens)
 			}
-			base := servetest.Capacity
 			_, _, _, pages := probeStep(model.CapacityInput{MaxStepTokens: tokens, MaxModelLen: base.MaxModelLen, PageSize: base.PageSize})
 			for _, be := range bes {
 				ev := be.events()

@@ -45,7 +45,7 @@ func TestStructuredCorpus(t *testing.T) {
 		if testing.Short() || raceEnabled {
 			// Short mode: every third schema, with one seed each (the full
 			// run takes about a minute on two cores).
-			if i%3 != 0 || raceEnabled && i%15 != 0 {
+			if i%3 != 0 || raceEnabled && i%30 != 0 {
 				continue
 			}
 			seeds = []uint64{uint64(i/3) % 3}

@@ -8,9 +8,11 @@ package servetest
 
 import (
 	"bytes"
+	"fmt"
 	"log"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"cohort/internal/testmodels/archtest"
@@ -29,6 +31,10 @@ type Model struct {
 	Tokenizer  *tokenizer.Tokenizer
 	Backend    kernels.Backend
 	Model      model.Model
+	// preset is the modelgen preset the checkpoint was written from
+	// (OpenPreset), "" for any other directory: Alone shares its results
+	// between the copies of one preset.
+	preset string
 }
 
 // Capacity is the serving tests' memory plan: 64 MiB of f32 state in pages
@@ -38,7 +44,9 @@ var Capacity = model.CapacityInput{Budget: 64 << 20, ElemBytes: 4, PageSize: 16,
 // OpenPreset writes the modelgen preset to a temporary directory and opens it.
 func OpenPreset(t testing.TB, preset string) Model {
 	t.Helper()
-	return OpenDir(t, archtest.WritePreset(t, preset))
+	m := OpenDir(t, archtest.WritePreset(t, preset))
+	m.preset = preset
+	return m
 }
 
 // OpenDir opens the checkpoint in dir with its tokenizer, and loads a
@@ -70,11 +78,40 @@ func CPUBackends(threads int) func(model.Shard, nccl.Communicator) (kernels.Back
 	}
 }
 
+// aloneMemo holds Alone's results for checkpoints written from a preset,
+// by preset and request. A preset's weights come from fixed seeds, so
+// every copy of it gives the same tokens: the tests of a package that ask
+// for the same reference (TestChaos and TestFaultStorm share a workload,
+// a request is checked at several TP degrees) compute it once, which
+// matters most under the race detector.
+var aloneMemo sync.Map // aloneKey → []int32
+
+// aloneKey is what Alone's result depends on besides the weights (the
+// backend's type included: a reference is never shared across backends).
+func aloneKey(m Model, prompt []int32, p sample.Params, maxTokens int, ignoreEOS bool) string {
+	return fmt.Sprintf("%s|%T|%v|%#v|%d|%v|%v", m.preset, m.Backend, prompt, p, maxTokens, ignoreEOS, m.Checkpoint.Config.EOS)
+}
+
 // Alone generates up to maxTokens tokens after prompt with a Session and
 // the engine's sampling rule, stopping at EOS unless ignoreEOS: the
 // reference for the tokens a request gets when it runs alone. Its penalty
-// history is rebuilt from the whole sequence for every token.
+// history is rebuilt from the whole sequence for every token. For a
+// preset's checkpoint the result is computed once per process (aloneMemo).
 func Alone(t testing.TB, m Model, prompt []int32, p sample.Params, maxTokens int, ignoreEOS bool) []int32 {
+	t.Helper()
+	if m.preset == "" {
+		return alone(t, m, prompt, p, maxTokens, ignoreEOS)
+	}
+	key := aloneKey(m, prompt, p, maxTokens, ignoreEOS)
+	if out, ok := aloneMemo.Load(key); ok {
+		return slices.Clone(out.([]int32))
+	}
+	out := alone(t, m, prompt, p, maxTokens, ignoreEOS)
+	aloneMemo.Store(key, slices.Clone(out))
+	return out
+}
+
+func alone(t testing.TB, m Model, prompt []int32, p sample.Params, maxTokens int, ignoreEOS bool) []int32 {
 	t.Helper()
 	s := model.NewSession(m.Backend, m.Model, len(prompt)+maxTokens)
 	logits, err := s.Step(prompt, false)
