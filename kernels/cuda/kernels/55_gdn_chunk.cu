@@ -917,76 +917,6 @@ __device__ __forceinline__ void gdn_cp_wait_stages() { asm volatile("cp.async.wa
 
 __device__ __forceinline__ int gdn_sidx(int r, int c) { return r * GDN_CT + (c ^ ((r & 2) << 2)); }
 
-
-// The state tile of the tensor-core scans (gdn_chunk_scan_mma,
-// gdn_chunk_state_mma): block columns cBase .. cBase + GDN_CT - 1 of the
-// head's state S [dk][dv], rows past dk and columns past dv zero.
-template <typename ST>
-__device__ __forceinline__ void gdn_state_load(float *sS, const ST *S, int cBase, int dk, int dv) {
-	for (int e = threadIdx.x; e < GDN_DK_MAX * GDN_CT; e += GDN_THREADS) {
-		int d = e / GDN_CT, cl = e % GDN_CT, c = cBase + cl;
-		sS[gdn_sidx(d, cl)] = d < dk && c < dv ? gdn_sld(S, (long long)d * dv + c) : 0.0f;
-	}
-}
-
-template <typename ST>
-__device__ __forceinline__ void gdn_state_store(ST *S, const float *sS, int cBase, int dk, int dv) {
-	for (int e = threadIdx.x; e < dk * GDN_CT; e += GDN_THREADS) {
-		int d = e / GDN_CT, cl = e % GDN_CT, c = cBase + cl;
-		if (c < dv) gdn_sst(S, (long long)d * dv + c, sS[gdn_sidx(d, cl)]);
-	}
-}
-
-// The state update of the tensor-core scans, S <- e^gamma_last S +
-// sum_j k_j (e^(gamma_last - gamma_j) Vn_j)^T: warp w owns key dims
-// d0s = 16 w .., both 8-column halves; gdn_state_kt adds a K tile's rows
-// j0 .. j0 + GDN_KR - 1 (e^(gamma_last - gamma_j) in sEl applied to Vn_j as
-// the B fragment is loaded) into ILP accumulators by k-step parity, and
-// gdn_state_apply adds their sum to the decayed tile once the chunk's last
-// K tile is in.
-template <int ILP>
-__device__ __forceinline__ void gdn_state_zero(float (&accS)[2][ILP][4]) {
-#pragma unroll
-	for (int p = 0; p < ILP; p++)
-#pragma unroll
-		for (int q = 0; q < 4; q++) accS[0][p][q] = accS[1][p][q] = 0.0f;
-}
-
-template <int ILP>
-__device__ __forceinline__ void gdn_state_kt(float (&accS)[2][ILP][4], const float *buf, const float *sV, const float *sEl,
-		int j0, int d0s, int g, int t) {
-#pragma unroll
-	for (int ks = 0; ks < GDN_KR / 8; ks++) {
-		const int r0 = 8 * ks + t, r1 = r0 + 4; // (r0 & 3) == (r1 & 3) == t
-		const int da = ((d0s + g) / 4) ^ (2 * t), db = ((d0s + g + 8) / 4) ^ (2 * t), dl = g & 3;
-		const float ak[4] = {buf[r0 * GDN_DK_MAX + 4 * da + dl], buf[r0 * GDN_DK_MAX + 4 * db + dl],
-				     buf[r1 * GDN_DK_MAX + 4 * da + dl], buf[r1 * GDN_DK_MAX + 4 * db + dl]};
-		const float el0 = sEl[j0 + r0], el1 = sEl[j0 + r1];
-#pragma unroll
-		for (int hc = 0; hc < 2; hc++) {
-			unsigned bh[2], bl[2];
-			gdn_split(el0 * sV[gdn_sidx(j0 + r0, 8 * hc + g)], bh[0], bl[0]);
-			gdn_split(el1 * sV[gdn_sidx(j0 + r1, 8 * hc + g)], bh[1], bl[1]);
-			gdn_mma3(accS[hc][ks % ILP], ak, bh, bl);
-		}
-	}
-}
-
-template <int ILP>
-__device__ __forceinline__ void gdn_state_apply(float *sS, const float (&accS)[2][ILP][4], float egl, int d0s, int g, int t) {
-#pragma unroll
-	for (int hc = 0; hc < 2; hc++) {
-		const int c = 8 * hc + 2 * t;
-		float a[4];
-#pragma unroll
-		for (int q = 0; q < 4; q++) a[q] = ILP == 1 ? accS[hc][0][q] : accS[hc][0][q] + accS[hc][ILP - 1][q];
-		float2 *p0 = (float2 *)&sS[gdn_sidx(d0s + g, c)], *p1 = (float2 *)&sS[gdn_sidx(d0s + g + 8, c)];
-		float2 s0 = *p0, s1 = *p1;
-		*p0 = make_float2(egl * s0.x + a[0], egl * s0.y + a[1]);
-		*p1 = make_float2(egl * s1.x + a[2], egl * s1.y + a[3]);
-	}
-}
-
 // The state storage as for gdn_chunk_scan (ST float or bf16 bits; the
 // entries declare the shared arrays).
 template <typename ST>
@@ -996,14 +926,17 @@ __device__ __forceinline__ void gdn_chunk_scan_mma(float *sS, float *sV, float *
 	const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
 	const int kHead = h / (nv / nk), qk = nk * dk;
 	ST *S = rec + (((long long)layer * slots + seqSlot[x]) * nv + h) * (long long)dk * dv;
-	gdn_state_load(sS, S, cBase, dk, dv);
+	for (int e = tid; e < GDN_DK_MAX * GDN_CT; e += GDN_THREADS) {
+		int d = e / GDN_CT, cl = e % GDN_CT, c = cBase + cl;
+		sS[gdn_sidx(d, cl)] = d < dk && c < dv ? gdn_sld(S, (long long)d * dv + c) : 0.0f;
+	}
 	const int m0 = 16 * (warp / 2), n0 = 8 * (warp % 2); // W S, Q S, outputs
 	const int i0 = m0 + g, i1 = i0 + 8, cq = n0 + 2 * t;  // this lane's C rows and first column
 	const bool colOK = cBase + cq < dv;                   // dv % 4 == 0, cq even: both columns or none
 	const int d0s = 16 * warp;                            // state update: key dims d0s ..
 	const int c0 = seqChunk0[x], nChunks = seqChunks[x];
 	const int nq = (dk + GDN_SQ - 1) / GDN_SQ, nt = nq + 1 + GDN_CH / GDN_KR, total = nChunks * nt;
-	float accW[4] = {}, accQ[4] = {}, accS[2][1][4] = {};
+	float accW[4] = {}, accQ[4] = {}, accS[2][4] = {};
 	float2 u0 = make_float2(0.0f, 0.0f), u1 = u0;
 	// Tile u goes to ring slot u % GDN_STAGES, issued GDN_STAGES - 1
 	// iterations before it is consumed; one commit group per tile (possibly
@@ -1091,15 +1024,45 @@ __device__ __forceinline__ void gdn_chunk_scan_mma(float *sS, float *sV, float *
 		} else {
 			// S <- e^gamma_last S + sum_j k_j (e^(gamma_last - gamma_j) Vn_j)^T
 			// over this K tile's rows j = GDN_KR half ...
-			const int half = tk - nq - 1;
-			if (half == 0) gdn_state_zero(accS);
-			gdn_state_kt(accS, buf, sV, sEl, half * GDN_KR, d0s, g, t);
-			if (half == GDN_CH / GDN_KR - 1) gdn_state_apply(sS, accS, sEgl, d0s, g, t);
+			const int half = tk - nq - 1, j0 = half * GDN_KR;
+			if (half == 0) {
+#pragma unroll
+				for (int q = 0; q < 4; q++) accS[0][q] = accS[1][q] = 0.0f;
+			}
+#pragma unroll
+			for (int ks = 0; ks < GDN_KR / 8; ks++) {
+				const int r0 = 8 * ks + t, r1 = r0 + 4; // (r0 & 3) == (r1 & 3) == t
+				const int da = ((d0s + g) / 4) ^ (2 * t), db = ((d0s + g + 8) / 4) ^ (2 * t), dl = g & 3;
+				const float ak[4] = {buf[r0 * GDN_DK_MAX + 4 * da + dl], buf[r0 * GDN_DK_MAX + 4 * db + dl],
+						     buf[r1 * GDN_DK_MAX + 4 * da + dl], buf[r1 * GDN_DK_MAX + 4 * db + dl]};
+				const float el0 = sEl[j0 + r0], el1 = sEl[j0 + r1];
+#pragma unroll
+				for (int hc = 0; hc < 2; hc++) {
+					unsigned bh[2], bl[2];
+					gdn_split(el0 * sV[gdn_sidx(j0 + r0, 8 * hc + g)], bh[0], bl[0]);
+					gdn_split(el1 * sV[gdn_sidx(j0 + r1, 8 * hc + g)], bh[1], bl[1]);
+					gdn_mma3(accS[hc], ak, bh, bl);
+				}
+			}
+			if (half == GDN_CH / GDN_KR - 1) {
+				const float egl = sEgl;
+#pragma unroll
+				for (int hc = 0; hc < 2; hc++) {
+					const int c = 8 * hc + 2 * t;
+					float2 *p0 = (float2 *)&sS[gdn_sidx(d0s + g, c)], *p1 = (float2 *)&sS[gdn_sidx(d0s + g + 8, c)];
+					float2 s0 = *p0, s1 = *p1;
+					*p0 = make_float2(egl * s0.x + accS[hc][0], egl * s0.y + accS[hc][1]);
+					*p1 = make_float2(egl * s1.x + accS[hc][2], egl * s1.y + accS[hc][3]);
+				}
+			}
 		}
 		__syncthreads(); // buf is consumed before iteration it + 1 refills its slot; sV, sS are complete
 	}
 	gdn_cp_wait0();
-	gdn_state_store(S, sS, cBase, dk, dv);
+	for (int e = tid; e < dk * GDN_CT; e += GDN_THREADS) {
+		int d = e / GDN_CT, cl = e % GDN_CT, c = cBase + cl;
+		if (c < dv) gdn_sst(S, (long long)d * dv + c, sS[gdn_sidx(d, cl)]);
+	}
 }
 
 #define GDN_SCAN_MMA_SHARED \
@@ -1189,7 +1152,10 @@ __device__ __forceinline__ void gdn_chunk_state_mma(float *sS, float *sV, float 
 	const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
 	const int kHead = h / (nv / nk), qk = nk * dk;
 	ST *S = rec + (((long long)layer * slots + seqSlot[x]) * nv + h) * (long long)dk * dv;
-	gdn_state_load(sS, S, cBase, dk, dv);
+	for (int e = tid; e < GDN_DK_MAX * GDN_CT; e += GDN_THREADS) {
+		int d = e / GDN_CT, cl = e % GDN_CT, c = cBase + cl;
+		sS[gdn_sidx(d, cl)] = d < dk && c < dv ? gdn_sld(S, (long long)d * dv + c) : 0.0f;
+	}
 	const int m0 = 16 * (warp / 2), n0 = 8 * (warp % 2); // W S
 	const int i0 = m0 + g, i1 = i0 + 8, cq = n0 + 2 * t;  // this lane's C rows and first column
 	const bool colOK = cBase + cq < dv;                   // dv % 4 == 0, cq even: both columns or none
@@ -1272,15 +1238,50 @@ __device__ __forceinline__ void gdn_chunk_state_mma(float *sS, float *sV, float 
 			}
 		} else {
 			// The state update, as gdn_chunk_scan_mma's.
-			const int half = tk - nw;
-			if (half == 0) gdn_state_zero(accS);
-			gdn_state_kt(accS, buf, sV, sEl, half * GDN_KR, d0s, g, t);
-			if (half == GDN_CH / GDN_KR - 1) gdn_state_apply(sS, accS, sEgl, d0s, g, t);
+			const int half = tk - nw, j0 = half * GDN_KR;
+			if (half == 0) {
+#pragma unroll
+				for (int p = 0; p < ILP; p++)
+#pragma unroll
+					for (int q = 0; q < 4; q++) accS[0][p][q] = accS[1][p][q] = 0.0f;
+			}
+#pragma unroll
+			for (int ks = 0; ks < GDN_KR / 8; ks++) {
+				const int r0 = 8 * ks + t, r1 = r0 + 4;
+				const int da = ((d0s + g) / 4) ^ (2 * t), db = ((d0s + g + 8) / 4) ^ (2 * t), dl = g & 3;
+				const float ak[4] = {buf[r0 * GDN_DK_MAX + 4 * da + dl], buf[r0 * GDN_DK_MAX + 4 * db + dl],
+						     buf[r1 * GDN_DK_MAX + 4 * da + dl], buf[r1 * GDN_DK_MAX + 4 * db + dl]};
+				const float el0 = sEl[j0 + r0], el1 = sEl[j0 + r1];
+#pragma unroll
+				for (int hc = 0; hc < 2; hc++) {
+					unsigned bh[2], bl[2];
+					gdn_split(el0 * sV[gdn_sidx(j0 + r0, 8 * hc + g)], bh[0], bl[0]);
+					gdn_split(el1 * sV[gdn_sidx(j0 + r1, 8 * hc + g)], bh[1], bl[1]);
+					gdn_mma3(accS[hc][ks % ILP], ak, bh, bl);
+				}
+			}
+			if (half == GDN_CH / GDN_KR - 1) {
+				const float egl = sEgl;
+#pragma unroll
+				for (int hc = 0; hc < 2; hc++) {
+					const int c = 8 * hc + 2 * t;
+					float2 *p0 = (float2 *)&sS[gdn_sidx(d0s + g, c)], *p1 = (float2 *)&sS[gdn_sidx(d0s + g + 8, c)];
+					float2 s0 = *p0, s1 = *p1;
+					float a[4];
+#pragma unroll
+					for (int q = 0; q < 4; q++) a[q] = ILP == 1 ? accS[hc][0][q] : accS[hc][0][q] + accS[hc][ILP - 1][q];
+					*p0 = make_float2(egl * s0.x + a[0], egl * s0.y + a[1]);
+					*p1 = make_float2(egl * s1.x + a[2], egl * s1.y + a[3]);
+				}
+			}
 		}
 		__syncthreads(); // buf is consumed before iteration it + 1 refills its slot; sV, sS are complete
 	}
 	gdn_cp_wait0();
-	gdn_state_store(S, sS, cBase, dk, dv);
+	for (int e = tid; e < dk * GDN_CT; e += GDN_THREADS) {
+		int d = e / GDN_CT, cl = e % GDN_CT, c = cBase + cl;
+		if (c < dv) gdn_sst(S, (long long)d * dv + c, sS[gdn_sidx(d, cl)]);
+	}
 }
 
 #define GDN_STATE_MMA_SHARED \
