@@ -115,7 +115,7 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 	// Intermediates by batch row (rows of other sequences stay unused):
 	// W [T, nv, dk], U [T, nv, dv], gamma [T, nv], P [chunks, nv, 64, 64],
 	// and for the split scan the chunks' start states H [chunks, nv, dk, dv].
-	split := gdnKernels.scan == gdnScanSplit || gdnKernels.scan == gdnScanSplit2
+	split := gdnKernels.scan == gdnScanSplit
 	sizes := []int64{int64(T) * int64(nv) * int64(dk), int64(T) * int64(nv) * int64(dv), int64(T) * int64(nv),
 		int64(nChunks) * int64(nv) * gdnChunkLen * gdnChunkLen, 0}
 	if split {
@@ -163,7 +163,6 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 // then gdn_chunk_out_mma_f32 for every chunk's outputs in parallel).
 // COHORT_CUDA_GDN_CHUNK picks others for side-by-side runs: "mmascan" the
 // one-pass tensor-core scan (gdn_chunk_scan_mma_f32, the previous default),
-// "state2" the state pass with two accumulators a warp,
 // "old" the first pair (gdn_chunk_prep_f32, gdn_chunk_scan_f32), "oldprep"
 // or "oldscan" one of them, "invprep" the blockwise-inverse prep on CUDA
 // cores (gdn_chunk_prep_inv_f32). Tests and BenchmarkGDNPrefill switch it
@@ -178,7 +177,6 @@ type gdnKernelPair struct{ prep, scan string }
 // kernels/55_gdn_chunk.cu.
 const (
 	gdnScanSplit    = "gdn_chunk_state_mma_f32"
-	gdnScanSplit2   = "gdn_chunk_state2_mma_f32" // two accumulators a warp (COHORT_CUDA_GDN_CHUNK=state2)
 	gdnOutKernel    = "gdn_chunk_out_mma_f32"
 	gdnOutCols      = 64
 	gdnOutSmemBytes = 4 * (gdnChunkLen*(gdnChunkDKMax+4) + gdnChunkDKMax*(gdnOutCols+8) +
@@ -197,8 +195,6 @@ func gdnKernelsFromEnv(v string) gdnKernelPair {
 	switch v {
 	case "mmascan":
 		k = gdnKernelsMMAScan
-	case "state2":
-		k.scan = gdnScanSplit2
 	case "old":
 		k = gdnKernelsOld
 	case "oldprep":

@@ -57,7 +57,6 @@ var gdnVariants = []struct {
 	{"new", gdnKernelsNew},
 	{"old", gdnKernelsOld},
 	{"mmascan", gdnKernelsMMAScan},
-	{"state2", gdnKernelPair{prep: gdnKernelsNew.prep, scan: gdnScanSplit2}},
 	{"newprep+oldscan", gdnKernelPair{prep: gdnKernelsNew.prep, scan: gdnKernelsOld.scan}},
 	{"oldprep+newscan", gdnKernelPair{prep: gdnKernelsOld.prep, scan: gdnKernelsNew.scan}},
 	{"invprep+newscan", gdnKernelPair{prep: gdnPrepInv, scan: gdnKernelsNew.scan}},

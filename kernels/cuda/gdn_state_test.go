@@ -23,7 +23,7 @@ func TestGDNStateOption(t *testing.T) {
 		names[n] = true
 	}
 	for _, n := range []string{"gdn_recurrent_f32", "gdn_recurrent_cols_f32", "gdn_recurrent_cols_wide_f32", "gdn_recurrent_cols_pipe_f32",
-		"gdn_decode_cols_f32", "gdn_decode_cols_wide_f32", "gdn_chunk_scan_f32", "gdn_chunk_scan_mma_f32", "gdn_chunk_state_mma_f32", "gdn_chunk_state2_mma_f32"} {
+		"gdn_decode_cols_f32", "gdn_decode_cols_wide_f32", "gdn_chunk_scan_f32", "gdn_chunk_scan_mma_f32", "gdn_chunk_state_mma_f32"} {
 		if gdnStateKernel(n, false) != n {
 			t.Errorf("f32 state: %s -> %s", n, gdnStateKernel(n, false))
 		}

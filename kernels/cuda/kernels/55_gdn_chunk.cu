@@ -1141,11 +1141,8 @@ __device__ __forceinline__ void gdn_state_issue(float *buf, float *sGam, int tk,
 #define GDN_STATE_PASS H, rec, W, U, G, kh, chunkRow, chunkLen, seqChunk0, seqChunks, seqSlot, nk, nv, dk, dv, slots, layer
 
 // gdn_chunk_state_mma: the warps' roles, the state tile's layout and the
-// ring are gdn_chunk_scan_mma's. With ILP = 2 each warp sums its products
-// into two accumulators (even and odd k-steps), added at the end, so that
-// two chains of dependent mmas are in flight instead of one (the same
-// products, summed in another order); ILP = 1 is gdn_chunk_scan_mma's order.
-template <typename ST, int ILP>
+// ring are gdn_chunk_scan_mma's.
+template <typename ST>
 __device__ __forceinline__ void gdn_chunk_state_mma(float *sS, float *sV, float *gdn_ring, float (*sGam)[GDN_CH], float *sEl,
 		float &sEgl, GDN_STATE_ARGS(ST)) {
 	const int x = blockIdx.x, h = blockIdx.y, cBase = blockIdx.z * GDN_CT;
@@ -1162,7 +1159,7 @@ __device__ __forceinline__ void gdn_chunk_state_mma(float *sS, float *sV, float 
 	const int d0s = 16 * warp;                            // state update: key dims d0s ..
 	const int c0 = seqChunk0[x], nChunks = seqChunks[x];
 	const int nw = (dk + GDN_SW - 1) / GDN_SW, nt = nw + GDN_CH / GDN_KR, total = nChunks * nt;
-	float accW[ILP][4] = {}, accS[2][ILP][4] = {};
+	float accW[4] = {}, accS[2][4] = {};
 	float2 u0 = make_float2(0.0f, 0.0f), u1 = u0;
 #pragma unroll
 	for (int u = 0; u < GDN_STAGES - 1; u++) {
@@ -1203,9 +1200,7 @@ __device__ __forceinline__ void gdn_chunk_state_mma(float *sS, float *sV, float 
 					if (cBase + c < dv) *(float4 *)&Hc[(long long)d * dv + c] = *(const float4 *)&sS[gdn_sidx(d, c)];
 				}
 #pragma unroll
-				for (int p = 0; p < ILP; p++)
-#pragma unroll
-					for (int q = 0; q < 4; q++) accW[p][q] = 0.0f;
+				for (int q = 0; q < 4; q++) accW[q] = 0.0f;
 				const float *Ub = U + (long long)h * dv + cBase + cq;
 				u0 = i0 < n && colOK ? *(const float2 *)&Ub[(long long)(row0 + i0) * nv * dv] : make_float2(0.0f, 0.0f);
 				u1 = i1 < n && colOK ? *(const float2 *)&Ub[(long long)(row0 + i1) * nv * dv] : make_float2(0.0f, 0.0f);
@@ -1219,17 +1214,14 @@ __device__ __forceinline__ void gdn_chunk_state_mma(float *sS, float *sV, float 
 				unsigned bh[2], bl[2];
 				gdn_split(sS[gdn_sidx(d, n0 + g)], bh[0], bl[0]);
 				gdn_split(sS[gdn_sidx(d + 4, n0 + g)], bh[1], bl[1]);
-				gdn_mma3(accW[ks % ILP], aw, bh, bl);
+				gdn_mma3(accW, aw, bh, bl);
 			}
 			if (tk == nw - 1) {
 				// Vn = U - W S (zero for padded rows and columns past dv),
 				// into sV and over U for the output kernel.
 				const bool ok0 = i0 < n && colOK, ok1 = i1 < n && colOK;
-				float ws[4];
-#pragma unroll
-				for (int q = 0; q < 4; q++) ws[q] = ILP == 1 ? accW[0][q] : accW[0][q] + accW[ILP - 1][q];
-				const float2 v0 = ok0 ? make_float2(u0.x - ws[0], u0.y - ws[1]) : make_float2(0.0f, 0.0f);
-				const float2 v1 = ok1 ? make_float2(u1.x - ws[2], u1.y - ws[3]) : make_float2(0.0f, 0.0f);
+				const float2 v0 = ok0 ? make_float2(u0.x - accW[0], u0.y - accW[1]) : make_float2(0.0f, 0.0f);
+				const float2 v1 = ok1 ? make_float2(u1.x - accW[2], u1.y - accW[3]) : make_float2(0.0f, 0.0f);
 				*(float2 *)&sV[gdn_sidx(i0, cq)] = v0;
 				*(float2 *)&sV[gdn_sidx(i1, cq)] = v1;
 				float *Ub = U + (long long)h * dv + cBase + cq;
@@ -1241,9 +1233,7 @@ __device__ __forceinline__ void gdn_chunk_state_mma(float *sS, float *sV, float 
 			const int half = tk - nw, j0 = half * GDN_KR;
 			if (half == 0) {
 #pragma unroll
-				for (int p = 0; p < ILP; p++)
-#pragma unroll
-					for (int q = 0; q < 4; q++) accS[0][p][q] = accS[1][p][q] = 0.0f;
+				for (int q = 0; q < 4; q++) accS[0][q] = accS[1][q] = 0.0f;
 			}
 #pragma unroll
 			for (int ks = 0; ks < GDN_KR / 8; ks++) {
@@ -1257,7 +1247,7 @@ __device__ __forceinline__ void gdn_chunk_state_mma(float *sS, float *sV, float 
 					unsigned bh[2], bl[2];
 					gdn_split(el0 * sV[gdn_sidx(j0 + r0, 8 * hc + g)], bh[0], bl[0]);
 					gdn_split(el1 * sV[gdn_sidx(j0 + r1, 8 * hc + g)], bh[1], bl[1]);
-					gdn_mma3(accS[hc][ks % ILP], ak, bh, bl);
+					gdn_mma3(accS[hc], ak, bh, bl);
 				}
 			}
 			if (half == GDN_CH / GDN_KR - 1) {
@@ -1267,11 +1257,8 @@ __device__ __forceinline__ void gdn_chunk_state_mma(float *sS, float *sV, float 
 					const int c = 8 * hc + 2 * t;
 					float2 *p0 = (float2 *)&sS[gdn_sidx(d0s + g, c)], *p1 = (float2 *)&sS[gdn_sidx(d0s + g + 8, c)];
 					float2 s0 = *p0, s1 = *p1;
-					float a[4];
-#pragma unroll
-					for (int q = 0; q < 4; q++) a[q] = ILP == 1 ? accS[hc][0][q] : accS[hc][0][q] + accS[hc][ILP - 1][q];
-					*p0 = make_float2(egl * s0.x + a[0], egl * s0.y + a[1]);
-					*p1 = make_float2(egl * s1.x + a[2], egl * s1.y + a[3]);
+					*p0 = make_float2(egl * s0.x + accS[hc][0], egl * s0.y + accS[hc][1]);
+					*p1 = make_float2(egl * s1.x + accS[hc][2], egl * s1.y + accS[hc][3]);
 				}
 			}
 		}
@@ -1295,28 +1282,14 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_state_mma
 	PDL_LAUNCH();
 	PDL_WAIT();
 	GDN_STATE_MMA_SHARED
-	gdn_chunk_state_mma<float, 1>(sS, sV, gdn_ring, sGam, sEl, sEgl, GDN_STATE_PASS);
+	gdn_chunk_state_mma<float>(sS, sV, gdn_ring, sGam, sEl, sEgl, GDN_STATE_PASS);
 }
 
 extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_state_mma_f32_sbf16(GDN_STATE_ARGS(unsigned short)) {
 	PDL_LAUNCH();
 	PDL_WAIT();
 	GDN_STATE_MMA_SHARED
-	gdn_chunk_state_mma<unsigned short, 1>(sS, sV, gdn_ring, sGam, sEl, sEgl, GDN_STATE_PASS);
-}
-
-extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_state2_mma_f32(GDN_STATE_ARGS(float)) {
-	PDL_LAUNCH();
-	PDL_WAIT();
-	GDN_STATE_MMA_SHARED
-	gdn_chunk_state_mma<float, 2>(sS, sV, gdn_ring, sGam, sEl, sEgl, GDN_STATE_PASS);
-}
-
-extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_state2_mma_f32_sbf16(GDN_STATE_ARGS(unsigned short)) {
-	PDL_LAUNCH();
-	PDL_WAIT();
-	GDN_STATE_MMA_SHARED
-	gdn_chunk_state_mma<unsigned short, 2>(sS, sV, gdn_ring, sGam, sEl, sEgl, GDN_STATE_PASS);
+	gdn_chunk_state_mma<unsigned short>(sS, sV, gdn_ring, sGam, sEl, sEgl, GDN_STATE_PASS);
 }
 
 // gdn_chunk_out_mma_f32: block (chunk c, v head h, column tile z of GDN_OC
