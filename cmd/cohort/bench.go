@@ -320,8 +320,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 		}
 		p.TTFTMs = median(p.RunsMs)
-		ttft := time.Duration(p.TTFTMs * float64(time.Millisecond))
-		p.TokPerSec = float64(l) / ttft.Seconds()
+		p.TokPerSec = float64(l) / (p.TTFTMs / 1e3)
 		p.FloorFraction = p.FloorMs / p.TTFTMs
 		if hf != nil {
 			p.HFMs = hf.prefillMs[l]
