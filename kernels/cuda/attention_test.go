@@ -407,17 +407,8 @@ func TestAttentionDecode(t *testing.T) {
 						continue
 					}
 					st := f.step(decodeContexts(B, ctx), false)
-					f.write(st)
-					want := f.want(st)
 					what := fmt.Sprintf("%d rows at %d (S %d)", B, ctx, decodeSlicesFor(g, cfg, B))
-					ref := f.run(st, false, 0)
-					checkClose(t, what+": attention_f32 vs oracle", ref, want, attnTol(1e-3))
-					got := f.run(st, true, 0)
-					checkClose(t, what+": decode vs oracle", got, want, attnTol(1e-3))
-					checkClose(t, what+": decode vs attention_f32", got, ref, attnTol(1e-3))
-					if again := f.run(st, true, 0); !slices.Equal(again, got) {
-						t.Errorf("%s: a second run differs (relative %.3g)", what, relDiff(again, got))
-					}
+					got, ref, want := f.checkDecode(t, st, what)
 					for _, force := range []int{1, 5, 200} {
 						checkClose(t, fmt.Sprintf("%s: decode, %d slices, vs oracle", what, force), f.run(st, true, force), want, attnTol(1e-3))
 					}
@@ -445,6 +436,26 @@ func decodeFilled(n, S int) int { return (n + decodeSliceLen(n, S) - 1) / decode
 // second call reuses the first's buffer), NaN written over the buffer in
 // between, and the second output is returned. A partial output of an empty
 // slice (left unwritten) that the combine read would show as NaN.
+// checkDecode writes step st's keys and values, runs it on attention_f32
+// and on the decode kernel (its own slices), checks both against the
+// float64 oracle and each other and that a second decode run gives the
+// same bits, and returns the decode output, attention_f32's and the
+// oracle's.
+func (f *decodeFix) checkDecode(t *testing.T, st decodeStep, what string) (got, ref, want []float32) {
+	t.Helper()
+	f.write(st)
+	want = f.want(st)
+	ref = f.run(st, false, 0)
+	checkClose(t, what+": attention_f32 vs oracle", ref, want, attnTol(1e-3))
+	got = f.run(st, true, 0)
+	checkClose(t, what+": decode vs oracle", got, want, attnTol(1e-3))
+	checkClose(t, what+": decode vs attention_f32", got, ref, attnTol(1e-3))
+	if again := f.run(st, true, 0); !slices.Equal(again, got) {
+		t.Errorf("%s: a second run differs (relative %.3g)", what, relDiff(again, got))
+	}
+	return got, ref, want
+}
+
 func (f *decodeFix) runPoisoned(t *testing.T, st decodeStep, force int) []float32 {
 	t.Helper()
 	g := f.g
@@ -497,17 +508,8 @@ func TestAttentionDecodeSliceBounds(t *testing.T) {
 				S := decodeSlicesFor(g, cfg, B)
 				for _, ctx := range []int{1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 144, 1000, 2047, 2048, 2049, 3000} {
 					st := f.step(decodeContexts(B, ctx), false)
-					f.write(st)
-					want := f.want(st)
 					what := fmt.Sprintf("%d rows at %d (S %d, %d filled)", B, ctx, S, decodeFilled(ctx, S))
-					ref := f.run(st, false, 0)
-					checkClose(t, what+": attention_f32 vs oracle", ref, want, attnTol(1e-3))
-					got := f.run(st, true, 0)
-					checkClose(t, what+": decode vs oracle", got, want, attnTol(1e-3))
-					checkClose(t, what+": decode vs attention_f32", got, ref, attnTol(1e-3))
-					if again := f.run(st, true, 0); !slices.Equal(again, got) {
-						t.Errorf("%s: a second run differs (relative %.3g)", what, relDiff(again, got))
-					}
+					got, _, want := f.checkDecode(t, st, what)
 					if p := f.runPoisoned(t, st, 0); !slices.Equal(p, got) {
 						t.Errorf("%s: differs with NaN partials (relative %.3g)", what, relDiff(p, got))
 					}

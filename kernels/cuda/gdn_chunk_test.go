@@ -158,30 +158,42 @@ func testGDNChunkedMatchesRecurrent(t *testing.T, be *Backend, bf16 bool) {
 	for _, cfg := range gdnChunkCfgs {
 		t.Run(fmt.Sprintf("nk%d/nv%d/dk%d/dv%d", cfg.KeyHeads, cfg.ValueHeads, cfg.KeyDim, cfg.ValueDim), func(t *testing.T) {
 			gpu(t)
-			const layers, slotCount, layer = 1, 4, 0
-			pChk := be.NewStatePool(layers, slotCount, cfg).(*StatePool)
-			pRec := be.NewStatePool(layers, slotCount, cfg).(*StatePool)
-			nv := cfg.ValueHeads
-			r := newRand(uint64(cfg.KeyDim*17 + cfg.ValueDim))
-			for s := range slotCount {
-				init := randSlice(r, len(pChk.Snapshot(s)), 0.5)
-				pChk.SetSlot(s, init)
-				pRec.SetSlot(s, init)
-			}
-			aLog, dtBias := be.Upload(randSlice(r, nv, 1), nv), be.Upload(randSlice(r, nv, 1), nv)
-			slots := []int{2, 0, 3}
-			for si, lens := range [][]int{{2, 1, 130}, {64, 65, 3}, {1, 257, 63}} {
-				b := batchOf(lens, make([]int, len(lens)), slots, nil)
-				in := randGDNInputs(r, b.Rows(), cfg)
-				var oChk, oRec []float32
-				withChunkMin(0, func() { oChk = gdnRun(be, in, aLog, dtBias, pChk, layer, b, cfg) })
-				withChunkMin(math.MaxInt32, func() { oRec = gdnRun(be, in, aLog, dtBias, pRec, layer, b, cfg) })
-				checkClose(t, fmt.Sprintf("step %d %v output", si, lens), oChk, oRec, gdnTol(1e-4, bf16))
-				for _, s := range slots {
-					checkClose(t, fmt.Sprintf("step %d slot %d state", si, s), pChk.Snapshot(s), pRec.Snapshot(s), gdnTol(1e-4, bf16))
-				}
-			}
+			gdnTwoForms(t, be, cfg, uint64(cfg.KeyDim*17+cfg.ValueDim), 4, []int{2, 0, 3}, [][]int{{2, 1, 130}, {64, 65, 3}, {1, 257, 63}},
+				func(f func()) { withChunkMin(0, f) }, func(f func()) { withChunkMin(math.MaxInt32, f) }, gdnTol(1e-4, bf16))
 		})
+	}
+}
+
+// gdnTwoForms runs steps (each a batch of pieces on slots) through
+// GatedDeltaRule on be twice, inside formA and inside formB, on two state
+// pools of slotCount slots (one layer) that start equal and nonzero, and
+// compares the two forms' outputs and the slots' states after every step
+// within tol. seed draws the states, the gate parameters and the inputs.
+func gdnTwoForms(t *testing.T, be *Backend, cfg kernels.GDNConfig, seed uint64, slotCount int, slots []int, steps [][]int,
+	formA, formB func(func()), tol float64) {
+	t.Helper()
+	const layers, layer = 1, 0
+	pa := be.NewStatePool(layers, slotCount, cfg).(*StatePool)
+	pb := be.NewStatePool(layers, slotCount, cfg).(*StatePool)
+	nv := cfg.ValueHeads
+	r := newRand(seed)
+	for s := range slotCount {
+		init := randSlice(r, len(pa.Snapshot(s)), 0.5)
+		pa.SetSlot(s, init)
+		pb.SetSlot(s, init)
+	}
+	aLog, dtBias := be.Upload(randSlice(r, nv, 1), nv), be.Upload(randSlice(r, nv, 1), nv)
+	defer be.Free(aLog, dtBias)
+	for si, lens := range steps {
+		b := batchOf(lens, make([]int, len(lens)), slots, nil)
+		in := randGDNInputs(r, b.Rows(), cfg)
+		var oa, ob []float32
+		formA(func() { oa = gdnRun(be, in, aLog, dtBias, pa, layer, b, cfg) })
+		formB(func() { ob = gdnRun(be, in, aLog, dtBias, pb, layer, b, cfg) })
+		checkClose(t, fmt.Sprintf("step %d %v output", si, lens), oa, ob, tol)
+		for _, s := range slots {
+			checkClose(t, fmt.Sprintf("step %d slot %d state", si, s), pa.Snapshot(s), pb.Snapshot(s), tol)
+		}
 	}
 }
 
@@ -249,30 +261,8 @@ func TestGDNSplitScanMatchesMMAScan(t *testing.T) {
 		for _, cfg := range []kernels.GDNConfig{gdn4b, gdnChunkCfgs[0], gdnChunkCfgs[3]} {
 			t.Run(fmt.Sprintf("nk%d/nv%d/dk%d/dv%d", cfg.KeyHeads, cfg.ValueHeads, cfg.KeyDim, cfg.ValueDim), func(t *testing.T) {
 				gpu(t)
-				const layers, slotCount, layer = 1, 3, 0
-				pSplit := be.NewStatePool(layers, slotCount, cfg).(*StatePool)
-				pOne := be.NewStatePool(layers, slotCount, cfg).(*StatePool)
-				nv := cfg.ValueHeads
-				r := newRand(uint64(cfg.KeyDim*7 + cfg.ValueDim))
-				for s := range slotCount {
-					init := randSlice(r, len(pSplit.Snapshot(s)), 0.5)
-					pSplit.SetSlot(s, init)
-					pOne.SetSlot(s, init)
-				}
-				aLog, dtBias := be.Upload(randSlice(r, nv, 1), nv), be.Upload(randSlice(r, nv, 1), nv)
-				defer be.Free(aLog, dtBias)
-				slots := []int{2, 0, 1}
-				for si, lens := range [][]int{{300, 1, 64}, {17, 129, 1}, {1, 65, 257}} {
-					b := batchOf(lens, make([]int, len(lens)), slots, nil)
-					in := randGDNInputs(r, b.Rows(), cfg)
-					var oSplit, oOne []float32
-					withGDNKernels(gdnKernelsNew, func() { oSplit = gdnRun(be, in, aLog, dtBias, pSplit, layer, b, cfg) })
-					withGDNKernels(gdnKernelsMMAScan, func() { oOne = gdnRun(be, in, aLog, dtBias, pOne, layer, b, cfg) })
-					checkClose(t, fmt.Sprintf("step %d %v output", si, lens), oSplit, oOne, 0)
-					for _, s := range slots {
-						checkClose(t, fmt.Sprintf("step %d slot %d state", si, s), pSplit.Snapshot(s), pOne.Snapshot(s), 0)
-					}
-				}
+				gdnTwoForms(t, be, cfg, uint64(cfg.KeyDim*7+cfg.ValueDim), 3, []int{2, 0, 1}, [][]int{{300, 1, 64}, {17, 129, 1}, {1, 65, 257}},
+					func(f func()) { withGDNKernels(gdnKernelsNew, f) }, func(f func()) { withGDNKernels(gdnKernelsMMAScan, f) }, 0)
 			})
 		}
 	})
