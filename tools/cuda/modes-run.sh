@@ -9,38 +9,17 @@
 #   3. with BENCH=1, cohort bench (decode at $BATCHES, prefill $PREFILL, TTFT)
 #      in each mode, one after the other on the same GPU.
 # Files in $OUT: cuda-tests.txt, fidelity.txt, bench-<mode>.txt.
-# The suite's limit (TEST_LIMIT, default 240 s) covers NVRTC's compile of
-# the kernels on a fresh machine (about 40 s before the first test) and the
-# suite (compile included, 146 s in one H200 call of 2026-12-02 and past
-# 150 s in the next).
-set -u
-export NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+# The suite's limit: TEST_LIMIT (run-lib.sh).
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/modes-run}
+. tools/cuda/run-lib.sh
 MODES=${MODES:-default COHORT_CUDA_KV=bf16 COHORT_CUDA_GDN_STATE=bf16 COHORT_CUDA_KV=bf16+COHORT_CUDA_GDN_STATE=bf16}
 LENS=${LENS:-1,128,1024,8192}
 W=/tmp/modes
-mkdir -p "$OUT" /tmp/bin $W
-for b in cohort cuda.test; do gunzip -c out/$b.gz >/tmp/bin/$b && chmod +x /tmp/bin/$b; done
-M=/tmp/m4b
-t0=$(date +%s)
-at() { echo "[$(( $(date +%s)-t0 ))s] $*"; }
-# mode_env MODE: the mode's settings as env arguments.
-mode_env() { [ "$1" = default ] && return; echo "$1" | tr '+' ' '; }
-mode_name() { echo "$1" | sed 's/COHORT_CUDA_//g; s/=/-/g'; }
-mk=
-if [ ! -s $M/model.safetensors ]; then
-	/tmp/bin/cohort make-model --preset 4b-shape --out $M >/dev/null 2>&1 &
-	mk=$!
-fi
-if [ "${TESTS:-1}" = 1 ]; then
-	(cd kernels/cuda && timeout -k 5 "${TEST_LIMIT:-240}" /tmp/bin/cuda.test -test.v -test.count=1 -test.run "${CUDA_TESTS:-.}" \
-		-test.skip "${SKIP:-TestCompileKernels|TestAttentionPrefillSingle}" >$OUT/cuda-tests.txt 2>&1
-		echo "cuda.test rc=$?" >>$OUT/cuda-tests.txt)
-	grep -E -- '^(--- FAIL|FAIL|panic)|^    --- FAIL|rc=' $OUT/cuda-tests.txt | head -24; echo "cuda passed: $(grep -c -- '--- PASS' $OUT/cuda-tests.txt)"
-	at tests
-fi
-[ -z "$mk" ] || wait $mk 2>/dev/null
+mkdir -p $W
+make_model
+[ "${TESTS:-1}" = 1 ] && run_suite
+wait_model
 ref="python3 tools/hfref/bf16ref.py"
 if [ "${FIDELITY:-1}" = 1 ]; then
 	{

@@ -12,26 +12,11 @@
 #   5. with MIXED (--max-prefill-tokens settings), the mixed load of issue 12.
 # Files in $OUT: cuda-tests.txt, ncu-<entry>.txt, table-*.md, bench-<n>.txt,
 # mixed.txt.
-set -u
-export NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/profile-run}
-mkdir -p "$OUT" /tmp/bin
-for b in cohort cuda.test; do gunzip -c out/$b.gz >/tmp/bin/$b && chmod +x /tmp/bin/$b; done
-M=/tmp/m4b
-t0=$(date +%s)
-at() { echo "[$(($(date +%s) - t0))s] $*"; }
-mode_env() { [ "$1" = default ] && return; echo "$1" | tr '+' ' '; }
-mode_name() { echo "$1" | sed 's/COHORT_CUDA_//g; s/=/-/g; s/+/_/g'; }
-/tmp/bin/cohort make-model --preset 4b-shape --out $M >/dev/null 2>&1 &
-mk=$!
-if [ "${TESTS:-1}" = 1 ]; then
-	(cd kernels/cuda && timeout -k 5 "${TEST_LIMIT:-240}" /tmp/bin/cuda.test -test.v -test.count=1 -test.run "${CUDA_TESTS:-.}" \
-		>$OUT/cuda-tests.txt 2>&1
-		echo "cuda.test rc=$?" >>$OUT/cuda-tests.txt)
-	grep -E -- '^(--- FAIL|FAIL|panic)|^    --- FAIL|rc=' $OUT/cuda-tests.txt | head -24
-	echo "cuda passed: $(grep -c -- '--- PASS' $OUT/cuda-tests.txt)"
-	at tests
-fi
+. tools/cuda/run-lib.sh
+make_model
+# Every test matching $CUDA_TESTS, the slow ones included unless $SKIP says.
+[ "${TESTS:-1}" = 1 ] && SKIP=${SKIP:-^$} run_suite
 for k in ${NCU_KERNELS:-}; do
 	(cd kernels/cuda && timeout -k 5 120 ncu -k "regex:^$k\$" -c 1 --section SpeedOfLight --section WarpStateStats \
 		--section Occupancy --section LaunchStats --section SchedulerStats --section MemoryWorkloadAnalysis \
@@ -41,7 +26,7 @@ for k in ${NCU_KERNELS:-}; do
 		$OUT/ncu-$k.txt | head -24
 	at "ncu $k"
 done
-wait $mk
+wait_model
 if [ -n "${SPECS:-}" ]; then
 	BIN=/tmp/bin OUT=$OUT SPECS="$SPECS" bash tools/cuda/ncu-step.sh >$OUT/ncu-step.log 2>&1
 	grep -E "rc=" $OUT/ncu-step.log

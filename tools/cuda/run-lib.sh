@@ -1,0 +1,41 @@
+# Shared by the one-call device scripts (kernels-run.sh, modes-run.sh,
+# profile-run.sh); source it from the repository root with OUT set. It sets
+# the environment, unpacks the carried out/cohort.gz and out/cuda.test.gz
+# into /tmp/bin, and defines:
+#   at MSG          MSG after the seconds since the script began;
+#   mode_env MODE   a mode's settings (VAR=value joined by "+", "default"
+#                   for none) as env arguments; mode_name MODE a file name
+#                   for it ("+" is not one the device tool brings back);
+#   make_model      starts making the 4b-shape model at $M unless it is
+#                   there; wait_model waits for it;
+#   run_suite       the GPU tests matching $CUDA_TESTS (default all, less
+#                   $SKIP) within $TEST_LIMIT seconds (default 240: NVRTC's
+#                   compile of the kernels on a fresh machine, about 40 s,
+#                   and the suite, 146 s in one H200 call of 2026-12-02 and
+#                   past 150 s in the next), into $OUT/cuda-tests.txt, and
+#                   a summary.
+set -u
+export NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+mkdir -p "$OUT" /tmp/bin
+for b in cohort cuda.test; do gunzip -c out/$b.gz >/tmp/bin/$b && chmod +x /tmp/bin/$b; done
+M=/tmp/m4b
+t0=$(date +%s)
+mk=
+at() { echo "[$(($(date +%s) - t0))s] $*"; }
+mode_env() { [ "$1" = default ] && return; echo "$1" | tr '+' ' '; }
+mode_name() { echo "$1" | sed 's/COHORT_CUDA_//g; s/=/-/g; s/+/_/g'; }
+make_model() {
+	if [ ! -s $M/model.safetensors ]; then
+		/tmp/bin/cohort make-model --preset 4b-shape --out $M >/dev/null 2>&1 &
+		mk=$!
+	fi
+}
+wait_model() { [ -z "$mk" ] || wait $mk 2>/dev/null; }
+run_suite() {
+	(cd kernels/cuda && timeout -k 5 "${TEST_LIMIT:-240}" /tmp/bin/cuda.test -test.v -test.count=1 -test.run "${CUDA_TESTS:-.}" \
+		-test.skip "${SKIP:-TestCompileKernels|TestAttentionPrefillSingle}" >$OUT/cuda-tests.txt 2>&1
+		echo "cuda.test rc=$?" >>$OUT/cuda-tests.txt)
+	grep -E -- '^(--- FAIL|FAIL|panic)|^    --- FAIL|rc=' $OUT/cuda-tests.txt | head -24
+	echo "cuda passed: $(grep -c -- '--- PASS' $OUT/cuda-tests.txt)"
+	at tests
+}
