@@ -35,7 +35,7 @@ func (b *Backend) PrepareQK(qg, k, qNorm, kNorm kernels.Tensor, positions []int3
 		return qo, gt, ko
 	}
 	inv := b.ropeFreqs(op, cfg.RotaryDim, cfg.Theta)
-	if rd := cfg.RotaryDim; hd%4 == 0 && rd%8 == 0 && rd <= 128 &&
+	if rd := cfg.RotaryDim; rd%8 == 0 && rd <= 128 &&
 		b.useRowNorm(T, hd, qo.ptr, gt.ptr, ko.ptr, qt.ptr, kt.ptr, qw.ptr, kw.ptr) {
 		// A warp a head (attn_prep_rows_f32) for steps of many rows.
 		grid, block := b.normRowsGrid(T * (H + KV))

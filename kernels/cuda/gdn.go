@@ -301,13 +301,8 @@ var convTiled = os.Getenv("COHORT_CUDA_CONV") != "lanes"
 // numbering of conv1d_tiles (nSeq + ceil(T/convTile) blocks in x, a few of
 // them idle).
 func convTiles(bt *kernels.Batch, convDim, K int, ptrs ...devptr) (name string, grid, block [3]int, flat int, ok bool) {
-	if !convTiled || K < 2 || K > 4 || convDim%4 != 0 {
+	if !convTiled || K < 2 || K > 4 || convDim%4 != 0 || !aligned16(ptrs...) {
 		return "", grid, block, 0, false
-	}
-	for _, p := range ptrs {
-		if p%16 != 0 {
-			return "", grid, block, 0, false
-		}
 	}
 	longest, T := 0, 0
 	for _, s := range bt.Seqs {
