@@ -71,7 +71,7 @@ type prefillRes struct {
 	Tokens        int       `json:"tokens"`
 	TTFTMs        float64   `json:"ttft_ms"`  // the median of the timed runs
 	RunsMs        []float64 `json:"runs_ms"`  // the timed runs
-	FirstMs       float64   `json:"first_ms"` // the first run of the length (its first-use costs: GEMM heuristics, workspace growth)
+	FirstMs       float64   `json:"first_ms"` // the first run of the length (whatever its first use costs)
 	TokPerSec     float64   `json:"tok_per_s"`
 	FloorMs       float64   `json:"floor_ms"`       // roofline: max(weights / bandwidth, FLOPs / peak)
 	FloorFraction float64   `json:"floor_fraction"` // floor_ms / ttft_ms
