@@ -18,7 +18,7 @@ BIN=$(cd "${BIN:-out}" && pwd)
 for spec in ${SPECS:-prefill:1024:1024:1 prefill:8192:2048:4}; do
 	IFS=: read -r kind a rows k <<<"$spec"
 	case $kind in
-	prefill) args=(--batch 1 --decode-tokens 2 --prefill "$a") ;;
+	prefill) args=(--batch 1 --decode-tokens 2 --prefill "$a" --prefill-runs 1) ;;
 	decode) rows=$a k=1 args=(--batch "$a" --decode-tokens 4 --prefill 16) ;;
 	*) echo "unknown spec $spec"; continue ;;
 	esac
