@@ -3,7 +3,7 @@
 package cuda
 
 import (
-	"container/heap"
+	"cmp"
 	"fmt"
 	"os"
 	"slices"
@@ -39,7 +39,14 @@ import (
 // already fill the SMs (a 2,048-row chunk, a whole prompt) keep the single
 // pass, as does COHORT_CUDA_FLASH_SPLIT=0. The partials take at most about
 // 4·SMs·(head dim + 2)·512 bytes of scratch a step (34 MiB in the example),
-// one buffer that every attention layer of the step reuses.
+// one buffer that every attention layer of the step reuses. The slicing
+// comes from planFlashBalanced's makespan search (flashBalance), which
+// also splits causal prompts whose few tiles finish unevenly (1,024 rows
+// after 0); COHORT_CUDA_FLASH_BALANCE=0 restores the fixed slice length.
+//
+// At head dim 256 over a bf16 cache the entries have _ldm twins (S = Q·Kᵀ's
+// fragments through ldmatrix, the same bits), taken unless
+// COHORT_CUDA_FLASH_LDM=0 (flashLDM).
 
 // flashAttention enables the tensor-core prefill attention kernel: unless
 // COHORT_CUDA_FLASH=0 at start-up; tests and benchmarks set it directly.
@@ -61,6 +68,23 @@ var flashMinRows = 16
 // COHORT_CUDA_FLASH_SPLIT=0 at start-up (the single-pass kernel for every
 // batch, for A/B runs); tests and benchmarks set it directly.
 var flashSplit = os.Getenv("COHORT_CUDA_FLASH_SPLIT") != "0"
+
+// flashLDM picks the *_ldm twins of the head dim 256 entries over a bf16
+// cache (attention_prefill_kvbf16_hd256_ldm, attention_prefill_split_
+// kvbf16_hd256_ldm: S = Q·Kᵀ's fragments through ldmatrix, the same
+// products in the same order, so the same bits): unless
+// COHORT_CUDA_FLASH_LDM=0 at start-up (the entries without, for A/B runs);
+// tests and benchmarks set it directly.
+var flashLDM = os.Getenv("COHORT_CUDA_FLASH_LDM") != "0"
+
+// flashLDMEntry returns entry's *_ldm twin when flashLDM and there is one
+// (entry as kvEntry names it), else entry.
+func flashLDMEntry(entry string) string {
+	if flashLDM && (entry == "attention_prefill_kvbf16_hd256" || entry == "attention_prefill_split_kvbf16_hd256") {
+		return entry + "_ldm"
+	}
+	return entry
+}
 
 // flashSplitForce, when positive, makes every tile longer than that many key
 // tiles split into slices of that many (tests: many slices, slices past
@@ -213,7 +237,7 @@ func (b *Backend) attentionFlash(op string, out, qt, gt *Tensor, c *KVCache, dpo
 	name := flashKernel(hd)
 	smem := flashSmemKV(hd, c.bf16)
 	if name != "" {
-		name = kvEntry(name, c.bf16)
+		name = flashLDMEntry(kvEntry(name, c.bf16))
 	}
 	if name == "" || KV <= 0 || H%KV != 0 || out.n != bt.Rows()*H*hd {
 		panic(fmt.Sprintf("cuda: %s (flash): out %v, %d rows, cfg %+v (head dim 64, 128 or 256)", op, out.shape, bt.Rows(), cfg))
@@ -261,24 +285,31 @@ type flashSplitPlan struct {
 // fourth value of each is the positions it sees, the largest first) for a
 // kernel of key tiles of bn positions, head dim hd and kv KV heads, on
 // lanes blocks at once (SMs × blocks an SM; lanes0 for the single-pass
-// kernel, lanes for the split one), and how. force > 0 is flashSplitForce.
+// kernel, lanes for the split one), and how. force > 0 is flashSplitForce
+// (slices of force key tiles wherever a tile is longer). balance picks the
+// planner: flashBalance's makespan search (planFlashBalanced) or, with
+// COHORT_CUDA_FLASH_BALANCE=0, the fixed slice length below.
 //
-// Tile i sees w_i key tiles; the single pass runs kv blocks of each. The
-// slice length L (key tiles, the same for every tile) is the total work
-// over flashSplitWaves·lanes slices, at least flashSplitMinKeys; tile i
-// then has ⌈w_i/L⌉ slices, the last the shorter, all but the last ending
-// on a key tile edge. With every tile in one slice there is nothing to
-// split. Otherwise both schedules are estimated (blocks taken in order by
-// whichever lane frees first, each costing its key tiles plus its fixed
-// work: Q tile, partial slot, and the combine's traffic spread over the
-// lanes) and the split is kept if it is under flashSplitGain of the single
-// pass. The items go out the longest first; the slots of a tile are
-// consecutive, in slice order.
-func planFlashSplit(tiles []int32, bn, hd, kv, lanes0, lanes, force int) (flashSplitPlan, bool) {
+// Fixed slice length: tile i sees w_i key tiles; the single pass runs kv
+// blocks of each. The slice length L (key tiles, the same for every tile)
+// is the total work over flashSplitWaves·lanes slices, at least
+// flashSplitMinKeys; tile i then has ⌈w_i/L⌉ slices, the last the
+// shorter, all but the last ending on a key tile edge. With every tile in
+// one slice there is nothing to split. Otherwise both schedules are
+// estimated (blocks taken in order by whichever lane frees first, each
+// costing its key tiles plus its fixed work: Q tile, partial slot, and the
+// combine's traffic spread over the lanes) and the split is kept if it is
+// under flashSplitGain of the single pass.
+//
+// Either way the items go out the most expensive first; the slots of a
+// tile are consecutive, in slice order, and the combine merges them in
+// that order (the same batch gives the same bits).
+func planFlashSplit(tiles []int32, bn, hd, kv, lanes0, lanes, force int, balance bool) (flashSplitPlan, bool) {
 	n := len(tiles) / 4
 	if n == 0 || kv <= 0 {
 		return flashSplitPlan{}, false
 	}
+	lanes0, lanes = max(lanes0, 1), max(lanes, 1)
 	w := make([]int, n)
 	total, most := 0, 0
 	for i := range n {
@@ -286,9 +317,12 @@ func planFlashSplit(tiles []int32, bn, hd, kv, lanes0, lanes, force int) (flashS
 		total += kv * w[i]
 		most = max(most, w[i])
 	}
+	if force <= 0 && balance {
+		return planFlashBalanced(tiles, w, bn, hd, kv, lanes0, lanes)
+	}
 	L := force
 	if L <= 0 {
-		L = max(flashSplitMinKeys, (total+flashSplitWaves*max(lanes, 1)-1)/(flashSplitWaves*max(lanes, 1)))
+		L = max(flashSplitMinKeys, (total+flashSplitWaves*lanes-1)/(flashSplitWaves*lanes))
 	}
 	if L >= most {
 		return flashSplitPlan{}, false
@@ -296,79 +330,273 @@ func planFlashSplit(tiles []int32, bn, hd, kv, lanes0, lanes, force int) (flashS
 	// Fixed work of a block in key tiles (a key tile moves bn·hd·8 bytes;
 	// a Q tile or a partial slot flashTileRows·hd·4).
 	fixed := flashTileRows*hd*4/(bn*hd*8) + 2
-	type item struct{ t, lo, hi, slot, cost int }
-	var its []item
+	var its []flashItem
 	var p flashSplitPlan
 	for i := range n {
 		ns := (w[i] + L - 1) / L
 		if ns == 1 {
-			its = append(its, item{i, 0, int(tiles[4*i+3]), -1, w[i] + fixed})
+			its = append(its, flashItem{i, 0, int(tiles[4*i+3]), -1, float64(w[i] + fixed)})
 			continue
 		}
 		p.comb = append(p.comb, tiles[4*i], tiles[4*i+1], tiles[4*i+2], int32(p.slots), int32(ns), 0, 0, 0)
 		for k := range ns {
 			lo, hi := k*L*bn, min((k+1)*L*bn, int(tiles[4*i+3]))
-			its = append(its, item{i, lo, hi, p.slots + k, (hi-lo+bn-1)/bn + 2*fixed - 2})
+			its = append(its, flashItem{i, lo, hi, p.slots + k, float64((hi-lo+bn-1)/bn + 2*fixed - 2)})
 		}
 		p.slots += ns
 	}
 	if force <= 0 {
-		single := make([]int, n)
+		single := make([]float64, n)
 		for i := range n {
-			single[i] = w[i] + fixed
+			single[i] = float64(w[i] + fixed)
 		}
-		split := make([]int, len(its))
+		split := make([]float64, len(its))
 		for i, it := range its {
 			split[i] = it.cost
 		}
-		slices.SortStableFunc(split, func(a, b int) int { return b - a })
-		combine := 2 + p.slots*kv*flashTileRows*hd*4*2/(max(lanes, 1)*bn*hd*8)
-		if t0, t1 := flashMakespan(single, kv, lanes0), flashMakespan(split, kv, lanes)+combine; float64(t1) >= flashSplitGain*float64(t0) {
+		slices.SortStableFunc(split, func(a, b float64) int { return cmp.Compare(b, a) })
+		combine := 2 + p.slots*kv*flashTileRows*hd*4*2/(lanes*bn*hd*8)
+		if t0, t1 := flashMakespan(single, kv, lanes0), flashMakespan(split, kv, lanes)+float64(combine); t1 >= flashSplitGain*t0 {
 			return flashSplitPlan{}, false
 		}
 	}
-	slices.SortStableFunc(its, func(a, b item) int { return b.cost - a.cost })
-	p.items = make([]int32, 0, 8*len(its))
+	p.items = flashItems(tiles, its)
+	return p, true
+}
+
+// flashItem is one block's work of a split plan (for each KV head): tile
+// t's positions [lo, hi) into partial slot slot (-1: the tile's only
+// slice, which ends as the single pass does), at the estimated cost.
+type flashItem struct {
+	t, lo, hi, slot int
+	cost            float64
+}
+
+// flashItems sorts its by cost, the largest first (stably), and writes
+// them out as planFlashSplit's items.
+func flashItems(tiles []int32, its []flashItem) []int32 {
+	slices.SortStableFunc(its, func(a, b flashItem) int { return cmp.Compare(b.cost, a.cost) })
+	items := make([]int32, 0, 8*len(its))
 	for _, it := range its {
-		p.items = append(p.items, tiles[4*it.t], tiles[4*it.t+1], tiles[4*it.t+2], int32(it.lo), int32(it.hi), int32(it.slot), 0, 0)
+		items = append(items, tiles[4*it.t], tiles[4*it.t+1], tiles[4*it.t+2], int32(it.lo), int32(it.hi), int32(it.slot), 0, 0)
 	}
+	return items
+}
+
+const (
+	// flashBalanceGain is the estimated time, relative to the single
+	// pass, under which planFlashBalanced takes a split (its estimate
+	// counts the split's extra costs itself, so the margin is for the
+	// model's error only).
+	flashBalanceGain = 0.95
+	// flashBalanceMaxWaves bounds the blocks of a balanced split plan, in
+	// lanes (the search stops before a plan past it).
+	flashBalanceMaxWaves = 6
+	// flashBalanceMaxSlots bounds its partial slots times KV heads, in
+	// lanes: the scratch stays under flashBalanceMaxSlots·lanes·(head dim
+	// + 2)·512 bytes, the fixed planner's bound (66 MiB at head dim 256 on
+	// 132 SMs).
+	flashBalanceMaxSlots = 4
+)
+
+// flashBalance lets planFlashSplit search the slicing that minimizes the
+// estimated makespan (planFlashBalanced), so that causal prefills whose
+// tiles alone would finish unevenly (1,024 rows after 0: 128 blocks on 132
+// SMs, the last walking 16 key tiles, the first one) can split too: unless
+// COHORT_CUDA_FLASH_BALANCE=0 at start-up (the fixed slice length of
+// flashSplitMinKeys and more, for A/B runs); tests and benchmarks set it
+// directly.
+var flashBalance = os.Getenv("COHORT_CUDA_FLASH_BALANCE") != "0"
+
+// flashBalanceBit is flashBalance as 1 or 0 (a part of the split
+// metadata's key: the two planners' plans differ).
+func flashBalanceBit() int {
+	if flashBalance {
+		return 1
+	}
+	return 0
+}
+
+// flashBlockCost is the cost model of planFlashBalanced for head dim hd
+// and key tiles of bn positions, in the time one block takes over one key
+// tile (its K and V copied in, S = Q·Kᵀ and O += P·V for 128 M-rows: the
+// unit, taken as the time of bn·hd·8 bytes of traffic). fixed is what a
+// block costs besides its key tiles: 1 for its start (the launch, the
+// first tile's copy that no math hides, the epilogue) plus its Q tile in
+// and its output (or its partial slot) out, q = flashTileRows·hd·4 bytes
+// each; 3 for head dim 256 over bf16 tiles of 64 keys. perSlot (q) is the
+// combine's cost for one partial slot of one KV head.
+func flashBlockCost(hd, bn int) (fixed, perSlot float64) {
+	q := float64(flashTileRows*hd*4) / float64(bn*hd*8)
+	return 1 + 2*q, q
+}
+
+// flashCombineFixed is the combine's fixed cost in key tiles: its launch,
+// and the split kernel's tail that it waits for.
+const flashCombineFixed = 2
+
+// planFlashBalanced is planFlashSplit's makespan search (flashBalance)
+// over tiles of w key tiles (w[i] for tile i, kv blocks each, the largest
+// first).
+//
+// Cost model (units of one block over one key tile; flashBlockCost): a
+// block costs its key tiles plus fixed; blocks start in grid order on
+// whichever of the lanes frees first (flashMakespan: the grid goes out
+// the most expensive first, so this is the longest-first list schedule),
+// the single pass on lanes0, the split on lanes, which the combine then
+// follows at flashCombineFixed + perSlot·(slots + 2·sliced tiles)·kv/lanes
+// (it reads every slot, and the gate, and writes the output of each
+// sliced tile). The single pass's estimate is t0.
+//
+// The search: a split cannot beat its work spread evenly over the lanes
+// plus the combine's fixed cost, so when that bound is not under
+// flashBalanceGain·t0 (tiles that already fill the lanes evenly: 8,192
+// rows after 0, 2,048 after 0 to 6,144, where the longest-first order
+// pairs each long tile with a short one within a few percent of the
+// bound) nothing is searched. Otherwise, from one slice a tile, it adds a
+// slice to the tile whose slices are the longest (the first of those),
+// the tile's key tiles cut as evenly as they go (whole key tiles, the
+// first slices the longer), estimates each plan so reached, and stops
+// when the plan passes flashBalanceMaxWaves·lanes blocks or
+// flashBalanceMaxSlots·lanes slots × kv, when its slices are one key tile
+// long, or when the bound (its work over the lanes plus the combine) no
+// longer beats the best estimate so far; the best plan is kept if it is
+// under flashBalanceGain·t0. At the 4b heads over a bf16 cache (bn 64,
+// fixed 3) on 132 SMs: 1,024 rows after 0 (32 tiles of 1 to 16 key
+// tiles) has t0 = 19 and splits its 8 longest tiles in two (about 18,
+// combine included); 512 after 0, 11 against about 9.3; 128 rows after
+// 8,064 cached, 131 against about 22.
+func planFlashBalanced(tiles []int32, w []int, bn, hd, kv, lanes0, lanes int) (flashSplitPlan, bool) {
+	n := len(w)
+	fixed, perSlot := flashBlockCost(hd, bn)
+	single := make([]float64, n)
+	work, most := 0.0, 0 // the key tiles of all blocks, the longest tile's
+	for i := range n {
+		single[i] = float64(w[i]) + fixed
+		work += float64(kv * w[i])
+		most = max(most, w[i])
+	}
+	t0 := flashMakespan(single, kv, lanes0)
+	best := flashBalanceGain * t0
+	if (work+float64(kv*n)*fixed)/float64(lanes)+flashCombineFixed >= best {
+		return flashSplitPlan{}, false
+	}
+	ns := make([]int, n) // slices of each tile
+	for i := range ns {
+		ns[i] = 1
+	}
+	var bestNs []int
+	items, slots, sliced := n, 0, 0
+	count := make([]int, most+1) // slices by key tiles
+	costs := make([]float64, 0, n)
+	for {
+		j := 0
+		for i := range n {
+			if (w[i]+ns[i]-1)/ns[i] > (w[j]+ns[j]-1)/ns[j] {
+				j = i
+			}
+		}
+		if (w[j]+ns[j]-1)/ns[j] <= 1 {
+			break
+		}
+		if ns[j] == 1 {
+			slots, sliced = slots+1, sliced+1
+		}
+		ns[j]++
+		items, slots = items+1, slots+1
+		if kv*items > flashBalanceMaxWaves*lanes || kv*slots > flashBalanceMaxSlots*lanes {
+			break
+		}
+		comb := flashCombineFixed + perSlot*float64((slots+2*sliced)*kv)/float64(lanes)
+		if (work+float64(kv*items)*fixed)/float64(lanes)+comb >= best {
+			break // every later plan has more blocks and slots
+		}
+		clear(count)
+		for i, x := range w {
+			count[x/ns[i]] += ns[i] - x%ns[i]
+			if x%ns[i] > 0 {
+				count[x/ns[i]+1] += x % ns[i]
+			}
+		}
+		costs = costs[:0]
+		for k := most; k >= 1; k-- {
+			for range count[k] {
+				costs = append(costs, float64(k)+fixed)
+			}
+		}
+		if t1 := flashMakespan(costs, kv, lanes) + comb; t1 < best {
+			best, bestNs = t1, slices.Clone(ns)
+		}
+	}
+	if bestNs == nil {
+		return flashSplitPlan{}, false
+	}
+	var its []flashItem
+	var p flashSplitPlan
+	for i, x := range w {
+		end := int(tiles[4*i+3])
+		if bestNs[i] == 1 {
+			its = append(its, flashItem{i, 0, end, -1, float64(x) + fixed})
+			continue
+		}
+		m := bestNs[i]
+		p.comb = append(p.comb, tiles[4*i], tiles[4*i+1], tiles[4*i+2], int32(p.slots), int32(m), 0, 0, 0)
+		k0 := 0 // first key tile of slice k
+		for k := range m {
+			nk := x / m
+			if k < x%m {
+				nk++
+			}
+			its = append(its, flashItem{i, k0 * bn, min((k0+nk)*bn, end), p.slots + k, float64(nk) + fixed})
+			k0 += nk
+		}
+		p.slots += m
+	}
+	p.items = flashItems(tiles, its)
 	return p, true
 }
 
 // flashMakespan estimates the time of a grid of kv blocks for each cost
 // (in order) on lanes blocks at once: each block goes to the lane that
 // frees first.
-func flashMakespan(costs []int, kv, lanes int) int {
-	h := make(laneLoads, 0, max(lanes, 1))
-	end := 0
+func flashMakespan(costs []float64, kv, lanes int) float64 {
+	if kv > 1 && lanes%kv == 0 {
+		// The kv blocks of a cost go to kv lanes of equal load: kv groups
+		// of lanes/kv lanes that stay alike.
+		kv, lanes = 1, lanes/kv
+	}
+	h := make([]float64, 0, max(lanes, 1)) // a min-heap of the lanes' busy times
 	for _, c := range costs {
 		for range kv {
 			if len(h) < cap(h) {
-				heap.Push(&h, c)
-			} else {
-				h[0] += c
-				heap.Fix(&h, 0)
+				h = append(h, c)
+				for i := len(h) - 1; i > 0 && h[(i-1)/2] > h[i]; i = (i - 1) / 2 {
+					h[i], h[(i-1)/2] = h[(i-1)/2], h[i]
+				}
+				continue
+			}
+			h[0] += c
+			for i := 0; ; {
+				l, m := 2*i+1, i
+				if l < len(h) && h[l] < h[m] {
+					m = l
+				}
+				if l+1 < len(h) && h[l+1] < h[m] {
+					m = l + 1
+				}
+				if m == i {
+					break
+				}
+				h[i], h[m] = h[m], h[i]
+				i = m
 			}
 		}
 	}
+	end := 0.0
 	for _, l := range h {
 		end = max(end, l)
 	}
 	return end
-}
-
-// laneLoads is a min-heap of the lanes' busy times.
-type laneLoads []int
-
-func (h laneLoads) Len() int           { return len(h) }
-func (h laneLoads) Less(i, j int) bool { return h[i] < h[j] }
-func (h laneLoads) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *laneLoads) Push(x any)        { *h = append(*h, x.(int)) }
-func (h *laneLoads) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
 }
 
 // flashLanes returns how many blocks of kernel name (flashThreads threads,
@@ -401,16 +629,16 @@ func (b *Backend) attentionFlashSplit(op string, out, qt, gt *Tensor, c *KVCache
 		return false
 	}
 	hd, H, KV := cfg.HeadDim, cfg.Heads, cfg.KVHeads
-	name, single, smem := kvEntry(flashSplitKernel(hd), c.bf16), kvEntry(flashKernel(hd), c.bf16), flashSmemKV(hd, c.bf16)
+	name, single, smem := flashLDMEntry(kvEntry(flashSplitKernel(hd), c.bf16)), flashLDMEntry(kvEntry(flashKernel(hd), c.bf16)), flashSmemKV(hd, c.bf16)
 	b.allowSmem(op, name, smem)
 	b.allowSmem(op, single, smem)
-	p, ok := planFlashSplit(tiles, flashKeyTileKV(hd, c.bf16), hd, KV, b.flashLanes(single, smem), b.flashLanes(name, smem), flashSplitForce)
+	p, ok := planFlashSplit(tiles, flashKeyTileKV(hd, c.bf16), hd, KV, b.flashLanes(single, smem), b.flashLanes(name, smem), flashSplitForce, flashBalance)
 	if !ok {
 		return false
 	}
 	flashSplitRuns.Add(1)
-	meta := append(p.items, p.comb...)
-	dm := b.sharedMeta(metaKey{kind: "flashSplit", src: unsafe.Pointer(bt), n: H/KV | hd<<8 | flashSplitForce<<20},
+	meta := slices.Concat(p.items, p.comb)
+	dm := b.sharedMeta(metaKey{kind: "flashSplit", src: unsafe.Pointer(bt), n: H/KV | hd<<8 | flashSplitForce<<20 | flashBalanceBit()<<40},
 		func() devptr { return b.uploadInts(op, meta, nil) })
 	dcomb := dm + devptr(4*len(p.items))
 	slotBytes := int64(4 * flashSlotFloats(hd) * KV)

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"slices"
@@ -482,12 +483,16 @@ func TestPlanFlashSplit(t *testing.T) {
 		}
 		tiles, _ := flashTiles(batchOf(lens, cached, slots, pg), g)
 		force := []int{0, 0, 1, 3, 50}[r.IntN(5)]
-		p, ok := planFlashSplit(tiles, flashKeyTile(hd), hd, kv, 132, 132, force)
-		if !ok {
-			continue
-		}
-		if err := checkSplitPlan(tiles, flashKeyTile(hd), p); err != nil {
-			t.Fatalf("hd %d, kv %d, g %d, lens %v, cached %v, force %d: %v", hd, kv, g, lens, cached, force, err)
+		for _, bal := range []bool{false, true} {
+			for _, bn := range []int{flashKeyTile(hd), flashKeyTileKV(hd, true)} {
+				p, ok := planFlashSplit(tiles, bn, hd, kv, 132, 132, force, bal)
+				if !ok {
+					continue
+				}
+				if err := checkSplitPlan(tiles, bn, p); err != nil {
+					t.Fatalf("hd %d, bn %d, kv %d, g %d, lens %v, cached %v, force %d, balance %v: %v", hd, bn, kv, g, lens, cached, force, bal, err)
+				}
+			}
 		}
 	}
 	for _, c := range []struct {
@@ -495,7 +500,7 @@ func TestPlanFlashSplit(t *testing.T) {
 		split        bool
 	}{{128, 8064, true}, {16, 8176, true}, {100, 3000, true}, {2048, 6144, false}, {8192, 0, false}, {1024, 0, false}} {
 		tiles, _ := flashTiles(batchOf([]int{c.rows}, []int{c.cached}, []int{0}, [][]int32{make([]int32, (c.rows+c.cached+15)/16)}), 4)
-		p, ok := planFlashSplit(tiles, 16, 256, 4, 132, 132, 0)
+		p, ok := planFlashSplit(tiles, 16, 256, 4, 132, 132, 0, false)
 		if ok != c.split {
 			t.Errorf("%d rows after %d: split %v, want %v", c.rows, c.cached, ok, c.split)
 			continue
@@ -510,6 +515,101 @@ func TestPlanFlashSplit(t *testing.T) {
 		}
 		t.Logf("%d rows after %d: %d tiles, split %v: %d items, %d sliced tiles, %d slots (%.1f MiB of partials)",
 			c.rows, c.cached, len(tiles)/4, ok, len(p.items)/8, len(p.comb)/8, p.slots, float64(p.slots*4*4*flashSlotFloats(256))/(1<<20))
+	}
+}
+
+// planTiles returns flashTiles' list for a 4b-heads prefill (4 query
+// heads a KV head) of rows after cached positions.
+func planTiles(rows, cached int) []int32 {
+	tiles, _ := flashTiles(batchOf([]int{rows}, []int{cached}, []int{0}, [][]int32{make([]int32, (rows+cached+15)/16)}), 4)
+	return tiles
+}
+
+// planEstimate is planFlashBalanced's estimate of plan p (items in grid
+// order) for key tiles of bn positions, head dim hd and kv KV heads on
+// lanes lanes, and that of the single pass over tiles.
+func planEstimate(tiles []int32, p flashSplitPlan, bn, hd, kv, lanes int) (single, split float64) {
+	fixed, perSlot := flashBlockCost(hd, bn)
+	var c0, c1 []float64
+	for i := 0; i < len(tiles); i += 4 {
+		c0 = append(c0, float64((int(tiles[i+3])+bn-1)/bn)+fixed)
+	}
+	for i := 0; i < len(p.items); i += 8 {
+		c1 = append(c1, float64((int(p.items[i+4])-int(p.items[i+3])+bn-1)/bn)+fixed)
+	}
+	comb := flashCombineFixed + perSlot*float64((p.slots+2*len(p.comb)/8)*kv)/float64(lanes)
+	return flashMakespan(c0, kv, lanes), flashMakespan(c1, kv, lanes) + comb
+}
+
+// TestPlanFlashBalanced (host only): planFlashSplit's decisions for the
+// 4b heads over a bf16 cache (key tiles of 64, head dim 256, 4 KV heads, 4
+// query heads each) on 132 SMs, with the fixed slice length
+// (COHORT_CUDA_FLASH_BALANCE=0) and with the makespan search: causal
+// prompts whose 128 or fewer blocks finish unevenly (1,024 and 512 rows
+// after 0) split only with the search; 2,048-row chunks after 0 to 6,144
+// and an 8,192-row prompt (already even in the longest-first order) keep
+// the single pass with both; short chunks after a long context split with
+// both. Every plan covers each tile's positions once, in consecutive slots
+// in slice order (checkSplitPlan), stays within the block and slot bounds,
+// goes out the longest slices first, is estimated under
+// flashBalanceGain of the single pass, and is the same when planned again.
+func TestPlanFlashBalanced(t *testing.T) {
+	const bn, hd, kv, lanes = flashKVTile256, 256, 4, 132
+	for _, c := range []struct {
+		rows, cached   int
+		fixed, balance bool
+	}{
+		{1024, 0, false, true}, {512, 0, false, true}, {300, 0, false, true},
+		{2048, 0, false, false}, {2048, 2048, false, false}, {2048, 4096, false, false}, {2048, 6144, false, false},
+		{8192, 0, false, false}, {4096, 4096, false, false}, {1024, 1024, false, false},
+		{128, 3000, true, true}, {100, 3000, true, true}, {16, 3000, true, true}, {128, 8064, true, true}, {16, 8176, true, true},
+	} {
+		tiles := planTiles(c.rows, c.cached)
+		for _, bal := range []bool{false, true} {
+			want := c.fixed
+			if bal {
+				want = c.balance
+			}
+			p, ok := planFlashSplit(tiles, bn, hd, kv, lanes, lanes, 0, bal)
+			name := fmt.Sprintf("%d rows after %d, balance %v", c.rows, c.cached, bal)
+			if ok != want {
+				t.Errorf("%s: split %v, want %v", name, ok, want)
+			}
+			if !ok {
+				continue
+			}
+			if err := checkSplitPlan(tiles, bn, p); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+			again, _ := planFlashSplit(tiles, bn, hd, kv, lanes, lanes, 0, bal)
+			if !slices.Equal(again.items, p.items) || !slices.Equal(again.comb, p.comb) || again.slots != p.slots {
+				t.Errorf("%s: a second plan differs", name)
+			}
+			t0, t1 := planEstimate(tiles, p, bn, hd, kv, lanes)
+			longest := 0
+			for i := 0; i < len(p.items); i += 8 {
+				longest = max(longest, (int(p.items[i+4])-int(p.items[i+3])+bn-1)/bn)
+			}
+			if bal {
+				if blocks := len(p.items) / 8 * kv; blocks > flashBalanceMaxWaves*lanes || p.slots*kv > flashBalanceMaxSlots*lanes {
+					t.Errorf("%s: %d blocks, %d slots", name, blocks, p.slots)
+				}
+				if !(t1 < flashBalanceGain*t0) {
+					t.Errorf("%s: estimated %.2f against the single pass's %.2f", name, t1, t0)
+				}
+				prev := math.MaxInt
+				for i := 0; i < len(p.items); i += 8 {
+					k := (int(p.items[i+4]) - int(p.items[i+3]) + bn - 1) / bn
+					if k > prev {
+						t.Errorf("%s: item %d walks %d key tiles, after one of %d", name, i/8, k, prev)
+						break
+					}
+					prev = k
+				}
+			}
+			t.Logf("%s: %d tiles, %d items, %d sliced tiles, %d slots (%.1f MiB of partials), longest %d key tiles; estimate %.2f against %.2f",
+				name, len(tiles)/4, len(p.items)/8, len(p.comb)/8, p.slots, float64(p.slots*kv*4*flashSlotFloats(hd))/(1<<20), longest, t1, t0)
+		}
 	}
 }
 
@@ -601,6 +701,127 @@ func BenchmarkAttentionPrefill(b *testing.B) {
 			b.ReportMetric(tf.Seconds()*1e3/float64(b.N), "flash_ms")
 			b.ReportMetric(t32.Seconds()*1e3/float64(b.N), "f32_ms")
 			b.ReportMetric(t32.Seconds()/tf.Seconds(), "speedup")
+		})
+	}
+}
+
+// withSwitches sets flashBalance and flashLDM for the test or benchmark
+// and restores them after it.
+func withSwitches(t testing.TB, balance, ldm bool) {
+	t.Helper()
+	b, l := flashBalance, flashLDM
+	flashBalance, flashLDM = balance, ldm
+	t.Cleanup(func() { flashBalance, flashLDM = b, l })
+}
+
+// switchCases are the 4b-heads prefills of TestAttentionPrefillSwitches
+// and BenchmarkAttentionPrefillSwitches: rows after cached positions.
+var switchCases = []struct{ rows, cached int }{{1024, 0}, {2048, 0}, {2048, 6144}, {128, 3000}, {512, 0}, {2048, 2048}}
+
+// TestAttentionPrefillSwitches: the 4b heads over a bf16 cache (the
+// attention_prefill_*kvbf16_hd256 entries and their _ldm twins), with
+// each setting of COHORT_CUDA_FLASH_BALANCE and COHORT_CUDA_FLASH_LDM,
+// split path on: every output against attention_f32 (attention_kvbf16
+// over the same cache) within flashTol; the split taken where
+// planFlashSplit chooses it; with LDM the same bits as without, single
+// pass and split alike (the same plan); and the balanced plans of 1,024
+// and 512 rows after 0 split on 132 SMs.
+func TestAttentionPrefillSwitches(t *testing.T) {
+	withFlash(t, 16)
+	withSplit(t, true, 0)
+	withSwitches(t, flashBalance, flashLDM)
+	g := gpu(t)
+	old := g.kvBF16
+	defer func() { g.kvBF16 = old }()
+	g.kvBF16 = true
+	for _, c := range switchCases {
+		t.Run(fmt.Sprintf("%d after %d", c.rows, c.cached), func(t *testing.T) {
+			g := gpu(t)
+			pf := newPrefill4BAt(g, c.cached, c.rows)
+			defer g.FreeKVCache(pf.cache)
+			defer pf.free(g)
+			ref := g.Download(pf.runMode(g, modeF32))
+			tiles, _ := flashTiles(pf.bt, 4)
+			for _, bal := range []bool{false, true} {
+				var outs [2][2][]float32 // [ldm][single, split]
+				for li, ldm := range []bool{false, true} {
+					flashBalance, flashLDM = bal, ldm
+					outs[li][0] = g.Download(pf.runMode(g, modeSingle))
+					runs := flashSplitRuns.Load()
+					outs[li][1] = g.Download(pf.runMode(g, modeSplit))
+					taken := flashSplitRuns.Load() > runs
+					split, single := flashLDMEntry("attention_prefill_split_kvbf16_hd256"), flashLDMEntry("attention_prefill_kvbf16_hd256")
+					smem := flashSmemKV(256, true)
+					lanes0, lanes := g.flashLanes(single, smem), g.flashLanes(split, smem)
+					_, want := planFlashSplit(tiles, flashKVTile256, 256, 4, lanes0, lanes, 0, bal)
+					name := fmt.Sprintf("balance %v, ldm %v", bal, ldm)
+					if taken != want {
+						t.Errorf("%s: split taken %v, planFlashSplit %v", name, taken, want)
+					}
+					if bal && lanes == 132 && c.cached == 0 && c.rows <= 1024 && !want {
+						t.Errorf("%s: no split on 132 SMs", name)
+					}
+					checkClose(t, name+": single pass vs attention_f32", outs[li][0], ref, attnTol(flashTol))
+					checkClose(t, name+": split vs attention_f32", outs[li][1], ref, attnTol(flashTol))
+					t.Logf("%s: split %v (lanes %d, %d)", name, taken, lanes0, lanes)
+					g.ResetScratch()
+				}
+				for k, what := range []string{"single pass", "split"} {
+					if d := relDiff(outs[1][k], outs[0][k]); d != 0 {
+						t.Errorf("balance %v, %s: the ldm entry differs from the other (relative %.3g)", bal, what, d)
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkAttentionPrefillSwitches times one 4b-shape attention layer
+// over a bf16 cache (kv_write_bf16 included, split path on, inside a
+// step as timeStep does) for each prefill of switchCases under the four
+// settings of COHORT_CUDA_FLASH_BALANCE and COHORT_CUDA_FLASH_LDM:
+// base_ms (both off: the fixed planner, the entries without ldmatrix),
+// bal_ms, ldm_ms and both_ms, the speedups base/bal, base/ldm and
+// base/both, and bal_split (1 where the balanced planner splits).
+func BenchmarkAttentionPrefillSwitches(b *testing.B) {
+	gpu(b)
+	withFlash(b, 16)
+	withSplit(b, true, 0)
+	withSwitches(b, flashBalance, flashLDM)
+	for _, c := range switchCases {
+		b.Run(fmt.Sprintf("%d new rows after %d cached", c.rows, c.cached), func(b *testing.B) {
+			g := gpu(b)
+			old := g.kvBF16
+			defer func() { g.kvBF16 = old }()
+			g.kvBF16 = true
+			pf := newPrefill4BAt(g, c.cached, c.rows)
+			defer g.FreeKVCache(pf.cache)
+			defer pf.free(g)
+			reps := max(4, 4096/c.rows)
+			var t [2][2]time.Duration // [balance][ldm]
+			for range b.N {
+				for bi, bal := range []bool{false, true} {
+					for li, ldm := range []bool{false, true} {
+						flashBalance, flashLDM = bal, ldm
+						t[bi][li] += pf.timeStep(b, g, modeSplit, reps)
+					}
+				}
+			}
+			ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 / float64(b.N) }
+			b.ReportMetric(ms(t[0][0]), "base_ms")
+			b.ReportMetric(ms(t[1][0]), "bal_ms")
+			b.ReportMetric(ms(t[0][1]), "ldm_ms")
+			b.ReportMetric(ms(t[1][1]), "both_ms")
+			b.ReportMetric(t[0][0].Seconds()/t[1][0].Seconds(), "base/bal")
+			b.ReportMetric(t[0][0].Seconds()/t[0][1].Seconds(), "base/ldm")
+			b.ReportMetric(t[0][0].Seconds()/t[1][1].Seconds(), "base/both")
+			tiles, _ := flashTiles(pf.bt, 4)
+			lanes := max(g.sms, 1)
+			split := 0.0
+			if _, ok := planFlashSplit(tiles, flashKVTile256, 256, 4, lanes, lanes, 0, true); ok {
+				split = 1
+			}
+			b.ReportMetric(split, "bal_split")
 		})
 	}
 }

@@ -51,7 +51,9 @@
 // Key tiles of the bf16-cache entries (no float32 staging, so larger tiles
 // fit in shared memory: flashKeyTileKV in attention_prefill.go). At head
 // dim 256 and 64 keys ptxas (NVRTC 11.8, sm_90) needs 255 registers and
-// spills about 64 bytes; 32 keys fit in 217 without spilling.
+// spills about 64 bytes; 32 keys fit in 217 without spilling. The LDM
+// twins (ldmatrix fragments, fa_prefill) need 254 without spilling, and
+// 255 with 16 bytes of spill for the split one.
 #define FA_BN_KV256 64
 #define FA_BN_KV128 64
 
@@ -84,6 +86,15 @@ __device__ __forceinline__ void fa_mma(float d[4], unsigned a0, unsigned a1, uns
 // gives the shared-memory address of row l % 8 of matrix l / 8.
 __device__ __forceinline__ void fa_ldmatrix_x4_trans(unsigned addr, unsigned &r0, unsigned &r1, unsigned &r2, unsigned &r3) {
 	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+		: "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+
+// fa_ldmatrix_x4 loads four 8×8 bf16 matrices as they are (thread t gets
+// row t/4, columns 2(t%4) and 2(t%4)+1 of each: the layout of an mma
+// fragment); lane l gives the shared-memory address of row l % 8 of matrix
+// l / 8.
+__device__ __forceinline__ void fa_ldmatrix_x4(unsigned addr, unsigned &r0, unsigned &r1, unsigned &r2, unsigned &r3) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
 		: "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
 }
 
@@ -157,7 +168,21 @@ __device__ __forceinline__ void fa_stage_bf16(unsigned *tK, unsigned *tV, const 
 // current tile has landed and every warp is done with the other stage).
 // The products see the same bf16 values as with a float32 cache (both
 // round to nearest even), so the results are the same.
-template <int HD, int BN, bool SPLIT = false, typename KT = float>
+//
+// LDM (the *_ldm entries, COHORT_CUDA_FLASH_LDM) changes only how the
+// fragments reach the registers: S = Q·Kᵀ takes its Q (A) fragments with
+// one ldmatrix.x4 per k16 step instead of four 32-bit loads and its K (B)
+// fragments of two n-tiles with one ldmatrix.x4 instead of four, and every
+// ldmatrix address (Q, K, V) is a per-thread base plus one of four
+// swizzled chunk offsets and a constant; the Q tile is read with eight
+// loads in flight a thread. The values, the mma instructions and their
+// order per accumulator are those of the other path, so the results are
+// the same bits. Lane l addresses row (l & 7) + 8·((l >> 3) & 1) of its
+// 16-row group at chunk 2k + (l >> 4) of k16 step k, which XOR (l & 7)
+// swizzles: matrices 0..3 are then rows 0-7 | 8-15 of the low half, rows
+// 0-7 | 8-15 of the high half (a0..a3 of Q; b0 of n-tiles n, n+1 and b1
+// of n, n+1 for K; V as before).
+template <int HD, int BN, bool SPLIT = false, typename KT = float, bool LDM = false>
 __device__ __forceinline__ void fa_prefill(float *out, const float *q, const float *gate, const KT *kc, const KT *vc,
 		const int *pos, const int *pageOff, const int *pages, const int4 *tiles,
 		int H, int KV, int pageSize, int numPages, int layer, float scale, float *part = nullptr, float *ml = nullptr) {
@@ -186,11 +211,21 @@ __device__ __forceinline__ void fa_prefill(float *out, const float *q, const flo
 	else fa_stage<HD, BN>(stage, stage + BN * HD, kb, vb, pg, kLo, kvEnd, pageSize, kvw);
 
 	// The Q tile (M-rows past the sequence are zero and never stored).
-	for (int i = tid; i < FA_BM * C4; i += FA_THREADS) {
-		int r = i / C4, c = i % C4, u = u0 + r;
-		float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-		if (u < nM) x = *(const float4 *)(q + ((long long)(row0 + u / G) * H + kvh * G + u % G) * HD + 4 * c);
-		fa_store4<HD>(sQ, r, c, x);
+	if constexpr (LDM) {
+#pragma unroll 8
+		for (int i = tid; i < FA_BM * C4; i += FA_THREADS) {
+			int r = i / C4, c = i % C4, u = u0 + r;
+			float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+			if (u < nM) x = *(const float4 *)(q + ((long long)(row0 + u / G) * H + kvh * G + u % G) * HD + 4 * c);
+			fa_store4<HD>(sQ, r, c, x);
+		}
+	} else {
+		for (int i = tid; i < FA_BM * C4; i += FA_THREADS) {
+			int r = i / C4, c = i % C4, u = u0 + r;
+			float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+			if (u < nM) x = *(const float4 *)(q + ((long long)(row0 + u / G) * H + kvh * G + u % G) * HD + 4 * c);
+			fa_store4<HD>(sQ, r, c, x);
+		}
 	}
 
 	// This thread's two M-rows (gq and gq+8 of the warp) and their positions;
@@ -201,6 +236,12 @@ __device__ __forceinline__ void fa_prefill(float *out, const float *q, const flo
 	const int warpHi = cached + min((u0 + warp * 16 + 15) / G, len - 1); // last
 	const float sl2 = scale * 1.4426950408889634f;
 	const unsigned sVaddr = (unsigned)__cvta_generic_to_shared(sV);
+	// LDM: this lane's row in a 16-row group and its four swizzled chunk
+	// offsets in bytes (k16 step k at 128·(k >> 2) + xo(k & 3)).
+	const int lrow = (lane & 7) + ((lane >> 3) & 1) * 8;
+	const unsigned lsw = (unsigned)(lane & 7), lhi = (unsigned)(lane >> 4);
+	const unsigned sQrow = (unsigned)__cvta_generic_to_shared(sQ) + (unsigned)((warp * 16 + lrow) * HD * 2);
+	const unsigned sKrow = (unsigned)__cvta_generic_to_shared(sK) + (unsigned)(lrow * HD * 2);
 
 	float o[HD / 8][4];
 #pragma unroll
@@ -209,7 +250,7 @@ __device__ __forceinline__ void fa_prefill(float *out, const float *q, const flo
 
 	for (int kv0 = kLo, it = 0; kv0 < kvEnd; kv0 += BN, it++) {
 		const unsigned *tK = sK;
-		unsigned tVaddr = sVaddr;
+		unsigned tVaddr = sVaddr, tKrow = sKrow;
 		if constexpr (KB16) {
 			fa_cp_wait0();
 			__syncthreads(); // this tile's copies landed; every warp is done with the other stage
@@ -217,6 +258,7 @@ __device__ __forceinline__ void fa_prefill(float *out, const float *q, const flo
 			if (kv0 + BN < kvEnd) fa_stage_bf16<HD, BN>(sK + ns, sV + ns, kb, vb, pg, kv0 + BN, kvEnd, pageSize, kvw);
 			tK = sK + cs;
 			tVaddr = sVaddr + 4u * (unsigned)cs;
+			tKrow = sKrow + 4u * (unsigned)cs;
 		} else {
 			// The next tile's copies go to the other stage, which the previous
 			// iteration finished converting before its second barrier (an empty
@@ -241,15 +283,31 @@ __device__ __forceinline__ void fa_prefill(float *out, const float *q, const flo
 #pragma unroll
 		for (int n = 0; n < BN / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 		const int ra = warp * 16 + gq, rb = ra + 8;
+		if constexpr (LDM) {
 #pragma unroll
-		for (int kk = 0; kk < HD / 16; kk++) {
-			const int w = kk * 8 + tq;
-			unsigned a0 = sQ[fa_word<HD>(ra, w)], a1 = sQ[fa_word<HD>(rb, w)];
-			unsigned a2 = sQ[fa_word<HD>(ra, w + 4)], a3 = sQ[fa_word<HD>(rb, w + 4)];
+			for (int kk = 0; kk < HD / 16; kk++) {
+				const unsigned xo = 128u * (unsigned)(kk >> 2) + ((((unsigned)(2 * (kk & 3)) + lhi) ^ lsw) << 4);
+				unsigned a0, a1, a2, a3;
+				fa_ldmatrix_x4(sQrow + xo, a0, a1, a2, a3);
 #pragma unroll
-			for (int n = 0; n < BN / 8; n++) {
-				const int kr = n * 8 + gq;
-				fa_mma(s[n], a0, a1, a2, a3, tK[fa_word<HD>(kr, w)], tK[fa_word<HD>(kr, w + 4)]);
+				for (int n = 0; n < BN / 8; n += 2) {
+					unsigned b0, b1, b2, b3; // b0 of n-tiles n, n+1; b1 of n, n+1
+					fa_ldmatrix_x4(tKrow + (unsigned)(n * 8 * HD * 2) + xo, b0, b1, b2, b3);
+					fa_mma(s[n], a0, a1, a2, a3, b0, b2);
+					fa_mma(s[n + 1], a0, a1, a2, a3, b1, b3);
+				}
+			}
+		} else {
+#pragma unroll
+			for (int kk = 0; kk < HD / 16; kk++) {
+				const int w = kk * 8 + tq;
+				unsigned a0 = sQ[fa_word<HD>(ra, w)], a1 = sQ[fa_word<HD>(rb, w)];
+				unsigned a2 = sQ[fa_word<HD>(ra, w + 4)], a3 = sQ[fa_word<HD>(rb, w + 4)];
+#pragma unroll
+				for (int n = 0; n < BN / 8; n++) {
+					const int kr = n * 8 + gq;
+					fa_mma(s[n], a0, a1, a2, a3, tK[fa_word<HD>(kr, w)], tK[fa_word<HD>(kr, w + 4)]);
+				}
 			}
 		}
 
@@ -312,7 +370,11 @@ __device__ __forceinline__ void fa_prefill(float *out, const float *q, const flo
 			for (int np = 0; np < HD / 16; np++) {
 				const int chunk = np * 2 + (lane >> 4);
 				unsigned b0, b1, b2, b3;
-				fa_ldmatrix_x4_trans(tVaddr + 4u * (unsigned)(vr * (HD / 2) + ((chunk ^ (vr & 7)) << 2)), b0, b1, b2, b3);
+				if constexpr (LDM)
+					fa_ldmatrix_x4_trans(tVaddr + (unsigned)((kk * 16 + lrow) * HD * 2) + 128u * (unsigned)(np >> 2) +
+							((((unsigned)(2 * (np & 3)) + lhi) ^ lsw) << 4), b0, b1, b2, b3);
+				else
+					fa_ldmatrix_x4_trans(tVaddr + 4u * (unsigned)(vr * (HD / 2) + ((chunk ^ (vr & 7)) << 2)), b0, b1, b2, b3);
 				fa_mma(o[2 * np], a0, a1, a2, a3, b0, b1);
 				fa_mma(o[2 * np + 1], a0, a1, a2, a3, b2, b3);
 			}
@@ -463,6 +525,26 @@ extern "C" __global__ void __launch_bounds__(FA_THREADS) attention_prefill_split
 	PDL_LAUNCH();
 	PDL_WAIT();
 	fa_prefill<256, FA_BN_KV256, true, unsigned short>(out, q, gate, kc, vc, pos, pageOff, pages, items, H, KV, pageSize, numPages, layer, scale, part, ml);
+}
+
+// attention_prefill_kvbf16_hd256_ldm and attention_prefill_split_kvbf16_hd256_ldm:
+// the two entries above with LDM (ldmatrix fragments for S = Q·Kᵀ; the same
+// results bit for bit), which attentionFlash takes unless
+// COHORT_CUDA_FLASH_LDM=0.
+extern "C" __global__ void __launch_bounds__(FA_THREADS) attention_prefill_kvbf16_hd256_ldm(float *out, const float *q, const float *gate,
+		const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages, const int4 *tiles,
+		int H, int KV, int pageSize, int numPages, int layer, float scale) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	fa_prefill<256, FA_BN_KV256, false, unsigned short, true>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(FA_THREADS) attention_prefill_split_kvbf16_hd256_ldm(float *out, const float *q,
+		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
+		const int4 *items, float *part, float *ml, int H, int KV, int pageSize, int numPages, int layer, float scale) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	fa_prefill<256, FA_BN_KV256, true, unsigned short, true>(out, q, gate, kc, vc, pos, pageOff, pages, items, H, KV, pageSize, numPages, layer, scale, part, ml);
 }
 
 // attention_prefill_combine merges the partial slots of the sliced tiles:
