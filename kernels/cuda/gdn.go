@@ -242,6 +242,12 @@ func (b *Backend) CausalConv1d(x, w kernels.Tensor, states kernels.StatePool, la
 	}
 	start, length, slot := b.seqMeta(op, p, layer, bt)
 	if name, grid, block, flat, ok := convTiles(bt, convDim, K, y.ptr, xt.ptr, wt.ptr, p.conv); ok {
+		if name == "conv1d_tile8_f32" && convPipe {
+			grid, flat, run := b.convPipeLaunch(bt, convDim, K)
+			b.launch(op, convPipeKernel, grid, block, 0,
+				y.ptr, xt.ptr, wt.ptr, p.conv, start, length, slot, convDim, K, p.slots, layer, len(bt.Seqs), flat, run)
+			return y
+		}
 		b.launch(op, name, grid, block, 0,
 			y.ptr, xt.ptr, wt.ptr, p.conv, start, length, slot, convDim, K, p.slots, layer, len(bt.Seqs), flat)
 		return y
@@ -285,6 +291,52 @@ const convTile = 8
 // convTiled sends the conv to the tiled kernels (COHORT_CUDA_CONV=lanes:
 // conv1d_f32 with token lanes, the kernel before them, for A/B runs).
 var convTiled = os.Getenv("COHORT_CUDA_CONV") != "lanes"
+
+// convPipe sends the batches that would take conv1d_tile8_f32 (some
+// sequence longer than one token) to conv1d_pipe_f32 instead, the default;
+// COHORT_CUDA_CONV=tile8 keeps conv1d_tile8_f32 (A/B runs; both give the
+// same bits). conv1d_tile8_f32 measured 55 µs a launch (1.1 TB/s) on the
+// H200 for a 1,024-token prefill of the 4b shape: 2,064 blocks in 3.1
+// waves of 5 blocks an SM (94 registers), every block loading its inputs,
+// then running the float64 exps of its SiLUs, then storing, so that within
+// a wave the memory traffic and the float64 work hardly overlap.
+// conv1d_pipe_f32 streams a run of tokens per thread with the next group's
+// loads in flight during the current group's SiLUs, and convPipeLaunch
+// sizes the runs so that the grid is one wave.
+var convPipe = os.Getenv("COHORT_CUDA_CONV") != "tile8"
+
+// convPipeKernel is the streamed conv (kernels/50_gdn.cu).
+const convPipeKernel = "conv1d_pipe_f32"
+
+// convPipeRun, when positive, forces the run length of conv1d_pipe_f32
+// (tests: runs of a few tokens, many per sequence).
+var convPipeRun = 0
+
+// convPipeLaunch returns the grid of conv1d_pipe_f32 for bt (blocks of 128
+// threads, a thread 4 channels), its flat flag and its run: the run is the
+// shortest (at least K-1) with which every sequence's runs, for every
+// group of 512 channels, fit the resident blocks of one wave (nSeq + T/run
+// blocks in x, a few idle); flat = 0 (block x is sequence x) when the
+// longest sequence fits one run.
+func (b *Backend) convPipeLaunch(bt *kernels.Batch, convDim, K int) (grid [3]int, flat, run int) {
+	longest, T, nSeq := 0, 0, len(bt.Seqs)
+	for _, s := range bt.Seqs {
+		longest, T = max(longest, s.Len), T+s.Len
+	}
+	groups := (convDim/4 + 127) / 128
+	run = 2 * convTile
+	if free := b.occupancy(convPipeKernel, 128)*max(b.sms, 1)/groups - nSeq; free > 0 {
+		run = (T + free - 1) / free
+	}
+	if convPipeRun > 0 {
+		run = convPipeRun
+	}
+	run = max(run, K-1, 1)
+	if longest <= run {
+		return [3]int{nSeq, groups, 1}, 0, run
+	}
+	return [3]int{nSeq + (T+run-1)/run, groups, 1}, 1, run
+}
 
 // convTiles returns the launch of the tiled conv kernels for bt, or ok =
 // false where conv1d_f32 must run (COHORT_CUDA_CONV=lanes, K outside 2..4,

@@ -132,7 +132,12 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 		base += devptr((n*4 + 255) &^ 255)
 	}
 	w, u, gamma, pm, hc := parts[0], parts[1], parts[2], parts[3], parts[4]
-	b.launch(op, gdnKernels.prep, [3]int{nChunks, nv, 1}, [3]int{gdnChunkThreads, 1, 1}, 0,
+	prepSmem := 0
+	if gdnKernels.prep == gdnPrepPipe {
+		prepSmem = gdnPrepPipeSmemBytes
+		b.allowSmem(op, gdnPrepPipe, prepSmem)
+	}
+	b.launch(op, gdnKernels.prep, [3]int{nChunks, nv, 1}, [3]int{gdnChunkThreads, 1, 1}, prepSmem,
 		w, u, gamma, pm, qh.ptr, kh.ptr, mixed.ptr, g.ptr, bs.ptr,
 		at(0), at(1), nk, nv, dk, dv, convDim)
 	scanSmem, scan := 0, p.kernel(gdnKernels.scan) // the scan reads and writes the state: the pool's entry
@@ -158,8 +163,9 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 }
 
 // gdnKernels are the entries of the chunked rule: by default the
-// tensor-core prep (gdn_chunk_prep_mma_f32: blockwise inverse, 3xTF32
-// products) and the split scan (gdnScanSplit: the sequential state pass,
+// tensor-core prep (gdnPrepDefault: gdn_chunk_prep_pipe_f32, or
+// gdn_chunk_prep_mma_f32 with COHORT_CUDA_GDN_PREP=old; blockwise inverse,
+// 3xTF32 products) and the split scan (gdnScanSplit: the sequential state pass,
 // then gdn_chunk_out_mma_f32 for every chunk's outputs in parallel).
 // COHORT_CUDA_GDN_CHUNK picks others for side-by-side runs: "mmascan" the
 // one-pass tensor-core scan (gdn_chunk_scan_mma_f32, the previous default),
@@ -183,9 +189,37 @@ const (
 		gdnChunkLen*(gdnChunkLen+4) + gdnChunkLen*(gdnOutCols+8))
 )
 
+// The tensor-core preps: gdn_chunk_prep_pipe_f32 (the default) computes
+// gdn_chunk_prep_mma_f32's outputs bit for bit with four blocks an SM (64
+// registers, gdnPrepPipeSmemBytes of dynamic shared memory: GDN_PREP_PIPE_SMEM
+// floats, three [64][72] buffers and four [64] vectors) where
+// gdn_chunk_prep_mma_f32 fits three (80 registers, 37 KiB static), its
+// global loads by cp.async through two buffers overlapping the compute,
+// the inverse's shared accesses without bank conflicts and the warps'
+// tensor-core tiles balanced. Measured with ncu on the H200 (4b shape,
+// 1,024 rows: 512 blocks), gdn_chunk_prep_mma_f32 took 133-168 µs a launch:
+// 1.29 waves, 0.72 eligible warps a scheduler, 45 % excess shared
+// wavefronts (the inverse's phase 2c read T1 eight ways conflicted).
+// COHORT_CUDA_GDN_PREP=old keeps gdn_chunk_prep_mma_f32 (A/B runs); tests
+// and BenchmarkGDNPrefill switch the entries in process.
+const (
+	gdnPrepPipe          = "gdn_chunk_prep_pipe_f32"
+	gdnPrepMMA           = "gdn_chunk_prep_mma_f32"
+	gdnPrepPipeSmemBytes = 4 * (3*gdnChunkLen*(gdnChunkLen+8) + 4*gdnChunkLen)
+)
+
+var gdnPrepDefault = gdnPrepFromEnv(os.Getenv("COHORT_CUDA_GDN_PREP"))
+
+func gdnPrepFromEnv(v string) string {
+	if v == "old" {
+		return gdnPrepMMA
+	}
+	return gdnPrepPipe
+}
+
 var (
-	gdnKernelsNew     = gdnKernelPair{prep: "gdn_chunk_prep_mma_f32", scan: gdnScanSplit}
-	gdnKernelsMMAScan = gdnKernelPair{prep: "gdn_chunk_prep_mma_f32", scan: "gdn_chunk_scan_mma_f32"}
+	gdnKernelsNew     = gdnKernelPair{prep: gdnPrepDefault, scan: gdnScanSplit}
+	gdnKernelsMMAScan = gdnKernelPair{prep: gdnPrepDefault, scan: "gdn_chunk_scan_mma_f32"}
 	gdnKernelsOld     = gdnKernelPair{prep: "gdn_chunk_prep_f32", scan: "gdn_chunk_scan_f32"}
 	gdnPrepInv        = "gdn_chunk_prep_inv_f32"
 )

@@ -49,7 +49,9 @@ func gdnRun(be kernels.Backend, in gdnInputs, aLog, dtBias kernels.Tensor, pool 
 // gdnVariants are the chunked-rule entry pairs the tests run: the default
 // (new) pair, the first one, the one-pass tensor-core scan (the default
 // before the split scan), the two mixes (which tell a fault of the new
-// prep from one of the new scan) and the CUDA-core inverse prep.
+// prep from one of the new scan), the CUDA-core inverse prep and the
+// previous tensor-core prep (gdn_chunk_prep_mma_f32, COHORT_CUDA_GDN_PREP=old)
+// with the split scan.
 var gdnVariants = []struct {
 	name string
 	k    gdnKernelPair
@@ -60,6 +62,7 @@ var gdnVariants = []struct {
 	{"newprep+oldscan", gdnKernelPair{prep: gdnKernelsNew.prep, scan: gdnKernelsOld.scan}},
 	{"oldprep+newscan", gdnKernelPair{prep: gdnKernelsOld.prep, scan: gdnKernelsNew.scan}},
 	{"invprep+newscan", gdnKernelPair{prep: gdnPrepInv, scan: gdnKernelsNew.scan}},
+	{"mmaprep+newscan", gdnKernelPair{prep: gdnPrepMMA, scan: gdnKernelsNew.scan}},
 }
 
 // withGDNKernels runs f with the chunked rule's entries set to k.
@@ -330,10 +333,13 @@ func testGDNChunkedLarge(t *testing.T, p pair, bf16 bool) {
 var gdnBenchBackend *Backend
 
 // BenchmarkGDNPrefill times one GatedDeltaRule op (one layer) for a single
-// prefill sequence of 1,024 and 8,192 tokens with the 4b model's GDN heads
+// prefill sequence of 1,024, 2,048 and 8,192 tokens with the 4b model's GDN heads
 // (16 key heads, 32 value heads, dk = dv = 128): the chunked form with the
 // new (default) entries, the previous ones and the other mixes (gdnVariants),
-// and the recurrent form, in ms per layer, with old/new.
+// and the recurrent form, in ms per layer, with old/new; mmaprep/new is the
+// op with gdn_chunk_prep_mma_f32 (COHORT_CUDA_GDN_PREP=old) against the
+// default gdn_chunk_prep_pipe_f32, the rest equal (BenchmarkGDNPrep times
+// the two preps alone).
 func BenchmarkGDNPrefill(b *testing.B) {
 	gpu(b)
 	if gdnBenchBackend == nil {
@@ -349,7 +355,7 @@ func BenchmarkGDNPrefill(b *testing.B) {
 	}
 	cfg := gdn4b
 	nv := cfg.ValueHeads
-	for _, T := range []int{1024, 8192} {
+	for _, T := range []int{1024, 2048, 8192} {
 		b.Run(fmt.Sprintf("T%d", T), func(b *testing.B) {
 			gpu(b) // sub-benchmarks run on their own goroutines: lock and bind
 			if err := g.Bind(); err != nil {
@@ -398,6 +404,8 @@ func BenchmarkGDNPrefill(b *testing.B) {
 			b.ReportMetric(ms(oldT), "old_ms/layer")
 			b.ReportMetric(oldT.Seconds()/newT.Seconds(), "old/new")
 			b.ReportMetric(times[2].Seconds()/newT.Seconds(), "mmascan/new")
+			b.ReportMetric(ms(times[6]), "mmaprep_ms/layer")
+			b.ReportMetric(times[6].Seconds()/newT.Seconds(), "mmaprep/new")
 			b.ReportMetric(ms(recurrent), "recurrent_ms/layer")
 			b.Logf("T=%d: chunked new %.3f ms/layer, old %.3f ms/layer (old/new %.2fx); recurrent %.3f ms/layer (recurrent/new %.1fx)",
 				T, ms(newT), ms(oldT), oldT.Seconds()/newT.Seconds(), ms(recurrent), recurrent.Seconds()/newT.Seconds())
@@ -405,5 +413,173 @@ func BenchmarkGDNPrefill(b *testing.B) {
 				b.Logf("T=%d: chunked %s (%s, %s) %.3f ms/layer", T, v.name, v.k.prep, v.k.scan, ms(times[2+i]))
 			}
 		})
+	}
+}
+
+// gdnPrepCase is one set of inputs of the chunk preps on the device: the
+// op's prepared inputs (l2-normalized qh and kh, mixed for v, decays g < 0
+// and write strengths beta in (0, 1)), the chunk table of the sequences
+// (as gatedDeltaChunked builds it) and its size.
+type gdnPrepCase struct {
+	cfg                    kernels.GDNConfig
+	T, nChunks             int
+	qh, kh, mixed, g, beta kernels.Tensor
+	chunkRow, chunkLen     devptr
+}
+
+func newGDNPrepCase(be *Backend, r *rand.Rand, cfg kernels.GDNConfig, lens []int) *gdnPrepCase {
+	nk, nv, dk := cfg.KeyHeads, cfg.ValueHeads, cfg.KeyDim
+	var rows, clen []int32
+	T := 0
+	for _, n := range lens {
+		for t0 := 0; t0 < n; t0 += gdnChunkLen {
+			rows, clen = append(rows, int32(T+t0)), append(clen, int32(min(gdnChunkLen, n-t0)))
+		}
+		T += n
+	}
+	norm := func(x []float32, scale float32) []float32 {
+		for h := 0; h < len(x); h += dk {
+			var ss float64
+			for _, v := range x[h : h+dk] {
+				ss += float64(v) * float64(v)
+			}
+			inv := scale / float32(math.Sqrt(ss+1e-6))
+			for i := range x[h : h+dk] {
+				x[h+i] *= inv
+			}
+		}
+		return x
+	}
+	g, beta := randSlice(r, T*nv, 1), randSlice(r, T*nv, 1)
+	for i := range g {
+		g[i] = -0.4 * float32(math.Abs(float64(g[i])))
+		beta[i] = 1 / (1 + float32(math.Exp(-3*float64(beta[i]))))
+	}
+	return &gdnPrepCase{cfg: cfg, T: T, nChunks: len(rows),
+		qh: be.Upload(norm(randSlice(r, T*nk*dk, 1), float32(1/math.Sqrt(float64(dk)))), T, nk*dk),
+		kh: be.Upload(norm(randSlice(r, T*nk*dk, 1), 1), T, nk*dk), mixed: be.Upload(randSlice(r, T*cfg.ConvDim(), 1), T, cfg.ConvDim()),
+		g: be.Upload(g, T, nv), beta: be.Upload(beta, T, nv),
+		chunkRow: be.uploadInts("gdnPrepCase", rows, nil), chunkLen: be.uploadInts("gdnPrepCase", clen, nil)}
+}
+
+func (pc *gdnPrepCase) free(be *Backend) { be.Free(pc.qh, pc.kh, pc.mixed, pc.g, pc.beta) }
+
+// outputs returns W, U, G and P tensors of the case's sizes, every value
+// set to fill (rows a prep does not write keep it).
+func (pc *gdnPrepCase) outputs(be *Backend, fill float32) [4]kernels.Tensor {
+	nv, dk, dv := pc.cfg.ValueHeads, pc.cfg.KeyDim, pc.cfg.ValueDim
+	var out [4]kernels.Tensor
+	for i, n := range []int{pc.T * nv * dk, pc.T * nv * dv, pc.T * nv, pc.nChunks * nv * gdnChunkLen * gdnChunkLen} {
+		v := make([]float32, n)
+		for j := range v {
+			v[j] = fill
+		}
+		out[i] = be.Upload(v, n)
+	}
+	return out
+}
+
+// launch runs prep entry name on the case into out.
+func (pc *gdnPrepCase) launch(be *Backend, name string, out [4]kernels.Tensor) {
+	const op = "gdnPrepCase"
+	cfg := pc.cfg
+	smem := 0
+	if name == gdnPrepPipe {
+		smem = gdnPrepPipeSmemBytes
+		be.allowSmem(op, name, smem)
+	}
+	ptr := func(t kernels.Tensor) devptr { return be.tensor(op, t).ptr }
+	be.launch(op, name, [3]int{pc.nChunks, cfg.ValueHeads, 1}, [3]int{gdnChunkThreads, 1, 1}, smem,
+		ptr(out[0]), ptr(out[1]), ptr(out[2]), ptr(out[3]), ptr(pc.qh), ptr(pc.kh), ptr(pc.mixed), ptr(pc.g), ptr(pc.beta),
+		pc.chunkRow, pc.chunkLen, cfg.KeyHeads, cfg.ValueHeads, cfg.KeyDim, cfg.ValueDim, cfg.ConvDim())
+}
+
+// TestGDNPrepPipeMatchesMMA runs gdn_chunk_prep_pipe_f32 (the default prep)
+// and gdn_chunk_prep_mma_f32 (COHORT_CUDA_GDN_PREP=old) on the same inputs
+// and wants W, U, gamma and P equal bit for bit (the pipe computes the same
+// products, sums and roundings in the same order): the 4b heads and the
+// chunked-rule test shapes (key dims of one to four slices, dk + dv not a
+// multiple of the 64-column slices, GVA and not), sequences of full and
+// partial chunks (1, 17, 63, 64, 65, 300 tokens). The outputs start filled
+// with NaN so that an entry only one kernel writes shows. It also checks
+// that the whole op (with the split scan) gives the same bits with either.
+func TestGDNPrepPipeMatchesMMA(t *testing.T) {
+	be := gpu(t)
+	for _, cfg := range append([]kernels.GDNConfig{gdn4b}, gdnChunkCfgs...) {
+		t.Run(fmt.Sprintf("nk%d/nv%d/dk%d/dv%d", cfg.KeyHeads, cfg.ValueHeads, cfg.KeyDim, cfg.ValueDim), func(t *testing.T) {
+			be := gpu(t)
+			r := newRand(uint64(cfg.KeyDim*977 + cfg.ValueDim*31 + cfg.ValueHeads))
+			pc := newGDNPrepCase(be, r, cfg, []int{300, 1, 64, 17, 65, 63})
+			defer pc.free(be)
+			nan := float32(math.NaN())
+			a, b := pc.outputs(be, nan), pc.outputs(be, nan)
+			defer be.Free(a[:]...)
+			defer be.Free(b[:]...)
+			pc.launch(be, gdnPrepMMA, a)
+			pc.launch(be, gdnPrepPipe, b)
+			for i, name := range []string{"W", "U", "G", "P"} {
+				bitEqual(t, name, be.Download(b[i]), be.Download(a[i]))
+			}
+		})
+	}
+	forGDNStates(t, func(t *testing.T, bf16 bool) {
+		for _, cfg := range []kernels.GDNConfig{gdn4b, gdnChunkCfgs[0], gdnChunkCfgs[3]} {
+			t.Run(fmt.Sprintf("op/nk%d/nv%d/dk%d/dv%d", cfg.KeyHeads, cfg.ValueHeads, cfg.KeyDim, cfg.ValueDim), func(t *testing.T) {
+				gpu(t)
+				gdnTwoForms(t, be, cfg, uint64(cfg.KeyDim*5+cfg.ValueDim), 3, []int{2, 0, 1}, [][]int{{300, 1, 64}, {17, 129, 1}, {1, 65, 257}},
+					func(f func()) { withGDNKernels(gdnKernelPair{prep: gdnPrepPipe, scan: gdnScanSplit}, f) },
+					func(f func()) { withGDNKernels(gdnKernelPair{prep: gdnPrepMMA, scan: gdnScanSplit}, f) }, 0)
+			})
+		}
+	})
+}
+
+// BenchmarkGDNPrep times the chunk preps alone on the 4b heads (16 key
+// heads, 32 value heads, dk = dv = 128) for one prefill sequence of 1,024,
+// 2,048 and 8,192 tokens (512, 1,024 and 4,096 blocks): sub-benchmarks
+// T<n>/mma (gdn_chunk_prep_mma_f32, COHORT_CUDA_GDN_PREP=old) and
+// T<n>/pipe (gdn_chunk_prep_pipe_f32, the default), in µs a launch.
+func BenchmarkGDNPrep(b *testing.B) {
+	gpu(b)
+	if gdnBenchBackend == nil {
+		be, err := New(Options{Weights: "f32"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		gdnBenchBackend = be
+	}
+	g := gdnBenchBackend
+	for _, T := range []int{1024, 2048, 8192} {
+		for _, name := range []string{gdnPrepMMA, gdnPrepPipe} {
+			short := map[string]string{gdnPrepMMA: "mma", gdnPrepPipe: "pipe"}[name]
+			b.Run(fmt.Sprintf("T%d/%s", T, short), func(b *testing.B) {
+				gpu(b) // sub-benchmarks run on their own goroutines: lock and bind
+				if err := g.Bind(); err != nil {
+					b.Fatal(err)
+				}
+				pc := newGDNPrepCase(g, newRand(uint64(T)), gdn4b, []int{T})
+				defer pc.free(g)
+				out := pc.outputs(g, 0)
+				defer g.Free(out[:]...)
+				const reps = 50
+				pc.launch(g, name, out)
+				if err := g.Synchronize(); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				start := time.Now()
+				for range b.N {
+					for range reps {
+						pc.launch(g, name, out)
+					}
+					if err := g.Synchronize(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				d := time.Since(start) / time.Duration(b.N*reps)
+				b.ReportMetric(float64(d.Nanoseconds())/1e3, "us/launch")
+				g.ResetScratch()
+			})
+		}
 	}
 }

@@ -127,15 +127,32 @@ func TestSetSlotRoundTrip(t *testing.T) {
 	})
 }
 
-// TestConvTilesMatchLanes runs CausalConv1d with the tiled kernels (the
-// default: conv1d_tile1_f32 for decode rows, conv1d_tile8_f32 otherwise)
-// and with conv1d_f32 (COHORT_CUDA_CONV=lanes) from the same conv state,
-// and wants the outputs and the states equal bit for bit after every step:
-// decodes, sequences shorter than K-1, empty ones, lengths at and around
-// the tile, and a long prefill beside decodes (the flat tile numbering).
+// TestConvTilesMatchLanes runs CausalConv1d with the tiled kernels
+// (conv1d_tile1_f32 for decode rows, else conv1d_pipe_f32, the default,
+// or conv1d_tile8_f32, COHORT_CUDA_CONV=tile8) and with conv1d_f32
+// (COHORT_CUDA_CONV=lanes) from the same conv state, and wants the outputs
+// and the states equal bit for bit after every step: decodes, sequences
+// shorter than K-1, empty ones, lengths at and around the tile, and a long
+// prefill beside decodes (the flat tile numbering). The subtests are the
+// tiled forms: tile8, pipe (its run sized for the device) and pipe with
+// forced runs of K-1, 4 and 7 tokens (many runs a sequence, runs that end
+// inside a group of the stream).
 func TestConvTilesMatchLanes(t *testing.T) {
 	gpu(t)
-	defer func(v bool) { convTiled = v }(convTiled)
+	defer func(v bool, p bool, r int) { convTiled, convPipe, convPipeRun = v, p, r }(convTiled, convPipe, convPipeRun)
+	for _, m := range []struct {
+		name string
+		pipe bool
+		run  int
+	}{{"tile8", false, 0}, {"pipe", true, 0}, {"pipe/runK-1", true, 1}, {"pipe/run4", true, 4}, {"pipe/run7", true, 7}} {
+		t.Run(m.name, func(t *testing.T) {
+			convPipe, convPipeRun = m.pipe, m.run
+			testConvTilesMatchLanes(t)
+		})
+	}
+}
+
+func testConvTilesMatchLanes(t *testing.T) {
 	for _, cfg := range []kernels.GDNConfig{
 		{KeyHeads: 2, ValueHeads: 4, KeyDim: 32, ValueDim: 48, ConvKernel: 4},
 		{KeyHeads: 3, ValueHeads: 3, KeyDim: 16, ValueDim: 8, ConvKernel: 2},
@@ -253,10 +270,11 @@ func timeGDNOp(b *testing.B, g *Backend, reps int, op func()) time.Duration {
 }
 
 // BenchmarkGDNConv times one CausalConv1d (one layer, the 4b shape: 8192
-// channels, K 4) with the tiled kernels beside conv1d_f32
-// (COHORT_CUDA_CONV=lanes) in the same run: one prefill sequence of 1,024
-// and 8,192 tokens, and a decode step of 128 rows. It reports both in ms
-// and old/new.
+// channels, K 4) with the tiled kernels (the default: conv1d_pipe_f32 for
+// prefill, conv1d_tile1_f32 for decode) beside conv1d_tile8_f32
+// (COHORT_CUDA_CONV=tile8) and conv1d_f32 (COHORT_CUDA_CONV=lanes) in the
+// same run: one prefill sequence of 1,024, 2,048 and 8,192 tokens, and a
+// decode step of 128 rows. It reports them in ms, the ratios and GB/s.
 func BenchmarkGDNConv(b *testing.B) {
 	gdnBench(b)
 	cfg := gdnConv4b
@@ -264,7 +282,7 @@ func BenchmarkGDNConv(b *testing.B) {
 	for _, c := range []struct {
 		name      string
 		seqs, len int
-	}{{"T1024", 1, 1024}, {"T8192", 1, 8192}, {"decode128", 128, 1}} {
+	}{{"T1024", 1, 1024}, {"T2048", 1, 2048}, {"T8192", 1, 8192}, {"decode128", 128, 1}} {
 		b.Run(c.name, func(b *testing.B) {
 			g := gdnBench(b) // sub-benchmarks run on their own goroutines: lock and bind
 			defer func(v bool) { convTiled = v }(convTiled)
@@ -280,19 +298,24 @@ func BenchmarkGDNConv(b *testing.B) {
 			x := g.Upload(randSlice(r, T*C, 1), T, C)
 			w := g.Upload(randSlice(r, C*K, 0.5), C, 1, K)
 			defer g.Free(x, w)
-			times := map[bool]time.Duration{}
-			for _, tiled := range []bool{false, true} {
-				convTiled = tiled
-				times[tiled] = timeGDNOp(b, g, 20, func() { g.CausalConv1d(x, w, pool, 0, bt) })
+			defer func(v bool) { convPipe = v }(convPipe)
+			var times [3]time.Duration // lanes, tile8, pipe (the default)
+			for i, m := range []struct{ tiled, pipe bool }{{false, false}, {true, false}, {true, true}} {
+				convTiled, convPipe = m.tiled, m.pipe
+				times[i] = timeGDNOp(b, g, 20, func() { g.CausalConv1d(x, w, pool, 0, bt) })
 			}
-			old, cur := times[false], times[true]
-			gbs := float64(2*T*C*4) / cur.Seconds() / 1e9
+			old, tile8, cur := times[0], times[1], times[2]
+			gbs := func(d time.Duration) float64 { return float64(2*T*C*4) / d.Seconds() / 1e9 }
 			b.ReportMetric(old.Seconds()*1e3, "lanes_ms")
+			b.ReportMetric(tile8.Seconds()*1e3, "tile8_ms")
 			b.ReportMetric(cur.Seconds()*1e3, "tiled_ms")
 			b.ReportMetric(old.Seconds()/cur.Seconds(), "lanes/tiled")
-			b.ReportMetric(gbs, "tiled_GB/s")
-			b.Logf("%s: conv1d_f32 %.4f ms, tiled %.4f ms (%.2fx, %.0f GB/s)", c.name,
-				old.Seconds()*1e3, cur.Seconds()*1e3, old.Seconds()/cur.Seconds(), gbs)
+			b.ReportMetric(tile8.Seconds()/cur.Seconds(), "tile8/tiled")
+			b.ReportMetric(gbs(cur), "tiled_GB/s")
+			b.ReportMetric(gbs(tile8), "tile8_GB/s")
+			b.Logf("%s: conv1d_f32 %.4f ms, tile8 %.4f ms (%.0f GB/s), tiled (default: pipe unless decode) %.4f ms (%.2fx lanes, %.2fx tile8, %.0f GB/s)",
+				c.name, old.Seconds()*1e3, tile8.Seconds()*1e3, gbs(tile8), cur.Seconds()*1e3,
+				old.Seconds()/cur.Seconds(), tile8.Seconds()/cur.Seconds(), gbs(cur))
 		})
 	}
 }

@@ -185,6 +185,119 @@ extern "C" __global__ void __launch_bounds__(128) conv1d_tile1_f32(float *y, con
 	conv1d_tiles<1>(y, x, w, convState, seqStart, seqLen, seqSlot, C, K, slots, layer, nSeq, flat);
 }
 
+// conv1d_run is conv1d_vec streamed: the thread runs the 4 channels c .. c+3
+// of tokens t0 .. t0+run-1 in groups of S, keeping the last K-1 raw inputs
+// in registers (the halo is loaded once, K-1 rows, for the whole run) and
+// issuing the loads of group g+1 before the conv and SiLU of group g, so
+// that the float64 exp of silu_ref (the costly part) overlaps the memory
+// traffic. Every output is summed as in conv1d_vec (oldest tap first, the
+// new input last, the same expression), so the results are its bit for
+// bit; the conv state is left as conv1d_vec leaves it (only the first run
+// of a sequence, t0 = 0, reads or writes it). Requires S >= K-1 and
+// run >= K-1 (a last group past the run's end computes nothing there).
+template <int K, int S>
+__device__ __forceinline__ void conv1d_run(float *y, const float *x, const float *w, float *st, int start, int len, int C, int c,
+		int t0, int run) {
+	constexpr int hist = K - 1;
+	static_assert(S >= hist, "conv1d_run: S >= K-1");
+	const float *xc = x + (long long)start * C + c;
+	float *yc = y + (long long)start * C + c;
+	float4 win[hist + S]; // inputs t - hist .. t + S - 1 of the group at t
+#pragma unroll
+	for (int i = 0; i < hist; i++) {
+		int p = t0 - hist + i; // < t0 < len
+		win[i] = p >= 0 ? __ldg((const float4 *)(xc + (long long)p * C)) : *(const float4 *)(st + (long long)(hist + p) * C + c);
+	}
+	const int tEnd = min(len, t0 + run);
+	float4 nx[S];
+#pragma unroll
+	for (int i = 0; i < S; i++) {
+		int p = t0 + i;
+		nx[i] = p < tEnd ? __ldg((const float4 *)(xc + (long long)p * C)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+	}
+	float wk[4 * K]; // channel e's tap j at wk[e*K + j]
+#pragma unroll
+	for (int i = 0; i < K; i++) {
+		float4 v = __ldg((const float4 *)(w + (long long)c * K) + i);
+		wk[4 * i] = v.x, wk[4 * i + 1] = v.y, wk[4 * i + 2] = v.z, wk[4 * i + 3] = v.w;
+	}
+#pragma unroll 1
+	for (int t = t0; t < tEnd; t += S) {
+#pragma unroll
+		for (int i = 0; i < S; i++) win[hist + i] = nx[i];
+		if (t + S < tEnd) {
+#pragma unroll
+			for (int i = 0; i < S; i++) {
+				int p = t + S + i;
+				nx[i] = p < tEnd ? __ldg((const float4 *)(xc + (long long)p * C)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+			}
+		}
+#pragma unroll
+		for (int r = 0; r < S; r++) {
+			if (t + r < tEnd) {
+				float ax = 0.0f, ay = 0.0f, az = 0.0f, aw = 0.0f;
+#pragma unroll
+				for (int j = 0; j < hist; j++) {
+					ax += wk[j] * win[r + j].x;
+					ay += wk[K + j] * win[r + j].y;
+					az += wk[2 * K + j] * win[r + j].z;
+					aw += wk[3 * K + j] * win[r + j].w;
+				}
+				ax += wk[hist] * win[r + hist].x;
+				ay += wk[K + hist] * win[r + hist].y;
+				az += wk[2 * K + hist] * win[r + hist].z;
+				aw += wk[3 * K + hist] * win[r + hist].w;
+				*(float4 *)(yc + (long long)(t + r) * C) = make_float4(silu_ref(ax), silu_ref(ay), silu_ref(az), silu_ref(aw));
+			}
+		}
+#pragma unroll
+		for (int i = 0; i < hist; i++) win[i] = win[S + i];
+	}
+	if (t0 != 0) return;
+	// As in conv1d_vec: ascending j reads state entries (j + len) before
+	// they are written, and this thread read every entry it overwrites.
+#pragma unroll
+	for (int j = 0; j < hist; j++) {
+		int p = len - hist + j;
+		float4 v = p >= 0 ? __ldg((const float4 *)(xc + (long long)p * C)) : *(const float4 *)(st + (long long)(hist + p) * C + c);
+		*(float4 *)(st + (long long)j * C + c) = v;
+	}
+}
+
+// conv1d_pipe_f32: conv1d_tile8_f32's results bit for bit (K in 2..4, C a
+// multiple of 4, 16-byte aligned pointers), with a thread streaming 4
+// channels of a run of `run` tokens (conv1d_run, groups of max(K-1, 2)
+// tokens: 3 for K = 4, which keeps the thread within 80 registers, 6
+// blocks of 128 threads an SM). The block numbering is conv1d_tiles' with
+// tiles of `run` tokens (run >= K-1; flat = 0: block x is sequence x, every
+// sequence at most run tokens; flat = 1: nSeq + ceil(T/run) blocks in x).
+// kernels/cuda/gdn.go picks run so that the grid fits one wave: every
+// resident thread streams one long run (COHORT_CUDA_CONV).
+extern "C" __global__ void __launch_bounds__(128, 6) conv1d_pipe_f32(float *y, const float *x, const float *w, float *convState,
+		const int *seqStart, const int *seqLen, const int *seqSlot, int C, int K, int slots, int layer, int nSeq, int flat, int run) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	int g = blockIdx.x, s = g, tile = 0;
+	if (flat) {
+		int lo = 0, hi = nSeq - 1;
+		while (lo < hi) {
+			int mid = (lo + hi + 1) >> 1;
+			if (mid + seqStart[mid] / run <= g) lo = mid;
+			else hi = mid - 1;
+		}
+		s = lo, tile = g - (s + seqStart[s] / run);
+	}
+	int start = seqStart[s], len = seqLen[s], t0 = tile * run;
+	int c = (blockIdx.y * blockDim.x + threadIdx.x) * 4;
+	if (t0 >= len || c >= C) return;
+	float *st = convState + ((long long)layer * slots + seqSlot[s]) * (K - 1) * C;
+	switch (K) {
+	case 2: conv1d_run<2, 2>(y, x, w, st, start, len, C, c, t0, run); break;
+	case 3: conv1d_run<3, 2>(y, x, w, st, start, len, C, c, t0, run); break;
+	default: conv1d_run<4, 3>(y, x, w, st, start, len, C, c, t0, run); break;
+	}
+}
+
 // gdn_qk_norm_f32: block (row r, head y) l2-normalizes head y of the q
 // heads (y < nk, also scaled by `scale`) or of the k heads (y >= nk) of
 // mixed's row r into qh or kh [T, nk*dk].

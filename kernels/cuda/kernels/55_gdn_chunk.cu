@@ -29,6 +29,9 @@
 //                       cp.async pipeline: Vn, the outputs and the state
 //                       update, the products on tensor cores (3xTF32, about
 //                       float32's precision, float32 state).
+// gdn_chunk_prep_pipe_f32 (the default prep) computes gdn_chunk_prep_mma_f32's
+// outputs bit for bit, four blocks an SM, its loads by cp.async overlapping
+// the compute (COHORT_CUDA_GDN_PREP=old keeps gdn_chunk_prep_mma_f32).
 // The previous entries, gdn_chunk_prep_f32 (forward substitution, one
 // column a thread) and gdn_chunk_scan_f32 (CUDA cores), and
 // gdn_chunk_prep_inv_f32 (the inverse prep on CUDA cores) compute the same
@@ -636,6 +639,378 @@ __device__ __forceinline__ void gdn_cp_commit() { asm volatile("cp.async.commit_
 __device__ __forceinline__ void gdn_cp_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 
 __device__ __forceinline__ void gdn_cp_wait0() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
+// gdn_chunk_prep_pipe_f32: gdn_chunk_prep_mma_f32's outputs bit for bit
+// (the same products, sums and roundings in the same order), restructured
+// for four blocks an SM (at most 64 registers; GDN_PREP_PIPE_SMEM floats of
+// dynamic shared memory, about 55 KiB, which kernels/cuda/gdn_chunk.go opts
+// the entry in to) and overlapped memory traffic:
+//   - every global input of phases 1 and 3 (the K and Q slices of phase 1,
+//     the right-hand-side slices of phase 3) arrives by 16-byte cp.async
+//     through two buffers, the copies of stage u + 2 issued as soon as
+//     stage u is consumed (the first two before phase 0, the first R slice
+//     during phase 1, so that phase 2 runs while it lands); the R slices
+//     land raw and are scaled by beta e^gamma (K columns) or beta (V
+//     columns) where the tensor-core fragments are read, the same float
+//     products as gdn_prep_rhs's;
+//   - phase 2 (gdn_prep_invert_nc) maps its threads so that no shared
+//     access conflicts (gdn_prep_invert's phase 2c read T1 eight ways
+//     conflicted, about half of the old kernel's shared wavefronts).
+// Stages: u < n1 = ceil(dk / GDN_DQ) the K and Q slices of phase 1 ([i][d]
+// rows of GDN_SK, K then Q), then n3 = ceil((dk + dv) / GDN_CH) R slices
+// ([j][c] rows of GDN_STRIDE_M); stage u in buffer u % 2; the buffer of
+// stage n1 - 1 is phase 2's scratch, so stage n1 + 1 is issued after it.
+#define GDN_PP_BUF (GDN_CH * GDN_STRIDE_M) // floats of a stage buffer (>= 2 GDN_CH GDN_SK)
+#define GDN_PREP_PIPE_SMEM (3 * GDN_PP_BUF + 4 * GDN_CH)
+
+// gdn_prep_invert_nc is gdn_prep_invert (the same sums in the same order,
+// so the same T^T bit for bit) with conflict-free shared accesses: phase
+// 2b's thread (il, jl) is (tid % 16, the warp's pair {jl, jl + 2}) and its
+// X is stored [jl][il] with rows of 24; phase 2c's thread (il, q) is
+// (lane, warp), so T1 and X are read by broadcast and A21, T2 and the
+// result by 32 consecutive words. sX: at least 32 * 36 floats.
+template <int ST>
+__device__ __forceinline__ void gdn_prep_invert_nc(float *sM, float *sX) {
+	const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+	// Phase 2a: as gdn_prep_invert's.
+	{
+		float x[16];
+		const int b = tid / 16, jl = tid % 16, base = 16 * b;
+		if (tid < GDN_CH) {
+#pragma unroll
+			for (int il = 0; il < 16; il++) {
+				float acc = il == jl ? 1.0f : 0.0f;
+#pragma unroll
+				for (int k = 0; k < il; k++) acc -= sM[(base + k) * ST + base + il] * x[k];
+				x[il] = acc;
+			}
+		}
+		__syncthreads();
+		if (tid < GDN_CH) {
+#pragma unroll
+			for (int il = 0; il < 16; il += 4)
+				*(float4 *)&sM[(base + jl) * ST + base + il] = make_float4(x[il], x[il + 1], x[il + 2], x[il + 3]);
+		}
+		__syncthreads();
+	}
+	// Phase 2b: X = A21 T1, then T21 = -T2 X, for the 32x32 diagonal blocks
+	// p = 0, 1.
+	{
+		const int il = lane % 16, jl = 4 * (warp / 2) + warp % 2 + 2 * (lane / 16);
+#pragma unroll
+		for (int p = 0; p < 2; p++) {
+			const int o = 32 * p;
+			float acc = 0.0f;
+#pragma unroll
+			for (int k = 0; k < 16; k++)
+				acc += sM[(o + k) * ST + o + 16 + il] * sM[(o + jl) * ST + o + k];
+			sX[p * 384 + jl * 24 + il] = acc;
+		}
+		__syncthreads();
+#pragma unroll
+		for (int p = 0; p < 2; p++) {
+			const int o = 32 * p;
+			float acc = 0.0f;
+#pragma unroll
+			for (int k = 0; k < 16; k++)
+				acc += sM[(o + 16 + k) * ST + o + 16 + il] * sX[p * 384 + jl * 24 + k];
+			sM[(o + jl) * ST + o + 16 + il] = -acc;
+		}
+		__syncthreads();
+	}
+	// Phase 2c: the whole 64x64, thread row il = lane, columns 4 q ..,
+	// q = warp.
+	{
+		const int il = lane, q = warp;
+		float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 8
+		for (int k = 0; k < 32; k++) {
+			float a = sM[k * ST + 32 + il];
+#pragma unroll
+			for (int s = 0; s < 4; s++) acc[s] += a * sM[(4 * q + s) * ST + k];
+		}
+		*(float4 *)&sX[il * 36 + 4 * q] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+		__syncthreads();
+#pragma unroll
+		for (int s = 0; s < 4; s++) acc[s] = 0.0f;
+#pragma unroll 8
+		for (int k = 0; k < 32; k++) {
+			float t = sM[(32 + k) * ST + 32 + il];
+			float4 x4 = *(const float4 *)&sX[k * 36 + 4 * q];
+			acc[0] += t * x4.x; acc[1] += t * x4.y; acc[2] += t * x4.z; acc[3] += t * x4.w;
+		}
+#pragma unroll
+		for (int s = 0; s < 4; s++) sM[(4 * q + s) * ST + 32 + il] = -acc[s];
+	}
+}
+
+// gdn_pp_ctaid reads blockIdx through volatile asm, which the compiler
+// does not merge: gdn_chunk_prep_pipe_f32 recomputes what it derives from
+// the block index (and reloads the chunk's row and length, which every
+// barrier forces) where it needs them, instead of holding them in
+// registers across phase 1 (the 64-register budget of four blocks an SM).
+__device__ __forceinline__ int gdn_pp_ctaid_x() {
+	int r;
+	asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(r));
+	return r;
+}
+
+__device__ __forceinline__ int gdn_pp_ctaid_y() {
+	int r;
+	asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(r));
+	return r;
+}
+
+// gdn_pp_issue starts this thread's copies of stage u into buf (zero past
+// the chunk's n rows, past dk key dims, past dk + dv columns).
+__device__ __forceinline__ void gdn_pp_issue(float *buf, int u, const float *qh, const float *kh, const float *mixed,
+		const int *chunkRow, const int *chunkLen, int nk, int nv, int dk, int dv, int convDim) {
+	const int tid = threadIdx.x, c = gdn_pp_ctaid_x(), h = gdn_pp_ctaid_y();
+	const int row0 = chunkRow[c], n = chunkLen[c], kHead = h / (nv / nk), qk = nk * dk, n1 = (dk + GDN_DQ - 1) / GDN_DQ;
+	if (u < n1) {
+		const int d0 = GDN_DQ * u;
+#pragma unroll
+		for (int m = 0; m < GDN_CH * GDN_DQ / 4 / GDN_THREADS; m++) {
+			const int e = tid + m * GDN_THREADS, i = e / (GDN_DQ / 4), d = d0 + 4 * (e % (GDN_DQ / 4));
+			const bool ok = i < n && d < dk;
+			const long long off = (long long)(row0 + (ok ? i : 0)) * qk + (long long)kHead * dk + (ok ? d : 0);
+			float *dst = buf + i * GDN_SK + (d - d0);
+			gdn_cp16(dst, kh + off, ok);
+			gdn_cp16(dst + GDN_CH * GDN_SK, qh + off, ok);
+		}
+	} else {
+		const int col0 = GDN_CH * (u - n1);
+		const float *kRow = kh + (long long)kHead * dk, *vRow = mixed + 2LL * qk + (long long)h * dv;
+#pragma unroll
+		for (int m = 0; m < GDN_CH * GDN_CH / 4 / GDN_THREADS; m++) {
+			const int e = tid + m * GDN_THREADS, j = e / (GDN_CH / 4), cl = 4 * (e % (GDN_CH / 4)), col = col0 + cl;
+			const bool ok = j < n && col < dk + dv;
+			const long long row = row0 + (ok ? j : 0);
+			const float *src = !ok ? kRow + row * qk : col < dk ? kRow + row * qk + col : vRow + row * convDim + (col - dk);
+			gdn_cp16(buf + j * GDN_STRIDE_M + cl, src, ok);
+		}
+	}
+}
+
+#define GDN_PP_ISSUE(buf, u) gdn_pp_issue(buf, u, qh, kh, mixed, chunkRow, chunkLen, nk, nv, dk, dv, convDim)
+
+// The warps' tiles (lane = 4 gq + tq, C tiles of 16 rows x 8 columns):
+// phase 1 computes the lower triangle and diagonal of A and P, m-tile mt
+// having the 2 mt + 2 n-tiles nt <= 2 mt + 1 (20 in all): warps 0-3 the
+// tiles of A (K K^T), warps 4-7 those of P (Q K^T), five tiles each, warp
+// w % 4 = v the cA n-tiles ntA0 .. of m-tile mtA and then the rest of its
+// five from ntB0 .. of m-tile mtB (GDN_PP_P1, 16 bits a v: mtA | ntA0 << 2
+// | cA << 5 | mtB << 8 | ntB0 << 10), 20 accumulators where
+// gdn_chunk_prep_mma_f32 gives every warp 32 (A and P, 4 n-tiles, two warps
+// none); phase 3 (T R, m-tile mt summing 2 mt + 2 k-steps) gives warp w
+// the m-tiles pa = w % 2 and 3 - pa and the n-tiles 2 (w / 2), 2 (w / 2) +
+// 1: 20 k-steps of two n-tiles per warp where gdn_chunk_prep_mma_f32's
+// warps of m-tile 3 run 8 of four (32). Every C tile is still the same
+// sequence of gdn_mma3s calls on the same fragments, so the same bits.
+//   v:     0          1                2                3
+//   mtA:   3 nt 0-4   3 nt 5-7         2 nt 2-5         1 nt 1-3
+//   mtB:   -          2 nt 0-1         1 nt 0           0 nt 0-1
+#define GDN_PP_E(mtA, ntA0, cA, mtB, ntB0) ((unsigned long long)((mtA) | (ntA0) << 2 | (cA) << 5 | (mtB) << 8 | (ntB0) << 10))
+#define GDN_PP_P1 (GDN_PP_E(3, 0, 5, 3, 0) | GDN_PP_E(3, 5, 3, 2, 0) << 16 | GDN_PP_E(2, 2, 4, 1, 0) << 32 | GDN_PP_E(1, 1, 3, 0, 0) << 48)
+
+extern "C" __global__ void __launch_bounds__(GDN_THREADS, 4) gdn_chunk_prep_pipe_f32(float *W, float *U, float *G, float *P,
+		const float *qh, const float *kh, const float *mixed, const float *g, const float *beta,
+		const int *chunkRow, const int *chunkLen, int nk, int nv, int dk, int dv, int convDim) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	extern __shared__ __align__(16) float gdn_pp[];
+	float *const sM = gdn_pp + 2 * GDN_PP_BUF; // the decays, then A^T, then T^T
+	float *const sG = sM + GDN_PP_BUF, *const sB = sG + GDN_CH, *const sEg = sB + GDN_CH, *const sScK = sEg + GDN_CH;
+	const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
+	const int n1 = (dk + GDN_DQ - 1) / GDN_DQ, total = n1 + (dk + dv + GDN_CH - 1) / GDN_CH;
+	GDN_PP_ISSUE(gdn_pp, 0);
+	gdn_cp_commit();
+	GDN_PP_ISSUE(gdn_pp + GDN_PP_BUF, 1); // total >= 2
+	gdn_cp_commit();
+	const int c = blockIdx.x, h = blockIdx.y;
+	const int row0 = chunkRow[c], n = chunkLen[c];
+	float *Pc = P + ((long long)c * nv + h) * GDN_CH * GDN_CH;
+	// P's tiles that phase 1 does not compute, wholly above the diagonal
+	// (row i, columns j >= 16 (i / 16) + 16), are zero.
+	for (int e = tid; e < GDN_CH * GDN_CH / 4; e += GDN_THREADS) {
+		const int i = e / (GDN_CH / 4), j = 4 * (e % (GDN_CH / 4));
+		if (j >= 16 * (i / 16) + 16) *(float4 *)&Pc[i * GDN_CH + j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+	}
+	gdn_prep_gamma(sG, sB, sEg, G, g, beta, row0, n, nv, h);
+	if (tid < GDN_CH) sScK[tid] = sB[tid] * sEg[tid]; // gdn_prep_rhs's beta e^gamma (0 past n)
+	// The decays e^(gamma_i - gamma_j), j <= i (0 for i >= n), the float64
+	// exps of gdn_chunk_prep_mma_f32's epilogue, each computed once, into
+	// sM[i][j] while the first slices land: the 2,080 (i, j) as rows p and
+	// 63 - p of 65 entries together.
+	for (int e = tid; e < (GDN_CH / 2) * (GDN_CH + 1); e += GDN_THREADS) {
+		const int pr = e / (GDN_CH + 1), r = e % (GDN_CH + 1);
+		const int i = r <= pr ? pr : GDN_CH - 1 - pr, j = r <= pr ? r : r - pr - 1;
+		sM[i * GDN_STRIDE_M + j] = i < n ? (float)exp((double)(sG[i] - sG[j])) : 0.0f;
+	}
+
+	// Phase 1: slice s from buffer s % 2.
+	{
+		const bool isP = warp >= 4;
+		const unsigned ent = (unsigned)(GDN_PP_P1 >> (16 * (warp % 4))) & 0xffff;
+		const int mtA = ent & 3, ntA0 = (ent >> 2) & 7, cA = (ent >> 5) & 7, mtB = (ent >> 8) & 3, ntB0 = (ent >> 10) & 7;
+		float acc[5][4];
+#pragma unroll
+		for (int t = 0; t < 5; t++)
+#pragma unroll
+			for (int z = 0; z < 4; z++) acc[t][z] = 0.0f;
+		for (int s = 0; s < n1; s++) {
+			gdn_cp_wait1(); // stage s has landed (s + 1 may be in flight)
+			__syncthreads();
+			const float *sK = gdn_pp + (s & 1) * GDN_PP_BUF, *sX = isP ? sK + GDN_CH * GDN_SK : sK;
+#pragma unroll
+			for (int ks = 0; ks < GDN_DQ / 8; ks++) {
+				const int k0 = 8 * ks + tq;
+#pragma unroll
+				for (int part = 0; part < 2; part++) {
+					if (part == 1 && cA == 5) continue; // warp-uniform
+					const int r0 = 16 * (part ? mtB : mtA) + gq, r1 = r0 + 8;
+					unsigned ah[4], al[4];
+					gdn_split(sX[r0 * GDN_SK + k0], ah[0], al[0]);
+					gdn_split(sX[r1 * GDN_SK + k0], ah[1], al[1]);
+					gdn_split(sX[r0 * GDN_SK + k0 + 4], ah[2], al[2]);
+					gdn_split(sX[r1 * GDN_SK + k0 + 4], ah[3], al[3]);
+#pragma unroll
+					for (int t = 0; t < 5; t++) {
+						if ((t < cA) == (part == 1)) continue; // warp-uniform
+						const int jr = 8 * (part ? ntB0 + t - cA : ntA0 + t) + gq;
+						unsigned bh[2], bl[2];
+						gdn_split(sK[jr * GDN_SK + k0], bh[0], bl[0]);
+						gdn_split(sK[jr * GDN_SK + k0 + 4], bh[1], bl[1]);
+						gdn_mma3s(acc[t], ah, al, bh, bl);
+					}
+				}
+			}
+			__syncthreads(); // buffer s % 2 is consumed
+			if (s + 1 < n1) {
+				// Stage s + 2 (the buffer of stage n1 - 1 is phase 2's
+				// scratch: its next stage waits for phase 2).
+				if (s + 2 < total) GDN_PP_ISSUE(gdn_pp + (s & 1) * GDN_PP_BUF, s + 2);
+				gdn_cp_commit();
+			}
+		}
+		// The decay and mask as gdn_chunk_prep_mma_f32's: P (warps 4-7) to
+		// global memory; A (warps 0-3) kept, and written as M[j][i] = A_ij
+		// once every warp has read its decays from sM.
+		float *Pc = P + ((long long)gdn_pp_ctaid_x() * nv + gdn_pp_ctaid_y()) * GDN_CH * GDN_CH;
+#pragma unroll
+		for (int t = 0; t < 5; t++) {
+			const int mt = t < cA ? mtA : mtB, j0 = 8 * (t < cA ? ntA0 + t : ntB0 + t - cA) + 2 * tq;
+#pragma unroll
+			for (int hr = 0; hr < 2; hr++) {
+				const int i = 16 * mt + gq + 8 * hr;
+#pragma unroll
+				for (int z = 0; z < 2; z++) {
+					const int j = j0 + z;
+					const float dec = j <= i ? sM[i * GDN_STRIDE_M + j] : 0.0f;
+					float &v = acc[t][2 * hr + z];
+					if (isP) v = j <= i ? v * dec : 0.0f;
+					else v = j < i ? sB[i] * v * dec : 0.0f;
+				}
+				if (isP) *(float2 *)&Pc[i * GDN_CH + j0] = make_float2(acc[t][2 * hr], acc[t][2 * hr + 1]);
+			}
+		}
+		__syncthreads(); // the decays are read
+		if (!isP) {
+#pragma unroll
+			for (int t = 0; t < 5; t++) {
+				const int mt = t < cA ? mtA : mtB, j0 = 8 * (t < cA ? ntA0 + t : ntB0 + t - cA) + 2 * tq;
+#pragma unroll
+				for (int hr = 0; hr < 2; hr++) {
+					const int i = 16 * mt + gq + 8 * hr;
+					sM[j0 * GDN_STRIDE_M + i] = acc[t][2 * hr];
+					sM[(j0 + 1) * GDN_STRIDE_M + i] = acc[t][2 * hr + 1];
+				}
+			}
+		}
+		// M's entries that phase 1 does not compute (row j, columns
+		// i < 16 (j / 16): A_ij with i wholly before j's 16-block) are zero.
+		for (int e = tid; e < GDN_CH * GDN_CH / 4; e += GDN_THREADS) {
+			const int j = e / (GDN_CH / 4), i = 4 * (e % (GDN_CH / 4));
+			if (i < 16 * (j / 16)) *(float4 *)&sM[j * GDN_STRIDE_M + i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+		}
+	}
+	__syncthreads();
+
+	gdn_prep_invert_nc<GDN_STRIDE_M>(sM, gdn_pp + ((n1 - 1) & 1) * GDN_PP_BUF);
+	__syncthreads(); // T^T is complete; the scratch buffer is free
+	if (n1 + 1 < total) GDN_PP_ISSUE(gdn_pp + ((n1 + 1) & 1) * GDN_PP_BUF, n1 + 1);
+	gdn_cp_commit();
+
+	// Phase 3: [W | U] = T R, R slice u - n1 from buffer u % 2; this warp's
+	// m-tiles mA = pa (2 pa + 2 k-steps) and mB = 3 - pa (8 - 2 pa), n-tiles
+	// nc .. nc + 1.
+	const int pa = warp % 2, nc = 2 * (warp / 2);
+	const int rA = 16 * pa + gq, rB = 16 * (3 - pa) + gq; // rows rA, rA + 8, rB, rB + 8
+	const int kA = 2 * pa + 2, kB = 8 - 2 * pa;
+	for (int u = n1; u < total; u++) {
+		const int col0 = GDN_CH * (u - n1);
+		gdn_cp_wait1();
+		__syncthreads();
+		const float *sR = gdn_pp + (u & 1) * GDN_PP_BUF;
+		// This lane's B columns and their scales (beta e^gamma for K
+		// columns, beta for V columns): sB + so[q] is sScK or sB.
+		int so[2];
+#pragma unroll
+		for (int q = 0; q < 2; q++) so[q] = col0 + 8 * (nc + q) + gq < dk ? 2 * GDN_CH : 0;
+		float cA[2][4], cB[2][4];
+#pragma unroll
+		for (int q = 0; q < 2; q++)
+#pragma unroll
+			for (int z = 0; z < 4; z++) cA[q][z] = cB[q][z] = 0.0f;
+#pragma unroll 1 // (unrolled, 64 registers do not hold it without spills)
+		for (int ks = 0; ks < kB; ks++) {
+			const int j = 8 * ks + tq;
+			unsigned bh[2][2], bl[2][2];
+#pragma unroll
+			for (int q = 0; q < 2; q++) {
+				const int cc = 8 * (nc + q) + gq;
+				gdn_split(sB[so[q] + j] * sR[j * GDN_STRIDE_M + cc], bh[q][0], bl[q][0]);
+				gdn_split(sB[so[q] + j + 4] * sR[(j + 4) * GDN_STRIDE_M + cc], bh[q][1], bl[q][1]);
+			}
+			{
+				const float at[4] = {sM[j * GDN_STRIDE_M + rB], sM[j * GDN_STRIDE_M + rB + 8], sM[(j + 4) * GDN_STRIDE_M + rB], sM[(j + 4) * GDN_STRIDE_M + rB + 8]};
+				unsigned ah[4], al[4];
+#pragma unroll
+				for (int z = 0; z < 4; z++) gdn_split(at[z], ah[z], al[z]);
+#pragma unroll
+				for (int q = 0; q < 2; q++) gdn_mma3s(cB[q], ah, al, bh[q], bl[q]);
+			}
+			if (ks < kA) { // warp-uniform
+				const float at[4] = {sM[j * GDN_STRIDE_M + rA], sM[j * GDN_STRIDE_M + rA + 8], sM[(j + 4) * GDN_STRIDE_M + rA], sM[(j + 4) * GDN_STRIDE_M + rA + 8]};
+				unsigned ah[4], al[4];
+#pragma unroll
+				for (int z = 0; z < 4; z++) gdn_split(at[z], ah[z], al[z]);
+#pragma unroll
+				for (int q = 0; q < 2; q++) gdn_mma3s(cA[q], ah, al, bh[q], bl[q]);
+			}
+		}
+		__syncthreads(); // buffer u % 2 is consumed
+		if (u + 2 < total) GDN_PP_ISSUE(gdn_pp + (u & 1) * GDN_PP_BUF, u + 2);
+		gdn_cp_commit();
+		const int c = gdn_pp_ctaid_x(), h = gdn_pp_ctaid_y(), row0 = chunkRow[c], n = chunkLen[c];
+#pragma unroll
+		for (int q = 0; q < 2; q++) {
+			const int col = col0 + 8 * (nc + q) + 2 * tq; // even, dk % 4 == 0: both columns W or both U
+			if (col >= dk + dv) continue;
+#pragma unroll
+			for (int m = 0; m < 4; m++) {
+				const int i = (m < 2 ? rA : rB) + 8 * (m & 1);
+				if (i >= n) continue;
+				const float *cv = m < 2 ? cA[q] : cB[q];
+				long long row = row0 + i;
+				float2 v = make_float2(cv[2 * (m & 1)], cv[2 * (m & 1) + 1]);
+				if (col < dk) *(float2 *)&W[(row * nv + h) * dk + col] = v;
+				else *(float2 *)&U[(row * nv + h) * dv + (col - dk)] = v;
+			}
+		}
+	}
+	gdn_cp_wait0();
+}
 
 // The scan streams every chunk through shared memory as nq + 3 tiles of
 // GDN_TILE floats (nq = ceil(dk / GDN_SQ)), double-buffered so that the
