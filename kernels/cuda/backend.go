@@ -116,7 +116,6 @@ type Backend struct {
 	profile     profileWindow      // steps a profiler collects (COHORT_CUDA_PROFILE_ROWS)
 	lastLaunch  string             // the kernel launched last (for pdlGEMV)
 	fuse        bool               // fused decode kernels (COHORT_CUDA_FUSE=0 turns them off)
-	prefetch    prefetcher         // the GEMVs' L2 prefetch of the next launch's weights (prefetch.go)
 	kvBF16      bool               // NewKVCache makes bf16 caches (kvType: the default with bf16 weights)
 	det         bool               // deterministic mode (deterministic.go)
 	plans       map[ltKey]ltPlan   // prepared cuBLASLt matmuls by shape
@@ -199,9 +198,6 @@ func New(o Options) (*Backend, error) {
 	b.det = o.Deterministic || deterministicFromEnv()
 	b.profile = newProfileWindow()
 	if b.gemvTune, err = gemvTuningFromEnv(); err != nil {
-		return nil, err
-	}
-	if b.prefetch, err = prefetchFromEnv(); err != nil {
 		return nil, err
 	}
 	if b.kvBF16, err = kvType(o); err != nil {
@@ -841,21 +837,6 @@ const (
 // weight loads before it waits for its predecessor).
 func isGEMV(name string) bool { return strings.HasPrefix(name, "gemv_mma") }
 
-// fingerprinted returns the packed arguments a graph fingerprint counts:
-// packed with the hints (hintPtr) as 0.
-func fingerprinted(packed []uint64, args []any, hints bool) []uint64 {
-	if !hints {
-		return packed
-	}
-	fp := slices.Clone(packed)
-	for i, a := range args {
-		if _, ok := a.(hintPtr); ok {
-			fp[i] = 0
-		}
-	}
-	return fp
-}
-
 func (b *Backend) launch(op, name string, grid, block [3]int, shmem int, args ...any) {
 	f, ok := b.funcs[name]
 	if !ok {
@@ -865,13 +846,10 @@ func (b *Backend) launch(op, name string, grid, block [3]int, shmem int, args ..
 		return
 	}
 	packed := make([]uint64, len(args))
-	hints := false
 	for i, a := range args {
 		switch v := a.(type) {
 		case devptr:
 			packed[i] = uint64(v)
-		case hintPtr:
-			packed[i], hints = uint64(v), true
 		case int:
 			if v != int(int32(v)) {
 				panic(fmt.Sprintf("cuda: %s: %s argument %d = %d overflows int32", op, name, i, v))
@@ -889,7 +867,7 @@ func (b *Backend) launch(op, name string, grid, block [3]int, shmem int, args ..
 		for _, d := range [...]int{grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem} {
 			b.graph.fp.add(uint64(d))
 		}
-		if b.graph.skip(op, name, fingerprinted(packed, args, hints)...) {
+		if b.graph.skip(op, name, packed...) {
 			return
 		}
 	}

@@ -332,8 +332,7 @@ func (b *Backend) linearBF16(op string, y, x, w *Tensor, T, K, N int) {
 	case b.mmaFits(T, K):
 		b.mmaGroups(op, "gemv_mma", T, (N+15)/16, K, 1, func(p mmaPlan, t0, n int, ws, cnt devptr) {
 			b.launch(op, p.name, p.grid, p.block, 0, rowPtr(y.ptr, t0, N), w.ptr, N, devptr(0), devptr(0), 0,
-				devptr(0), devptr(0), 0, devptr(0), devptr(0), 0, rowPtr(x.ptr, t0, K), n, K, ws, cnt,
-				b.gemvHint(p, K, prefetchSeg{w.ptr, N}))
+				devptr(0), devptr(0), 0, devptr(0), devptr(0), 0, rowPtr(x.ptr, t0, K), n, K, ws, cnt)
 		})
 	case b.gemvFits(T, K):
 		b.rowGroups(T, gemvMaxRows, func(t0, n int) {
@@ -423,21 +422,9 @@ func (b *Backend) Linears(x kernels.Tensor, ws ...kernels.Tensor) []kernels.Tens
 	}
 	args, out, tiles := b.mmaSegments(op, T, ws)
 	b.mmaGroups(op, "gemv_mma", T, tiles, K, 1, func(p mmaPlan, t0, n int, part, cnt devptr) {
-		b.launch(op, p.name, p.grid, p.block, 0, append(segmentRows(args, t0), rowPtr(xt.ptr, t0, K), n, K, part, cnt,
-			b.gemvHint(p, K, segmentWeights(args)...))...)
+		b.launch(op, p.name, p.grid, p.block, 0, append(segmentRows(args, t0), rowPtr(xt.ptr, t0, K), n, K, part, cnt)...)
 	})
 	return out
-}
-
-// segmentWeights returns the weights of mmaSegments' arguments.
-func segmentWeights(args [12]any) []prefetchSeg {
-	var segs []prefetchSeg
-	for i := 0; i < 12; i += 3 {
-		if w := args[i+1].(devptr); w != 0 {
-			segs = append(segs, prefetchSeg{w, args[i+2].(int)})
-		}
-	}
-	return segs
 }
 
 // segmentRows returns mmaSegments' arguments with each output advanced to
@@ -498,8 +485,7 @@ func (b *Backend) SwiGLULinear(x, gate, up kernels.Tensor) kernels.Tensor {
 	N := gt.shape[0]
 	y := b.newTensor(op, T, N)
 	b.mmaGroups(op, "gemv_mma_swiglu", T, (N+15)/16, K, 2, func(p mmaPlan, t0, n int, ws, cnt devptr) {
-		b.launch(op, p.name, p.grid, p.block, 0, rowPtr(y.ptr, t0, N), gt.ptr, ut.ptr, N, rowPtr(xt.ptr, t0, K), n, K, ws, cnt,
-			b.gemvHint(p, K, prefetchSeg{gt.ptr, N}, prefetchSeg{ut.ptr, N}))
+		b.launch(op, p.name, p.grid, p.block, 0, rowPtr(y.ptr, t0, N), gt.ptr, ut.ptr, N, rowPtr(xt.ptr, t0, K), n, K, ws, cnt)
 	})
 	return y
 }
@@ -515,7 +501,6 @@ func (b *Backend) ltGemm(op string, key ltKey, a, bm, d devptr) {
 		b.plans[key] = p
 	}
 	b.lastLaunch = ""
-	b.breakChain()
 	if b.graph.skip(op, "cublasLtMatmul", uint64(a), uint64(bm), uint64(d)) {
 		return
 	}

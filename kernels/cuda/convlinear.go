@@ -31,7 +31,7 @@ func (b *Backend) ConvLinears(x, conv kernels.Tensor, states kernels.StatePool, 
 	pl := b.mmaLaunch("gemv_mma_conv", T, tiles, K)
 	part, cnt := b.mmaWorkspace(op, pl, 1)
 	b.launch(op, pl.name, pl.grid, pl.block, 0,
-		append(args[:], xt.ptr, T, K, part, cnt, wt.ptr, p.conv, slot, cK, p.slots, layer, b.gemvHint(pl, K, segmentWeights(args)...))...)
+		append(args[:], xt.ptr, T, K, part, cnt, wt.ptr, p.conv, slot, cK, p.slots, layer)...)
 	return out
 }
 

@@ -247,44 +247,14 @@ __device__ __forceinline__ float mma_conv_apply(const mma_conv &cv, int C, int t
 	return silu_ref(acc);
 }
 
-// mma_prefetch issues L2 prefetches of the weights the next GEMV launch of
-// the step will read (kernels/cuda/prefetch.go learns which launch follows
-// which and writes its descriptor): d = {lines per row L, rows R, segments
-// S, priority, (weight, rows, K) × S}. The block's share of lines l < L of
-// rows r < R of the segments in order, 128 bytes a line from the start of
-// each row (the GEMV reads every row of a one-wave launch from its start in
-// step, so the first lines of every row are what it wants first; a launch of
-// several waves reads its tiles in order, so R < all rows takes whole rows).
-// Called by every block once its own loads are issued: the fetches then
-// fill the bandwidth the launch's tail and the small kernels after it leave
-// idle. A hint only: the results do not depend on it (d = 0: none).
-__device__ __forceinline__ void mma_prefetch(const long long *d) {
-	if (d == nullptr) return;
-	const int L = (int)d[0], S = (int)d[2], last = (int)d[3];
-	long long R = d[1];
-	const long long nb = (long long)gridDim.x * gridDim.y, bid = (long long)blockIdx.y * gridDim.x + blockIdx.x;
-	for (int s = 0; s < S && R > 0; s++) {
-		const char *w = (const char *)d[4 + 3 * s];
-		const long long rows = min(R, d[5 + 3 * s]), rowBytes = d[6 + 3 * s] * 2;
-		R -= rows;
-		for (long long i = bid * blockDim.x + threadIdx.x; i < rows * L; i += nb * blockDim.x) {
-			const char *a = w + (i / L) * rowBytes + (i % L) * 128;
-			if (last) asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(a));
-			else asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-		}
-	}
-}
-
 template <int NT, int U, bool CONV>
 __device__ __forceinline__ void gemv_mma(float *y0, const unsigned short *w0, int n0, float *y1, const unsigned short *w1, int n1,
                                          float *y2, const unsigned short *w2, int n2, float *y3, const unsigned short *w3, int n3,
-                                         const float *x, int T, int K, float *ws, int *cnt, const mma_conv &cv, const long long *pf) {
+                                         const float *x, int T, int K, float *ws, int *cnt, const mma_conv &cv) {
 	__shared__ float red[MMA_MAX_WARPS * NT * 128];
 	mma_seg s = mma_pick(y0, w0, n0, y1, w1, n1, y2, w2, n2, y3, w3, n3);
 	float acc[NT][4] = {};
-	const bool writes = gemv_mma_block<NT, U>(acc, red, s.w, s.N, K, s.m0, x, T, ws, cnt);
-	mma_prefetch(pf);
-	if (!writes) return;
+	if (!gemv_mma_block<NT, U>(acc, red, s.w, s.N, K, s.m0, x, T, ws, cnt)) return;
 	bool conv = CONV && s.y == y0;
 	for (int i = threadIdx.x; i < NT * 128; i += blockDim.x) {
 		int t = i >> 4, m = s.m0 + (i & 15);
@@ -297,7 +267,7 @@ __device__ __forceinline__ void gemv_mma(float *y0, const unsigned short *w0, in
 // tiles are 0..tiles-1 of the workspace, the up's tiles..2·tiles-1).
 template <int NT, int U>
 __device__ __forceinline__ void gemv_mma_swiglu(float *y, const unsigned short *wg, const unsigned short *wu, int N,
-                                                const float *x, int T, int K, float *ws, int *cnt, const long long *pf) {
+                                                const float *x, int T, int K, float *ws, int *cnt) {
 	__shared__ float red[MMA_MAX_WARPS * NT * 128];
 	__shared__ float gsum[NT * 128];
 	int m0 = blockIdx.x * 16;
@@ -309,7 +279,6 @@ __device__ __forceinline__ void gemv_mma_swiglu(float *y, const unsigned short *
 	// The up projection's partials and counters follow the gate's, so the
 	// block that writes is the last for both.
 	bool up = gemv_mma_block<NT, U>(au, red, wu, N, K, m0, x, T, ws + off, cnt + gridDim.x);
-	mma_prefetch(pf);
 	if (!up) return;
 	if (!mine && gridDim.y > 1) {
 		// The gate's total was written by another block: read it back.
@@ -335,9 +304,9 @@ __device__ __forceinline__ void gemv_mma_swiglu(float *y, const unsigned short *
 // chunks per register stage, launch bounds (threads, blocks per SM).
 #define GEMV_MMA_ENTRY(VAR, NT, U, THREADS, MINB)                                                                          \
 	extern "C" __global__ void __launch_bounds__(THREADS, MINB) gemv_mma_##VAR##nt##NT(                                  \
-	    GEMV_MMA_ARGS, const float *x, int T, int K, float *ws, int *cnt, const long long *pf) {                       \
+	    GEMV_MMA_ARGS, const float *x, int T, int K, float *ws, int *cnt) {                                            \
 		PDL_LAUNCH();                                                                                                  \
-		gemv_mma<NT, U, false>(GEMV_MMA_PASS, x, T, K, ws, cnt, mma_conv{}, pf);                                       \
+		gemv_mma<NT, U, false>(GEMV_MMA_PASS, x, T, K, ws, cnt, mma_conv{});                                           \
 	}
 
 // gemv_mma_conv_<variant>nt1: the GEMV whose first segment's outputs go
@@ -345,17 +314,17 @@ __device__ __forceinline__ void gemv_mma_swiglu(float *y, const unsigned short *
 #define GEMV_MMA_CONV_ENTRY(VAR, THREADS, MINB)                                                                            \
 	extern "C" __global__ void __launch_bounds__(THREADS, MINB) gemv_mma_conv_##VAR##nt1(                                \
 	    GEMV_MMA_ARGS, const float *x, int T, int K, float *ws, int *cnt, const float *cw, float *cstate,             \
-	    const int *cslot, int cK, int cslots, int clayer, const long long *pf) {                                        \
+	    const int *cslot, int cK, int cslots, int clayer) {                                                             \
 		PDL_LAUNCH();                                                                                                  \
-		gemv_mma<1, 1, true>(GEMV_MMA_PASS, x, T, K, ws, cnt, mma_conv{cw, cstate, cslot, cK, cslots, clayer}, pf);    \
+		gemv_mma<1, 1, true>(GEMV_MMA_PASS, x, T, K, ws, cnt, mma_conv{cw, cstate, cslot, cK, cslots, clayer});        \
 	}
 
 #define GEMV_MMA_SWIGLU_ENTRY(VAR, NT, THREADS, MINB)                                                                      \
 	extern "C" __global__ void __launch_bounds__(THREADS, MINB) gemv_mma_swiglu_##VAR##nt##NT(                           \
 	    float *y, const unsigned short *wg, const unsigned short *wu, int N, const float *x, int T, int K, float *ws,  \
-	    int *cnt, const long long *pf) {                                                                               \
+	    int *cnt) {                                                                                                    \
 		PDL_LAUNCH();                                                                                                  \
-		gemv_mma_swiglu<NT, 1>(y, wg, wu, N, x, T, K, ws, cnt, pf);                                                    \
+		gemv_mma_swiglu<NT, 1>(y, wg, wu, N, x, T, K, ws, cnt);                                                        \
 	}
 
 GEMV_MMA_ENTRY(, 1, 1, MMA_MAX_WARPS * 32, 1)
