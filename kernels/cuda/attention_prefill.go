@@ -40,9 +40,14 @@ import (
 // pass, as does COHORT_CUDA_FLASH_SPLIT=0. The partials take at most about
 // 4·SMs·(head dim + 2)·512 bytes of scratch a step (34 MiB in the example),
 // one buffer that every attention layer of the step reuses. The slicing
-// comes from planFlashBalanced's makespan search (flashBalance), which
-// also splits causal prompts whose few tiles finish unevenly (1,024 rows
-// after 0); COHORT_CUDA_FLASH_BALANCE=0 restores the fixed slice length.
+// has a fixed length by default; COHORT_CUDA_FLASH_BALANCE=1 takes
+// planFlashBalanced's makespan search (flashBalance) instead, which also
+// splits causal prompts whose few tiles finish unevenly (1,024 rows after
+// 0). Measured on the H200 (BenchmarkAttentionPrefillSwitches, one layer
+// of 4b heads, 2026-12-02) it lost where it split: 1,024 rows after 0
+// 0.180 against 0.176 ms, 512 after 0 0.121 against 0.101; equal where it
+// did not (2,048 rows after 0 to 6,144), and 0.079 against 0.083 ms for 128
+// rows after 3,000.
 //
 // At head dim 256 over a bf16 cache the entries have _ldm twins (S = Q·Kᵀ's
 // fragments through ldmatrix, the same bits), taken unless
@@ -287,8 +292,9 @@ type flashSplitPlan struct {
 // lanes blocks at once (SMs × blocks an SM; lanes0 for the single-pass
 // kernel, lanes for the split one), and how. force > 0 is flashSplitForce
 // (slices of force key tiles wherever a tile is longer). balance picks the
-// planner: flashBalance's makespan search (planFlashBalanced) or, with
-// COHORT_CUDA_FLASH_BALANCE=0, the fixed slice length below.
+// planner: the fixed slice length below or, with
+// COHORT_CUDA_FLASH_BALANCE=1, flashBalance's makespan search
+// (planFlashBalanced).
 //
 // Fixed slice length: tile i sees w_i key tiles; the single pass runs kv
 // blocks of each. The slice length L (key tiles, the same for every tile)
@@ -402,11 +408,11 @@ const (
 // flashBalance lets planFlashSplit search the slicing that minimizes the
 // estimated makespan (planFlashBalanced), so that causal prefills whose
 // tiles alone would finish unevenly (1,024 rows after 0: 128 blocks on 132
-// SMs, the last walking 16 key tiles, the first one) can split too: unless
-// COHORT_CUDA_FLASH_BALANCE=0 at start-up (the fixed slice length of
-// flashSplitMinKeys and more, for A/B runs); tests and benchmarks set it
-// directly.
-var flashBalance = os.Getenv("COHORT_CUDA_FLASH_BALANCE") != "0"
+// SMs, the last walking 16 key tiles, the first one) can split too: with
+// COHORT_CUDA_FLASH_BALANCE=1 at start-up (off by default: it measured
+// slower where it split, see the top of this file); tests and benchmarks
+// set it directly.
+var flashBalance = os.Getenv("COHORT_CUDA_FLASH_BALANCE") == "1"
 
 // flashBalanceBit is flashBalance as 1 or 0 (a part of the split
 // metadata's key: the two planners' plans differ).
