@@ -328,9 +328,6 @@ func testGDNChunkedLarge(t *testing.T, p pair, bf16 bool) {
 	}
 }
 
-// gdnBenchBackend is a backend for BenchmarkGDNPrefill that, unlike the
-// test backend, does not synchronize after every launch.
-var gdnBenchBackend *Backend
 
 // BenchmarkGDNPrefill times one GatedDeltaRule op (one layer) for a single
 // prefill sequence of 1,024, 2,048 and 8,192 tokens with the 4b model's GDN heads
@@ -341,18 +338,7 @@ var gdnBenchBackend *Backend
 // default gdn_chunk_prep_pipe_f32, the rest equal (BenchmarkGDNPrep times
 // the two preps alone).
 func BenchmarkGDNPrefill(b *testing.B) {
-	gpu(b)
-	if gdnBenchBackend == nil {
-		be, err := New(Options{Weights: "f32"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		gdnBenchBackend = be
-	}
-	g := gdnBenchBackend
-	if err := g.Bind(); err != nil {
-		b.Fatal(err)
-	}
+	g := gdnBench(b)
 	cfg := gdn4b
 	nv := cfg.ValueHeads
 	for _, T := range []int{1024, 2048, 8192} {
@@ -540,15 +526,7 @@ func TestGDNPrepPipeMatchesMMA(t *testing.T) {
 // T<n>/mma (gdn_chunk_prep_mma_f32, COHORT_CUDA_GDN_PREP=old) and
 // T<n>/pipe (gdn_chunk_prep_pipe_f32, the default), in µs a launch.
 func BenchmarkGDNPrep(b *testing.B) {
-	gpu(b)
-	if gdnBenchBackend == nil {
-		be, err := New(Options{Weights: "f32"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		gdnBenchBackend = be
-	}
-	g := gdnBenchBackend
+	g := gdnBench(b)
 	for _, T := range []int{1024, 2048, 8192} {
 		for _, name := range []string{gdnPrepMMA, gdnPrepPipe} {
 			short := map[string]string{gdnPrepMMA: "mma", gdnPrepPipe: "pipe"}[name]

@@ -76,6 +76,38 @@ extern "C" __global__ void conv1d_f32(float *y, const float *x, const float *w, 
 // CONV_MAX_K - 1, so that only a sequence's first tile reads the conv state).
 #define CONV_TILE 8
 
+// conv4_taps loads the K taps of channels c .. c+3 (w [C, K]) as
+// wk[e*K + j]: channel e's tap j.
+template <int K>
+__device__ __forceinline__ void conv4_taps(float (&wk)[4 * K], const float *w, int c) {
+#pragma unroll
+	for (int i = 0; i < K; i++) {
+		float4 v = __ldg((const float4 *)(w + (long long)c * K) + i);
+		wk[4 * i] = v.x, wk[4 * i + 1] = v.y, wk[4 * i + 2] = v.z, wk[4 * i + 3] = v.w;
+	}
+}
+
+// conv4_out is the conv plus SiLU of 4 channels at the token whose inputs
+// are win[0 .. K-1] (oldest first), each channel summed in conv1d_rows'
+// order: oldest tap first, the new input last.
+template <int K>
+__device__ __forceinline__ float4 conv4_out(const float (&wk)[4 * K], const float4 *win) {
+	constexpr int hist = K - 1;
+	float ax = 0.0f, ay = 0.0f, az = 0.0f, aw = 0.0f;
+#pragma unroll
+	for (int j = 0; j < hist; j++) {
+		ax += wk[j] * win[j].x;
+		ay += wk[K + j] * win[j].y;
+		az += wk[2 * K + j] * win[j].z;
+		aw += wk[3 * K + j] * win[j].w;
+	}
+	ax += wk[hist] * win[hist].x;
+	ay += wk[K + hist] * win[hist].y;
+	az += wk[2 * K + hist] * win[hist].z;
+	aw += wk[3 * K + hist] * win[hist].w;
+	return make_float4(silu_ref(ax), silu_ref(ay), silu_ref(az), silu_ref(aw));
+}
+
 // conv1d_vec runs the conv plus SiLU of the 4 channels c .. c+3 of tokens
 // t0 .. t0+R-1 of one sequence: the R + K-1 raw inputs the tile needs are
 // loaded as float4s up front (the taps before the sequence from the conv
@@ -99,29 +131,11 @@ __device__ __forceinline__ void conv1d_vec(float *y, const float *x, const float
 		}
 		win[i] = v;
 	}
-	float wk[4 * K]; // channel e's tap j at wk[e*K + j]
-#pragma unroll
-	for (int i = 0; i < K; i++) {
-		float4 v = __ldg((const float4 *)(w + (long long)c * K) + i);
-		wk[4 * i] = v.x, wk[4 * i + 1] = v.y, wk[4 * i + 2] = v.z, wk[4 * i + 3] = v.w;
-	}
+	float wk[4 * K];
+	conv4_taps<K>(wk, w, c);
 #pragma unroll
 	for (int r = 0; r < R; r++) {
-		if (t0 + r < len) {
-			float ax = 0.0f, ay = 0.0f, az = 0.0f, aw = 0.0f;
-#pragma unroll
-			for (int j = 0; j < hist; j++) {
-				ax += wk[j] * win[r + j].x;
-				ay += wk[K + j] * win[r + j].y;
-				az += wk[2 * K + j] * win[r + j].z;
-				aw += wk[3 * K + j] * win[r + j].w;
-			}
-			ax += wk[hist] * win[r + hist].x;
-			ay += wk[K + hist] * win[r + hist].y;
-			az += wk[2 * K + hist] * win[r + hist].z;
-			aw += wk[3 * K + hist] * win[r + hist].w;
-			*(float4 *)(y + (long long)(start + t0 + r) * C + c) = make_float4(silu_ref(ax), silu_ref(ay), silu_ref(az), silu_ref(aw));
-		}
+		if (t0 + r < len) *(float4 *)(y + (long long)(start + t0 + r) * C + c) = conv4_out<K>(wk, win + r);
 	}
 	if (t0 != 0) return;
 	// Ascending j reads state entries (j + len) before they are written; the
@@ -215,12 +229,8 @@ __device__ __forceinline__ void conv1d_run(float *y, const float *x, const float
 		int p = t0 + i;
 		nx[i] = p < tEnd ? __ldg((const float4 *)(xc + (long long)p * C)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 	}
-	float wk[4 * K]; // channel e's tap j at wk[e*K + j]
-#pragma unroll
-	for (int i = 0; i < K; i++) {
-		float4 v = __ldg((const float4 *)(w + (long long)c * K) + i);
-		wk[4 * i] = v.x, wk[4 * i + 1] = v.y, wk[4 * i + 2] = v.z, wk[4 * i + 3] = v.w;
-	}
+	float wk[4 * K];
+	conv4_taps<K>(wk, w, c);
 #pragma unroll 1
 	for (int t = t0; t < tEnd; t += S) {
 #pragma unroll
@@ -234,21 +244,7 @@ __device__ __forceinline__ void conv1d_run(float *y, const float *x, const float
 		}
 #pragma unroll
 		for (int r = 0; r < S; r++) {
-			if (t + r < tEnd) {
-				float ax = 0.0f, ay = 0.0f, az = 0.0f, aw = 0.0f;
-#pragma unroll
-				for (int j = 0; j < hist; j++) {
-					ax += wk[j] * win[r + j].x;
-					ay += wk[K + j] * win[r + j].y;
-					az += wk[2 * K + j] * win[r + j].z;
-					aw += wk[3 * K + j] * win[r + j].w;
-				}
-				ax += wk[hist] * win[r + hist].x;
-				ay += wk[K + hist] * win[r + hist].y;
-				az += wk[2 * K + hist] * win[r + hist].z;
-				aw += wk[3 * K + hist] * win[r + hist].w;
-				*(float4 *)(yc + (long long)(t + r) * C) = make_float4(silu_ref(ax), silu_ref(ay), silu_ref(az), silu_ref(aw));
-			}
+			if (t + r < tEnd) *(float4 *)(yc + (long long)(t + r) * C) = conv4_out<K>(wk, win + r);
 		}
 #pragma unroll
 		for (int i = 0; i < hist; i++) win[i] = win[S + i];

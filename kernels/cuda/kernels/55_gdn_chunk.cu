@@ -270,9 +270,9 @@ __device__ __forceinline__ void gdn_prep_gamma(float *sG, float *sB, float *sEg,
 	}
 }
 
-// gdn_prep_invert (phase 2 of both preps) turns M = A^T ([GDN_CH][ST],
+// gdn_prep_invert (phase 2 of the preps) turns M = A^T ([GDN_CH][ST],
 // M[j][i] = A_ij, zero for j >= i) into T^T in place, T = (I + A)^-1
-// (lower unit triangular), with sR (at least 2 * 32 * 36 floats) as
+// (lower unit triangular), with sR (at least 32 * 36 floats) as
 // scratch, by recursive doubling on 16x16 blocks: the four diagonal blocks
 // by forward substitution on the identity (64 threads, 16 rows each), then
 // for L = [[T1, 0], [A21, T2]] the off-diagonal block -T2 (A21 T1): first
@@ -280,9 +280,16 @@ __device__ __forceinline__ void gdn_prep_gamma(float *sG, float *sB, float *sEg,
 // 64x64 (a 32x32 one). The upper triangle of M is A's zeros, which are T's.
 // Starts after a barrier that makes M visible; T^T is visible after the
 // next one.
+// Its shared accesses do not conflict: phase 2b's thread (il, jl) is
+// (tid % 16, the warp's pair {jl, jl + 2}) and its X is stored [jl][il]
+// with rows of 24; phase 2c's thread (il, q) is (lane, warp), so T1 and X
+// are read by broadcast and A21, T2 and the result by 32 consecutive words
+// (an earlier mapping read T1 eight ways conflicted in phase 2c, about
+// half of the prep's shared wavefronts; the sums and their order are the
+// same, so T^T is the same bit for bit).
 template <int ST>
-__device__ __forceinline__ void gdn_prep_invert(float *sM, float *sR) {
-	const int tid = threadIdx.x;
+__device__ __forceinline__ void gdn_prep_invert(float *sM, float *sX) {
+	const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 	// Phase 2a: the diagonal 16x16 blocks of T, thread (block b, column jl):
 	// x_il = delta_il,jl - sum_{k < il} A_il,k x_k (x_k = 0 for k < jl, so
 	// the full sums add exact zeros only).
@@ -298,7 +305,7 @@ __device__ __forceinline__ void gdn_prep_invert(float *sM, float *sR) {
 				x[il] = acc;
 			}
 		}
-		__syncthreads(); // every thread has read its A block
+		__syncthreads();
 		if (tid < GDN_CH) {
 #pragma unroll
 			for (int il = 0; il < 16; il += 4)
@@ -306,11 +313,10 @@ __device__ __forceinline__ void gdn_prep_invert(float *sM, float *sR) {
 		}
 		__syncthreads();
 	}
-	// Phase 2b: the 32x32 diagonal blocks p = 0, 1 (rows and columns 32p..):
-	// X = A21 T1 into sR, then T21 = -T2 X over A21. Thread: output (il, jl)
-	// of both blocks.
+	// Phase 2b: X = A21 T1, then T21 = -T2 X, for the 32x32 diagonal blocks
+	// p = 0, 1.
 	{
-		const int il = tid / 16, jl = tid % 16;
+		const int il = lane % 16, jl = 4 * (warp / 2) + warp % 2 + 2 * (lane / 16);
 #pragma unroll
 		for (int p = 0; p < 2; p++) {
 			const int o = 32 * p;
@@ -318,7 +324,7 @@ __device__ __forceinline__ void gdn_prep_invert(float *sM, float *sR) {
 #pragma unroll
 			for (int k = 0; k < 16; k++)
 				acc += sM[(o + k) * ST + o + 16 + il] * sM[(o + jl) * ST + o + k];
-			sR[p * 256 + il * 16 + jl] = acc;
+			sX[p * 384 + jl * 24 + il] = acc;
 		}
 		__syncthreads();
 #pragma unroll
@@ -327,15 +333,15 @@ __device__ __forceinline__ void gdn_prep_invert(float *sM, float *sR) {
 			float acc = 0.0f;
 #pragma unroll
 			for (int k = 0; k < 16; k++)
-				acc += sM[(o + 16 + k) * ST + o + 16 + il] * sR[p * 256 + k * 16 + jl];
+				acc += sM[(o + 16 + k) * ST + o + 16 + il] * sX[p * 384 + jl * 24 + k];
 			sM[(o + jl) * ST + o + 16 + il] = -acc;
 		}
 		__syncthreads();
 	}
-	// Phase 2c: the whole 64x64: X = A21 T1 (32x32) into sR, then
-	// T21 = -T2 X over A21. Thread: row il, columns 4 q .. 4 q + 3.
+	// Phase 2c: the whole 64x64, thread row il = lane, columns 4 q ..,
+	// q = warp.
 	{
-		const int il = tid / 8, q = tid % 8;
+		const int il = lane, q = warp;
 		float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll 8
 		for (int k = 0; k < 32; k++) {
@@ -343,25 +349,21 @@ __device__ __forceinline__ void gdn_prep_invert(float *sM, float *sR) {
 #pragma unroll
 			for (int s = 0; s < 4; s++) acc[s] += a * sM[(4 * q + s) * ST + k];
 		}
-		*(float4 *)&sR[il * 36 + 4 * q] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+		*(float4 *)&sX[il * 36 + 4 * q] = make_float4(acc[0], acc[1], acc[2], acc[3]);
 		__syncthreads();
 #pragma unroll
 		for (int s = 0; s < 4; s++) acc[s] = 0.0f;
 #pragma unroll 8
 		for (int k = 0; k < 32; k++) {
 			float t = sM[(32 + k) * ST + 32 + il];
-			float4 x4 = *(const float4 *)&sR[k * 36 + 4 * q];
+			float4 x4 = *(const float4 *)&sX[k * 36 + 4 * q];
 			acc[0] += t * x4.x; acc[1] += t * x4.y; acc[2] += t * x4.z; acc[3] += t * x4.w;
 		}
 #pragma unroll
 		for (int s = 0; s < 4; s++) sM[(4 * q + s) * ST + 32 + il] = -acc[s];
 	}
-
 }
 
-// gdn_prep_rhs stages columns col0 .. col0 + GDN_CH - 1 of the right-hand
-// sides R = [beta e^gamma K | beta V] of the chunk into sR [GDN_CH][ST]
-// (zero past n rows and past dk + dv columns).
 template <int ST>
 __device__ __forceinline__ void gdn_prep_rhs(float *sR, const float *sB, const float *sEg, const float *kRow, const float *vRow,
 		int col0, int row0, int n, int dk, int dv, int qk, int convDim) {
@@ -653,8 +655,8 @@ __device__ __forceinline__ void gdn_cp_wait0() { asm volatile("cp.async.wait_gro
 //     land raw and are scaled by beta e^gamma (K columns) or beta (V
 //     columns) where the tensor-core fragments are read, the same float
 //     products as gdn_prep_rhs's;
-//   - phase 2 (gdn_prep_invert_nc) maps its threads so that no shared
-//     access conflicts (gdn_prep_invert's phase 2c read T1 eight ways
+//   - phase 2 is gdn_prep_invert, whose threads are mapped so that no shared
+//     access conflicts (its earlier mapping's phase 2c read T1 eight ways
 //     conflicted, about half of the old kernel's shared wavefronts).
 // Stages: u < n1 = ceil(dk / GDN_DQ) the K and Q slices of phase 1 ([i][d]
 // rows of GDN_SK, K then Q), then n3 = ceil((dk + dv) / GDN_CH) R slices
@@ -663,86 +665,6 @@ __device__ __forceinline__ void gdn_cp_wait0() { asm volatile("cp.async.wait_gro
 #define GDN_PP_BUF (GDN_CH * GDN_STRIDE_M) // floats of a stage buffer (>= 2 GDN_CH GDN_SK)
 #define GDN_PREP_PIPE_SMEM (3 * GDN_PP_BUF + 4 * GDN_CH)
 
-// gdn_prep_invert_nc is gdn_prep_invert (the same sums in the same order,
-// so the same T^T bit for bit) with conflict-free shared accesses: phase
-// 2b's thread (il, jl) is (tid % 16, the warp's pair {jl, jl + 2}) and its
-// X is stored [jl][il] with rows of 24; phase 2c's thread (il, q) is
-// (lane, warp), so T1 and X are read by broadcast and A21, T2 and the
-// result by 32 consecutive words. sX: at least 32 * 36 floats.
-template <int ST>
-__device__ __forceinline__ void gdn_prep_invert_nc(float *sM, float *sX) {
-	const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-	// Phase 2a: as gdn_prep_invert's.
-	{
-		float x[16];
-		const int b = tid / 16, jl = tid % 16, base = 16 * b;
-		if (tid < GDN_CH) {
-#pragma unroll
-			for (int il = 0; il < 16; il++) {
-				float acc = il == jl ? 1.0f : 0.0f;
-#pragma unroll
-				for (int k = 0; k < il; k++) acc -= sM[(base + k) * ST + base + il] * x[k];
-				x[il] = acc;
-			}
-		}
-		__syncthreads();
-		if (tid < GDN_CH) {
-#pragma unroll
-			for (int il = 0; il < 16; il += 4)
-				*(float4 *)&sM[(base + jl) * ST + base + il] = make_float4(x[il], x[il + 1], x[il + 2], x[il + 3]);
-		}
-		__syncthreads();
-	}
-	// Phase 2b: X = A21 T1, then T21 = -T2 X, for the 32x32 diagonal blocks
-	// p = 0, 1.
-	{
-		const int il = lane % 16, jl = 4 * (warp / 2) + warp % 2 + 2 * (lane / 16);
-#pragma unroll
-		for (int p = 0; p < 2; p++) {
-			const int o = 32 * p;
-			float acc = 0.0f;
-#pragma unroll
-			for (int k = 0; k < 16; k++)
-				acc += sM[(o + k) * ST + o + 16 + il] * sM[(o + jl) * ST + o + k];
-			sX[p * 384 + jl * 24 + il] = acc;
-		}
-		__syncthreads();
-#pragma unroll
-		for (int p = 0; p < 2; p++) {
-			const int o = 32 * p;
-			float acc = 0.0f;
-#pragma unroll
-			for (int k = 0; k < 16; k++)
-				acc += sM[(o + 16 + k) * ST + o + 16 + il] * sX[p * 384 + jl * 24 + k];
-			sM[(o + jl) * ST + o + 16 + il] = -acc;
-		}
-		__syncthreads();
-	}
-	// Phase 2c: the whole 64x64, thread row il = lane, columns 4 q ..,
-	// q = warp.
-	{
-		const int il = lane, q = warp;
-		float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll 8
-		for (int k = 0; k < 32; k++) {
-			float a = sM[k * ST + 32 + il];
-#pragma unroll
-			for (int s = 0; s < 4; s++) acc[s] += a * sM[(4 * q + s) * ST + k];
-		}
-		*(float4 *)&sX[il * 36 + 4 * q] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-		__syncthreads();
-#pragma unroll
-		for (int s = 0; s < 4; s++) acc[s] = 0.0f;
-#pragma unroll 8
-		for (int k = 0; k < 32; k++) {
-			float t = sM[(32 + k) * ST + 32 + il];
-			float4 x4 = *(const float4 *)&sX[k * 36 + 4 * q];
-			acc[0] += t * x4.x; acc[1] += t * x4.y; acc[2] += t * x4.z; acc[3] += t * x4.w;
-		}
-#pragma unroll
-		for (int s = 0; s < 4; s++) sM[(4 * q + s) * ST + 32 + il] = -acc[s];
-	}
-}
 
 // gdn_pp_ctaid reads blockIdx through volatile asm, which the compiler
 // does not merge: gdn_chunk_prep_pipe_f32 recomputes what it derives from
@@ -936,7 +858,7 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 4) gdn_chunk_prep_pipe
 	}
 	__syncthreads();
 
-	gdn_prep_invert_nc<GDN_STRIDE_M>(sM, gdn_pp + ((n1 - 1) & 1) * GDN_PP_BUF);
+	gdn_prep_invert<GDN_STRIDE_M>(sM, gdn_pp + ((n1 - 1) & 1) * GDN_PP_BUF);
 	__syncthreads(); // T^T is complete; the scratch buffer is free
 	if (n1 + 1 < total) GDN_PP_ISSUE(gdn_pp + ((n1 + 1) & 1) * GDN_PP_BUF, n1 + 1);
 	gdn_cp_commit();
