@@ -328,7 +328,6 @@ func testGDNChunkedLarge(t *testing.T, p pair, bf16 bool) {
 	}
 }
 
-
 // BenchmarkGDNPrefill times one GatedDeltaRule op (one layer) for a single
 // prefill sequence of 1,024, 2,048 and 8,192 tokens with the 4b model's GDN heads
 // (16 key heads, 32 value heads, dk = dv = 128): the chunked form with the
