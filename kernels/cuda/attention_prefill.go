@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"cmp"
+	"container/heap"
 	"fmt"
 	"os"
 	"slices"
@@ -571,30 +572,14 @@ func flashMakespan(costs []float64, kv, lanes int) float64 {
 		// of lanes/kv lanes that stay alike.
 		kv, lanes = 1, lanes/kv
 	}
-	h := make([]float64, 0, max(lanes, 1)) // a min-heap of the lanes' busy times
+	h := make(laneLoads, 0, max(lanes, 1))
 	for _, c := range costs {
 		for range kv {
 			if len(h) < cap(h) {
-				h = append(h, c)
-				for i := len(h) - 1; i > 0 && h[(i-1)/2] > h[i]; i = (i - 1) / 2 {
-					h[i], h[(i-1)/2] = h[(i-1)/2], h[i]
-				}
-				continue
-			}
-			h[0] += c
-			for i := 0; ; {
-				l, m := 2*i+1, i
-				if l < len(h) && h[l] < h[m] {
-					m = l
-				}
-				if l+1 < len(h) && h[l+1] < h[m] {
-					m = l + 1
-				}
-				if m == i {
-					break
-				}
-				h[i], h[m] = h[m], h[i]
-				i = m
+				heap.Push(&h, c)
+			} else {
+				h[0] += c
+				heap.Fix(&h, 0)
 			}
 		}
 	}
@@ -603,6 +588,20 @@ func flashMakespan(costs []float64, kv, lanes int) float64 {
 		end = max(end, l)
 	}
 	return end
+}
+
+// laneLoads is a min-heap of the lanes' busy times.
+type laneLoads []float64
+
+func (h laneLoads) Len() int           { return len(h) }
+func (h laneLoads) Less(i, j int) bool { return h[i] < h[j] }
+func (h laneLoads) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *laneLoads) Push(x any)        { *h = append(*h, x.(float64)) }
+func (h *laneLoads) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // flashLanes returns how many blocks of kernel name (flashThreads threads,
