@@ -45,10 +45,12 @@ import (
 // planFlashBalanced's makespan search (flashBalance) instead, which also
 // splits causal prompts whose few tiles finish unevenly (1,024 rows after
 // 0). Measured on the H200 (BenchmarkAttentionPrefillSwitches, one layer
-// of 4b heads, 2026-12-02) it lost where it split: 1,024 rows after 0
-// 0.180 against 0.176 ms, 512 after 0 0.121 against 0.101; equal where it
-// did not (2,048 rows after 0 to 6,144), and 0.079 against 0.083 ms for 128
-// rows after 3,000.
+// of 4b heads, 2026-12-02, one run) it lost on the causal prompts it
+// splits where the fixed planner does not: 1,024 rows after 0 0.180
+// against 0.176 ms, 512 after 0 0.121 against 0.101; it was equal where
+// neither splits (2,048 rows after 0 to 6,144), and ahead where both split,
+// differently, a short chunk after a long context: 0.079 against 0.083 ms
+// for 128 rows after 3,000.
 //
 // At head dim 256 over a bf16 cache the entries have _ldm twins (S = Q·Kᵀ's
 // fragments through ldmatrix, the same bits), taken unless
@@ -411,8 +413,8 @@ const (
 // tiles alone would finish unevenly (1,024 rows after 0: 128 blocks on 132
 // SMs, the last walking 16 key tiles, the first one) can split too: with
 // COHORT_CUDA_FLASH_BALANCE=1 at start-up (off by default: it measured
-// slower where it split, see the top of this file); tests and benchmarks
-// set it directly.
+// slower on the causal prompts it alone splits, see the top of this
+// file); tests and benchmarks set it directly.
 var flashBalance = os.Getenv("COHORT_CUDA_FLASH_BALANCE") == "1"
 
 // flashBalanceBit is flashBalance as 1 or 0 (a part of the split

@@ -194,12 +194,13 @@ const (
 // registers, gdnPrepPipeSmemBytes of dynamic shared memory: GDN_PREP_PIPE_SMEM
 // floats, three [64][72] buffers and four [64] vectors) where
 // gdn_chunk_prep_mma_f32 fits three (80 registers, 37 KiB static), its
-// global loads by cp.async through two buffers overlapping the compute,
-// the inverse's shared accesses without bank conflicts and the warps'
-// tensor-core tiles balanced. Measured with ncu on the H200 (4b shape,
-// 1,024 rows: 512 blocks), gdn_chunk_prep_mma_f32 took 133-168 µs a launch:
-// 1.29 waves, 0.72 eligible warps a scheduler, 45 % excess shared
-// wavefronts (the inverse's phase 2c read T1 eight ways conflicted).
+// global loads by cp.async through two buffers overlapping the compute
+// and the warps' tensor-core tiles balanced (both preps now share the
+// inverse without bank conflicts, gdn_prep_invert). Measured with ncu on
+// the H200 (4b shape, 1,024 rows: 512 blocks), gdn_chunk_prep_mma_f32 took
+// 133-168 µs a launch before that: 1.29 waves, 0.72 eligible warps a
+// scheduler, 45 % excess shared wavefronts (the inverse's phase 2c then
+// read T1 eight ways conflicted).
 // COHORT_CUDA_GDN_PREP=old keeps gdn_chunk_prep_mma_f32 (A/B runs); tests
 // and BenchmarkGDNPrefill switch the entries in process.
 const (
