@@ -183,15 +183,20 @@ func New(o Options) (*Backend, error) {
 	// Programmatic dependent launch is opt-in: measured on the H200
 	// (2026-12-01, cohort bench, 4b-shape) it made decode slower, batch 1
 	// 4.40 against 3.90 ms/token and batch 8 5.85 against 5.45, with every
-	// kernel launched so. COHORT_CUDA_PDL=gemv launches so only a GEMV that
-	// follows a GEMV (its weight loads overlap the other's tail; a small
-	// kernel is not slowed by a GEMV's early loads).
+	// kernel launched so (the GEMVs then let their successors launch at
+	// their start; they now do so after their main loop).
+	// COHORT_CUDA_PDL=gemv launches so only a GEMV that follows a GEMV;
+	// COHORT_CUDA_PDL=weights every GEMV, whatever precedes it: its blocks
+	// load their first weights while the kernel before it (which lets it
+	// launch at its own start) runs and drains.
 	if b.ccMaj >= 9 {
 		switch os.Getenv("COHORT_CUDA_PDL") {
 		case "1":
 			b.pdl = pdlAll
 		case "gemv":
 			b.pdl = pdlGEMV
+		case "weights":
+			b.pdl = pdlWeights
 		}
 	}
 	b.fuse = os.Getenv("COHORT_CUDA_FUSE") != "0"
@@ -823,20 +828,35 @@ func (b *Backend) grid1(n int64, block int) int {
 	return int(min(g, int64(max(b.sms, 1))*32))
 }
 
-// launch runs kernel name; args are devptr, int, int64 or float32.
 // pdlMode says which launches use programmatic dependent launch.
 type pdlMode int
 
 const (
-	pdlOff  pdlMode = iota
-	pdlAll          // every launch
-	pdlGEMV         // a tensor-core GEMV launched right after another
+	pdlOff     pdlMode = iota
+	pdlAll             // every launch
+	pdlGEMV            // a tensor-core GEMV launched right after another
+	pdlWeights         // every tensor-core GEMV
 )
 
 // isGEMV reports whether kernel name is a tensor-core GEMV (it issues its
 // weight loads before it waits for its predecessor).
 func isGEMV(name string) bool { return strings.HasPrefix(name, "gemv_mma") }
 
+// programmatic reports whether kernel name is launched with programmatic
+// dependent launch after b.lastLaunch.
+func (b *Backend) programmatic(name string) bool {
+	switch b.pdl {
+	case pdlAll:
+		return true
+	case pdlGEMV:
+		return isGEMV(name) && isGEMV(b.lastLaunch)
+	case pdlWeights:
+		return isGEMV(name)
+	}
+	return false
+}
+
+// launch runs kernel name; args are devptr, int, int64 or float32.
 func (b *Backend) launch(op, name string, grid, block [3]int, shmem int, args ...any) {
 	f, ok := b.funcs[name]
 	if !ok {
@@ -872,7 +892,7 @@ func (b *Backend) launch(op, name string, grid, block [3]int, shmem int, args ..
 		}
 	}
 	launch := launchKernel
-	if b.pdl == pdlAll || b.pdl == pdlGEMV && isGEMV(name) && isGEMV(b.lastLaunch) {
+	if b.programmatic(name) {
 		launch = launchKernelPDL
 	}
 	b.lastLaunch = name

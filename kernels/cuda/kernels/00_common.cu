@@ -8,9 +8,10 @@
 #define NEG_INF __int_as_float(0xff800000)
 
 // Programmatic dependent launch (sm_90 and later; the backend launches
-// every kernel so when COHORT_CUDA_PDL is not 0): a kernel may start while
-// the one before it in the stream drains. PDL_LAUNCH lets the next kernel
-// start once every block of this one has started; PDL_WAIT blocks until
+// kernels so as COHORT_CUDA_PDL says, none by default): a kernel may start
+// while the one before it in the stream drains. PDL_LAUNCH lets the next
+// kernel start once every block of this one has called it (or exited);
+// PDL_WAIT blocks until
 // the kernel before has finished and its writes are visible. Every kernel
 // calls PDL_WAIT before it reads what an earlier kernel wrote or writes
 // anything (kernels/cuda's TestKernelsWaitForPredecessor checks the
