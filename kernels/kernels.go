@@ -291,6 +291,47 @@ func SwiGLULinear(be Backend, x, gate, up Tensor) Tensor {
 	return be.SwiGLU(be.Linear(x, gate), be.Linear(x, up))
 }
 
+// LinearFeeder is implemented by backends whose norms and SwiGLU can leave
+// out the float32 elements of an output that only a Linear reads (the CUDA
+// backend in prefill steps, whose Linears then read the bf16 copy the
+// producing kernel writes). Such an output may be passed only as the x of
+// Linear, Linears, SwiGLULinear or ConvLinears.
+type LinearFeeder interface {
+	// AddRMSNormForLinear is AddRMSNorm, normed read only by Linears.
+	AddRMSNormForLinear(residual, delta, w Tensor, eps float32) (sum, normed Tensor)
+	// GatedRMSNormForLinear is GatedRMSNorm, read only by Linears.
+	GatedRMSNormForLinear(x, z, w Tensor, eps float32) Tensor
+	// SwiGLULinearForLinear is SwiGLULinear, read only by Linears.
+	SwiGLULinearForLinear(x, gate, up Tensor) Tensor
+}
+
+// AddRMSNormForLinear is be.AddRMSNorm for a normed output that only
+// Linears read (LinearFeeder).
+func AddRMSNormForLinear(be Backend, residual, delta, w Tensor, eps float32) (sum, normed Tensor) {
+	if f, ok := be.(LinearFeeder); ok {
+		return f.AddRMSNormForLinear(residual, delta, w, eps)
+	}
+	return be.AddRMSNorm(residual, delta, w, eps)
+}
+
+// GatedRMSNormForLinear is be.GatedRMSNorm for an output that only Linears
+// read (LinearFeeder).
+func GatedRMSNormForLinear(be Backend, x, z, w Tensor, eps float32) Tensor {
+	if f, ok := be.(LinearFeeder); ok {
+		return f.GatedRMSNormForLinear(x, z, w, eps)
+	}
+	return be.GatedRMSNorm(x, z, w, eps)
+}
+
+// SwiGLULinearForLinear is SwiGLULinear for an output that only Linears
+// read (LinearFeeder).
+func SwiGLULinearForLinear(be Backend, x, gate, up Tensor) Tensor {
+	if f, ok := be.(LinearFeeder); ok {
+		return f.SwiGLULinearForLinear(x, gate, up)
+	}
+	return SwiGLULinear(be, x, gate, up)
+}
+
 // ConvLinear is implemented by backends that run a GDN layer's causal conv
 // inside its input projections (the CUDA backend's decode GEMV epilogue),
 // so the conv costs no launch of its own.

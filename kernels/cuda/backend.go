@@ -617,14 +617,16 @@ func (b *Backend) allocScratch(op string, bytes int64) devptr {
 // Tensor is a device tensor: float32, or bfloat16 for matrix weights
 // stored by UploadWeight.
 type Tensor struct {
-	shape   []int
-	n       int
-	ptr     devptr
-	bf16    bool   // elements are bfloat16 (only weights, read by Linear and Embedding)
-	twin    devptr // scratch bf16 copy of the elements that the producing kernel wrote (see twinFor), or 0
-	scratch bool   // lives in the scratch arena
-	epoch   uint64 // the arena epoch it was allocated in
-	freed   bool
+	shape []int
+	n     int
+	ptr   devptr
+	bf16  bool   // elements are bfloat16 (only weights, read by Linear and Embedding)
+	twin  devptr // scratch bf16 copy of the elements that the producing kernel wrote (see twinFor), or 0
+	// linearOnly: the producing kernel wrote only the twin (linearonly.go)
+	linearOnly bool
+	scratch    bool   // lives in the scratch arena
+	epoch      uint64 // the arena epoch it was allocated in
+	freed      bool
 }
 
 var _ kernels.Tensor = (*Tensor)(nil)
@@ -665,12 +667,11 @@ func asTensor(op string, t kernels.Tensor) *Tensor {
 	return ct
 }
 
-// tensor unwraps a float32 tensor and checks that its memory is still live.
+// tensor unwraps a float32 tensor whose float32 elements were written
+// (not linearOnly) and checks that its memory is still live.
 func (b *Backend) tensor(op string, t kernels.Tensor) *Tensor {
-	ct := b.weight(op, t)
-	if ct.bf16 {
-		panic(fmt.Sprintf("cuda: %s: tensor %v is bf16; only Linear and Embedding read bf16 weights", op, ct.shape))
-	}
+	ct := b.linearInput(op, t)
+	needF32(op, ct)
 	return ct
 }
 
@@ -709,6 +710,7 @@ func (b *Backend) Download(t kernels.Tensor) []float32 {
 	if ct.bf16 {
 		return b.downloadBF16(ct)
 	}
+	needF32("Download", ct)
 	out := make([]float32, ct.n)
 	if ct.n > 0 {
 		if err := memcpyDtoH(unsafe.Pointer(&out[0]), ct.ptr, int64(ct.n)*4); err != nil {

@@ -331,11 +331,13 @@ func (b *Backend) gemvFits(T, K int) bool {
 func (b *Backend) linearBF16(op string, y, x, w *Tensor, T, K, N int) {
 	switch {
 	case b.mmaFits(T, K):
+		needF32(op, x)
 		b.mmaGroups(op, "gemv_mma", T, (N+15)/16, K, 1, func(p mmaPlan, t0, n int, ws, cnt devptr) {
 			b.launch(op, p.name, p.grid, p.block, 0, rowPtr(y.ptr, t0, N), w.ptr, N, devptr(0), devptr(0), 0,
 				devptr(0), devptr(0), 0, devptr(0), devptr(0), 0, rowPtr(x.ptr, t0, K), n, K, ws, cnt)
 		})
 	case b.gemvFits(T, K):
+		needF32(op, x)
 		b.rowGroups(T, gemvMaxRows, func(t0, n int) {
 			b.launch(op, "gemv_bf16", [3]int{(N + gemvWarps - 1) / gemvWarps, 1, 1}, [3]int{32, gemvWarps, 1}, 0,
 				rowPtr(y.ptr, t0, N), rowPtr(x.ptr, t0, K), w.ptr, n, K, N)
@@ -351,6 +353,7 @@ func (b *Backend) rowsBF16(op string, x *Tensor, T, K int) devptr {
 	if x.twin != 0 && bf16Twins {
 		return x.twin
 	}
+	needF32(op, x)
 	n := int64(T) * int64(K)
 	xb := b.allocScratch(op, n*2)
 	b.launch(op, "f32_to_bf16", [3]int{b.grid1(n, 256), 1, 1}, [3]int{256, 1, 1}, 0, xb, x.ptr, n)
@@ -409,7 +412,7 @@ func (b *Backend) linearsLt(op string, xt *Tensor, ws []kernels.Tensor) []kernel
 // is a Linear.
 func (b *Backend) Linears(x kernels.Tensor, ws ...kernels.Tensor) []kernels.Tensor {
 	const op = "Linears"
-	xt := b.tensor(op, x)
+	xt := b.linearInput(op, x)
 	T, K := xt.dims()
 	if b.ltFits(op, xt, ws) {
 		return b.linearsLt(op, xt, ws)
@@ -421,6 +424,7 @@ func (b *Backend) Linears(x kernels.Tensor, ws ...kernels.Tensor) []kernels.Tens
 		}
 		return out
 	}
+	needF32(op, xt)
 	args, out, tiles := b.mmaSegments(op, T, ws)
 	b.mmaGroups(op, "gemv_mma", T, tiles, K, 1, func(p mmaPlan, t0, n int, part, cnt devptr) {
 		b.launch(op, p.name, p.grid, p.block, 0, append(segmentRows(args, t0), rowPtr(xt.ptr, t0, K), n, K, part, cnt)...)
@@ -473,16 +477,22 @@ func allBF16(b *Backend, op string, K int, ws []kernels.Tensor) bool {
 // tensor-core pass over both weights for decode-sized x, else SwiGLU of two
 // Linears.
 func (b *Backend) SwiGLULinear(x, gate, up kernels.Tensor) kernels.Tensor {
-	const op = "SwiGLULinear"
-	xt, gt, ut := b.tensor(op, x), b.weight(op, gate), b.weight(op, up)
+	return b.swiGLULinear("SwiGLULinear", x, gate, up, false)
+}
+
+// swiGLULinear is SwiGLULinear; forLinear: only Linears read its output
+// (outputs).
+func (b *Backend) swiGLULinear(op string, x, gate, up kernels.Tensor, forLinear bool) kernels.Tensor {
+	xt, gt, ut := b.linearInput(op, x), b.weight(op, gate), b.weight(op, up)
 	T, K := xt.dims()
 	if pair := []kernels.Tensor{gate, up}; gt.shape[0] == ut.shape[0] && b.ltFits(op, xt, pair) {
 		gu := b.linearsLt(op, xt, pair)
-		return b.SwiGLU(gu[0], gu[1])
+		return b.swiGLU(op, gu[0], gu[1], forLinear)
 	}
 	if len(xt.shape) != 2 || !b.mmaFits(T, K) || !allBF16(b, op, K, []kernels.Tensor{gate, up}) || gt.shape[0] != ut.shape[0] {
-		return b.SwiGLU(b.Linear(x, gate), b.Linear(x, up))
+		return b.swiGLU(op, b.Linear(x, gate), b.Linear(x, up), forLinear)
 	}
+	needF32(op, xt)
 	N := gt.shape[0]
 	y := b.newTensor(op, T, N)
 	b.mmaGroups(op, "gemv_mma_swiglu", T, (N+15)/16, K, 2, func(p mmaPlan, t0, n int, ws, cnt devptr) {

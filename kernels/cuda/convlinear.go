@@ -13,13 +13,14 @@ import "cohort/kernels"
 // CausalConv1d.
 func (b *Backend) ConvLinears(x, conv kernels.Tensor, states kernels.StatePool, layer int, bt *kernels.Batch, ws ...kernels.Tensor) []kernels.Tensor {
 	const op = "ConvLinears"
-	xt := b.tensor(op, x)
+	xt := b.linearInput(op, x)
 	p := asStatePool(op, states)
 	if !b.convFits(op, xt, p, bt, ws) {
 		out := b.Linears(x, ws...)
 		out[0] = b.CausalConv1d(out[0], conv, states, layer, bt)
 		return out
 	}
+	needF32(op, xt)
 	T, K := xt.dims()
 	C, cK := p.cfg.ConvDim(), p.cfg.ConvKernel
 	wt := b.tensor(op, conv)

@@ -46,7 +46,7 @@ func (b *Backend) Embedding(table kernels.Tensor, ids []int32, vocabStart int) k
 // B = x (not transposed, stored [in, T]) and k = in.
 func (b *Backend) Linear(x, w kernels.Tensor) kernels.Tensor {
 	const op = "Linear"
-	xt, wt := b.tensor(op, x), b.weight(op, w)
+	xt, wt := b.linearInput(op, x), b.weight(op, w)
 	check(op, kernels.CheckLinear(xt.shape, wt.shape))
 	T, in := xt.dims()
 	out := wt.shape[0]
@@ -63,6 +63,7 @@ func (b *Backend) Linear(x, w kernels.Tensor) kernels.Tensor {
 		b.linearBF16(op, y, xt, wt, T, in, out)
 		return y
 	}
+	needF32(op, xt)
 	b.gemmNT(op, y.ptr, xt.ptr, wt.ptr, T, in, out)
 	return y
 }
@@ -114,7 +115,11 @@ func (b *Backend) groupNorm(op, kernel string, x, w kernels.Tensor, eps float32)
 
 // AddRMSNorm returns sum = residual + delta and RMSNorm(sum, w).
 func (b *Backend) AddRMSNorm(residual, delta, w kernels.Tensor, eps float32) (sum, normed kernels.Tensor) {
-	const op = "AddRMSNorm"
+	return b.addRMSNorm("AddRMSNorm", residual, delta, w, eps, false)
+}
+
+// addRMSNorm is AddRMSNorm; forLinear: only Linears read normed (outputs).
+func (b *Backend) addRMSNorm(op string, residual, delta, w kernels.Tensor, eps float32, forLinear bool) (sum, normed kernels.Tensor) {
 	rt, dt, wt := b.tensor(op, residual), b.tensor(op, delta), b.tensor(op, w)
 	check(op, kernels.CheckSame(rt.shape, dt.shape))
 	check(op, kernels.CheckGroups(rt.shape, wt.shape))
@@ -128,12 +133,12 @@ func (b *Backend) AddRMSNorm(residual, delta, w kernels.Tensor, eps float32) (su
 	}
 	if rows := rt.n / g; b.useRowNorm(rows, g, s.ptr, n.ptr, rt.ptr, dt.ptr, wt.ptr) {
 		grid, block := b.normRowsGrid(rows)
-		b.launch(op, "add_rmsnorm_rows_f32", grid, block, 0,
-			s.ptr, n.ptr, b.twinFor(op, n), rt.ptr, dt.ptr, wt.ptr, g, rows, eps)
+		y, yb := b.outputs(op, n, forLinear)
+		b.launch(op, "add_rmsnorm_rows_f32", grid, block, 0, s.ptr, y, yb, rt.ptr, dt.ptr, wt.ptr, g, rows, eps)
 		return s, n
 	}
-	b.launch(op, "add_rmsnorm_f32", [3]int{rt.n / g, 1, 1}, [3]int{block, 1, 1}, 0,
-		s.ptr, n.ptr, b.twinFor(op, n), rt.ptr, dt.ptr, wt.ptr, g, eps)
+	y, yb := b.outputs(op, n, forLinear)
+	b.launch(op, "add_rmsnorm_f32", [3]int{rt.n / g, 1, 1}, [3]int{block, 1, 1}, 0, s.ptr, y, yb, rt.ptr, dt.ptr, wt.ptr, g, eps)
 	return s, n
 }
 
@@ -194,7 +199,11 @@ func aligned16(ptrs ...devptr) bool {
 // GatedRMSNorm normalizes x per head of len(w) columns with the plain weight
 // w and multiplies by silu(z).
 func (b *Backend) GatedRMSNorm(x, z, w kernels.Tensor, eps float32) kernels.Tensor {
-	const op = "GatedRMSNorm"
+	return b.gatedRMSNorm("GatedRMSNorm", x, z, w, eps, false)
+}
+
+// gatedRMSNorm is GatedRMSNorm; forLinear: only Linears read y (outputs).
+func (b *Backend) gatedRMSNorm(op string, x, z, w kernels.Tensor, eps float32, forLinear bool) kernels.Tensor {
 	xt, zt, wt := b.tensor(op, x), b.tensor(op, z), b.tensor(op, w)
 	check(op, kernels.CheckSame(xt.shape, zt.shape))
 	check(op, kernels.CheckGroups(xt.shape, wt.shape))
@@ -205,12 +214,12 @@ func (b *Backend) GatedRMSNorm(x, z, w kernels.Tensor, eps float32) kernels.Tens
 	rows, groups := xt.n/max(xt.shape[len(xt.shape)-1], 1), xt.n/g
 	if g <= 256 && b.useRowNorm(rows, g, y.ptr, xt.ptr, zt.ptr, wt.ptr) {
 		grid, block := b.normRowsGrid(groups)
-		b.launch(op, "gated_rmsnorm_rows_f32", grid, block, 0,
-			y.ptr, b.twinFor(op, y), xt.ptr, zt.ptr, wt.ptr, g, groups, eps)
+		yp, yb := b.outputs(op, y, forLinear)
+		b.launch(op, "gated_rmsnorm_rows_f32", grid, block, 0, yp, yb, xt.ptr, zt.ptr, wt.ptr, g, groups, eps)
 		return y
 	}
-	b.launch(op, "gated_rmsnorm_f32", [3]int{xt.n / g, 1, 1}, [3]int{blockFor(g), 1, 1}, 0,
-		y.ptr, b.twinFor(op, y), xt.ptr, zt.ptr, wt.ptr, g, eps)
+	yp, yb := b.outputs(op, y, forLinear)
+	b.launch(op, "gated_rmsnorm_f32", [3]int{xt.n / g, 1, 1}, [3]int{blockFor(g), 1, 1}, 0, yp, yb, xt.ptr, zt.ptr, wt.ptr, g, eps)
 	return y
 }
 
@@ -221,18 +230,22 @@ func (b *Backend) Add(x, y kernels.Tensor) kernels.Tensor {
 
 // SwiGLU returns silu(gate) ⊙ up.
 func (b *Backend) SwiGLU(gate, up kernels.Tensor) kernels.Tensor {
-	const op = "SwiGLU"
+	return b.swiGLU("SwiGLU", gate, up, false)
+}
+
+// swiGLU is SwiGLU; forLinear: only Linears read y (outputs).
+func (b *Backend) swiGLU(op string, gate, up kernels.Tensor, forLinear bool) kernels.Tensor {
 	gt, ut := b.tensor(op, gate), b.tensor(op, up)
 	check(op, kernels.CheckSame(gt.shape, ut.shape))
 	y := b.newTensor(op, gt.shape...)
-	yb := b.twinFor(op, y)
+	yp, yb := b.outputs(op, y, forLinear)
 	if y.n%4 == 0 && aligned16(y.ptr, yb, gt.ptr, ut.ptr) {
 		n4 := int64(y.n / 4)
-		b.launch(op, "swiglu4_f32", [3]int{b.grid1(n4, 256), 1, 1}, [3]int{256, 1, 1}, 0, y.ptr, yb, gt.ptr, ut.ptr, n4)
+		b.launch(op, "swiglu4_f32", [3]int{b.grid1(n4, 256), 1, 1}, [3]int{256, 1, 1}, 0, yp, yb, gt.ptr, ut.ptr, n4)
 		return y
 	}
 	b.launch(op, "swiglu_f32", [3]int{b.grid1(int64(y.n), 256), 1, 1}, [3]int{256, 1, 1}, 0,
-		y.ptr, yb, gt.ptr, ut.ptr, int64(y.n))
+		yp, yb, gt.ptr, ut.ptr, int64(y.n))
 	return y
 }
 

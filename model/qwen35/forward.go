@@ -153,14 +153,16 @@ func (m *Model) decoder(be kernels.Backend, st *State, tokens []int32, b *kernel
 		} else {
 			act, proj = m.deltaNet(be, l, h, st, b), l.outProj
 		}
-		if residual, h, err = m.addProjected(be, residual, act, proj, l.postNorm); err != nil {
+		if residual, h, err = m.addProjected(be, residual, act, proj, l.postNorm, true); err != nil {
 			return nil, err
 		}
-		next := m.Vocab.Norm
-		if i+1 < len(m.layers) {
+		// The last layer's normed stream is the logits' input: every other
+		// one is only the next layer's projections' input.
+		next, last := m.Vocab.Norm, i+1 == len(m.layers)
+		if !last {
 			next = m.layers[i+1].inputNorm
 		}
-		if residual, h, err = m.addProjected(be, residual, kernels.SwiGLULinear(be, h, l.gate, l.up), l.down, next); err != nil {
+		if residual, h, err = m.addProjected(be, residual, kernels.SwiGLULinearForLinear(be, h, l.gate, l.up), l.down, next, !last); err != nil {
 			return nil, err
 		}
 	}
@@ -169,13 +171,18 @@ func (m *Model) decoder(be kernels.Backend, st *State, tokens []int32, b *kernel
 
 // addProjected ends a residual block: it projects the block's activations
 // act with w (the ranks' partial sums all-reduced), adds them to the
-// residual stream and returns the new stream and its RMSNorm with norm.
-func (m *Model) addProjected(be kernels.Backend, residual, act, w, norm kernels.Tensor) (sum, normed kernels.Tensor, err error) {
+// residual stream and returns the new stream and its RMSNorm with norm
+// (forLinear: only Linears read it, kernels.LinearFeeder).
+func (m *Model) addProjected(be kernels.Backend, residual, act, w, norm kernels.Tensor, forLinear bool) (sum, normed kernels.Tensor, err error) {
 	out := be.Linear(act, w)
 	if err := model.AllReduce(be, m.Shard, out); err != nil {
 		return nil, nil, err
 	}
-	sum, normed = be.AddRMSNorm(residual, out, norm, m.Config.Eps)
+	if forLinear {
+		sum, normed = kernels.AddRMSNormForLinear(be, residual, out, norm, m.Config.Eps)
+	} else {
+		sum, normed = be.AddRMSNorm(residual, out, norm, m.Config.Eps)
+	}
 	return sum, normed, nil
 }
 
@@ -195,5 +202,5 @@ func (m *Model) deltaNet(be kernels.Backend, l *layer, h kernels.Tensor, st *Sta
 	p := kernels.ConvLinears(be, h, l.conv, st.GDN, l.index, b, l.qkv, l.z, l.b, l.a)
 	mixed := p[0]
 	o := be.GatedDeltaRule(mixed, p[2], p[3], l.aLog, l.dtBias, st.GDN, l.index, b, m.gdn)
-	return be.GatedRMSNorm(o, p[1], l.gnorm, m.Config.Eps)
+	return kernels.GatedRMSNormForLinear(be, o, p[1], l.gnorm, m.Config.Eps)
 }

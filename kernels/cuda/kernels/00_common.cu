@@ -80,6 +80,16 @@ __device__ __forceinline__ void twin1(unsigned short *yb, long long i, float v) 
 	if (yb) yb[i] = f32_to_bf16_bits(v);
 }
 
+// out1 and out4 store a float32 output unless the caller left it out (y
+// null: only its bf16 twin is read, see kernels/cuda's linearOnly).
+__device__ __forceinline__ void out1(float *y, long long i, float v) {
+	if (y) y[i] = v;
+}
+
+__device__ __forceinline__ void out4(float *y, long long i, float4 v) {
+	if (y) *(float4 *)(y + i) = v;
+}
+
 // twin4 stores four consecutive values at yb + i (i a multiple of 4).
 __device__ __forceinline__ void twin4(unsigned short *yb, long long i, float4 v) {
 	if (yb)

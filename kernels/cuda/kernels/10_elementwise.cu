@@ -8,13 +8,14 @@ extern "C" __global__ void add_f32(float *y, const float *a, const float *b, lon
 		y[i] = a[i] + b[i];
 }
 
-// swiglu_f32: y = silu(gate) ⊙ up, and y's bf16 twin when yb is set.
+// swiglu_f32: y = silu(gate) ⊙ up, and y's bf16 twin when yb is set (y is
+// left out when null).
 extern "C" __global__ void swiglu_f32(float *y, unsigned short *yb, const float *gate, const float *up, long long n) {
 	PDL_LAUNCH();
 	PDL_WAIT();
 	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
 		float v = silu_ref(gate[i]) * up[i];
-		y[i] = v;
+		out1(y, i, v);
 		twin1(yb, i, v);
 	}
 }
@@ -28,7 +29,7 @@ extern "C" __global__ void swiglu4_f32(float4 *__restrict__ y, unsigned short *_
 	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n4; i += (long long)gridDim.x * blockDim.x) {
 		float4 a = gate[i], b = up[i];
 		float4 v = make_float4(silu_ref(a.x) * b.x, silu_ref(a.y) * b.y, silu_ref(a.z) * b.z, silu_ref(a.w) * b.w);
-		y[i] = v;
+		if (y) y[i] = v;
 		twin4(yb, 4 * i, v);
 	}
 }

@@ -29,7 +29,7 @@ extern "C" __global__ void plain_rmsnorm_f32(float *y, const float *x, const flo
 #define ARN_KEEP 4
 
 // add_rmsnorm_f32 writes sum = r + d and y, the zero-centered RMSNorm of
-// sum (and y's bf16 twin when yb is set).
+// sum (and y's bf16 twin when yb is set; y is left out when null).
 // When g is a multiple of 4 and every pointer is 16-byte aligned it moves
 // float4s and keeps up to ARN_KEEP of its sums in registers (the launch
 // sizes the block to about g/4 threads, up to 1024), so a single wide row
@@ -45,7 +45,7 @@ extern "C" __global__ void __launch_bounds__(1024) add_rmsnorm_f32(float *sum, f
 	if ((g & 3) == 0 && (align & 15) == 0) {
 		int g4 = g >> 2;
 		const float4 *r4 = (const float4 *)(r + off), *d4 = (const float4 *)(d + off), *w4 = (const float4 *)w;
-		float4 *s4 = (float4 *)(sum + off), *y4 = (float4 *)(y + off);
+		float4 *s4 = (float4 *)(sum + off);
 		float4 keep[ARN_KEEP], wkeep[ARN_KEEP];
 #pragma unroll
 		for (int k = 0; k < ARN_KEEP; k++) {
@@ -73,7 +73,7 @@ extern "C" __global__ void __launch_bounds__(1024) add_rmsnorm_f32(float *sum, f
 				float4 s = keep[k], wv = wkeep[k];
 				float4 v = make_float4(s.x * inv * (1.0f + wv.x), s.y * inv * (1.0f + wv.y),
 					s.z * inv * (1.0f + wv.z), s.w * inv * (1.0f + wv.w));
-				y4[j] = v;
+				out4(y, off + 4LL * j, v);
 				twin4(yb, off + 4LL * j, v);
 			}
 		}
@@ -82,7 +82,7 @@ extern "C" __global__ void __launch_bounds__(1024) add_rmsnorm_f32(float *sum, f
 			float4 s = s4[j], wv = w4[j];
 			float4 v = make_float4(s.x * inv * (1.0f + wv.x), s.y * inv * (1.0f + wv.y),
 				s.z * inv * (1.0f + wv.z), s.w * inv * (1.0f + wv.w));
-			y4[j] = v;
+			out4(y, off + 4LL * j, v);
 			twin4(yb, off + 4LL * j, v);
 		}
 		return;
@@ -96,13 +96,13 @@ extern "C" __global__ void __launch_bounds__(1024) add_rmsnorm_f32(float *sum, f
 	// Each thread reads back only the sums it wrote itself.
 	for (int j = threadIdx.x; j < g; j += blockDim.x) {
 		float v = sum[off + j] * inv * (1.0f + w[j]);
-		y[off + j] = v;
+		out1(y, off + j, v);
 		twin1(yb, off + j, v);
 	}
 }
 
 // gated_rmsnorm_f32 is x / rms(x) * w * silu(z) with the plain weight w
-// (and its bf16 twin when yb is set).
+// (and its bf16 twin when yb is set; y is left out when null).
 extern "C" __global__ void gated_rmsnorm_f32(float *y, unsigned short *yb, const float *x, const float *z, const float *w, int g, float eps) {
 	PDL_LAUNCH();
 	PDL_WAIT();
@@ -116,7 +116,7 @@ extern "C" __global__ void gated_rmsnorm_f32(float *y, unsigned short *yb, const
 		float inv = inv_rms(block_sum_d((double)xv * (double)xv), g, eps);
 		if (in) {
 			float v = xv * inv * wv * sz;
-			y[off + j] = v;
+			out1(y, off + j, v);
 			twin1(yb, off + j, v);
 		}
 		return;
@@ -126,7 +126,7 @@ extern "C" __global__ void gated_rmsnorm_f32(float *y, unsigned short *yb, const
 	float inv = inv_rms(block_sum_d(ss), g, eps);
 	for (int j = threadIdx.x; j < g; j += blockDim.x) {
 		float v = x[off + j] * inv * w[j] * silu_ref(z[off + j]);
-		y[off + j] = v;
+		out1(y, off + j, v);
 		twin1(yb, off + j, v);
 	}
 }
@@ -154,7 +154,7 @@ extern "C" __global__ void __launch_bounds__(256) add_rmsnorm_rows_f32(float *__
 	const long long off = (long long)row * g;
 	const int g4 = g >> 2;
 	const float4 *r4 = (const float4 *)(r + off), *d4 = (const float4 *)(d + off), *w4 = (const float4 *)w;
-	float4 *s4 = (float4 *)(sum + off), *y4 = (float4 *)(y + off);
+	float4 *s4 = (float4 *)(sum + off);
 	float4 keep[ARW_KEEP];
 	double ss = 0;
 #pragma unroll
@@ -186,7 +186,7 @@ extern "C" __global__ void __launch_bounds__(256) add_rmsnorm_rows_f32(float *__
 		if (j < g4) {
 			float4 s = keep[k], wv = __ldg(w4 + j);
 			float4 v = make_float4(s.x * inv * (1.0f + wv.x), s.y * inv * (1.0f + wv.y), s.z * inv * (1.0f + wv.z), s.w * inv * (1.0f + wv.w));
-			y4[j] = v;
+			out4(y, off + 4LL * j, v);
 			twin4(yb, off + 4LL * j, v);
 		}
 	}
@@ -194,7 +194,7 @@ extern "C" __global__ void __launch_bounds__(256) add_rmsnorm_rows_f32(float *__
 	for (int j = lane + 32 * ARW_KEEP; j < g4; j += 32) {
 		float4 s = s4[j], wv = __ldg(w4 + j);
 		float4 v = make_float4(s.x * inv * (1.0f + wv.x), s.y * inv * (1.0f + wv.y), s.z * inv * (1.0f + wv.z), s.w * inv * (1.0f + wv.w));
-		y4[j] = v;
+		out4(y, off + 4LL * j, v);
 		twin4(yb, off + 4LL * j, v);
 	}
 }
@@ -231,7 +231,7 @@ extern "C" __global__ void __launch_bounds__(256) gated_rmsnorm_rows_f32(float *
 			float4 a = xv[k], b = zv[k], wv = __ldg(w4 + j);
 			float4 v = make_float4(a.x * inv * wv.x * silu_ref(b.x), a.y * inv * wv.y * silu_ref(b.y),
 				a.z * inv * wv.z * silu_ref(b.z), a.w * inv * wv.w * silu_ref(b.w));
-			((float4 *)(y + off))[j] = v;
+			out4(y, off + 4LL * j, v);
 			twin4(yb, off + 4LL * j, v);
 		}
 	}
