@@ -827,6 +827,11 @@ __device__ __forceinline__ void gdn_decode_cols(float *sm, float *out, const flo
 		long long r = p.start + t;
 		__syncthreads(); // the previous token is done with sq, sk and redU
 		const float *row = mixed + r * convDim;
+		// The token's gates and value are loaded (and the gates computed)
+		// with q and k, not after the reduction's barriers.
+		const float bt = sigmoid_ref(braw[r * nv + p.h]);
+		const float decay = (float)exp((double)(gdecay * softplus_ref(araw[r * nv + p.h] + bias)));
+		const float vj = p.col ? row[p.vOff + (long long)p.h * dv + p.c] : 0.0f;
 		double ssq = 0, ssk = 0;
 		for (int i = p.tid; i < dk; i += p.nt) {
 			float q = row[(long long)p.kHead * dk + i], k = row[p.qk + (long long)p.kHead * dk + i];
@@ -843,9 +848,6 @@ __device__ __forceinline__ void gdn_decode_cols(float *sm, float *out, const flo
 			p.sk[i] = p.sk[i] * invk;
 		}
 		__syncthreads();
-		float bt = sigmoid_ref(braw[r * nv + p.h]);
-		float decay = (float)exp((double)(gdecay * softplus_ref(araw[r * nv + p.h] + bias)));
-		float vj = p.col ? row[p.vOff + (long long)p.h * dv + p.c] : 0.0f;
 		gdn_cols_token<ROWS>(st, p.sq, p.sk, p.redU, p.redO, dk, p.w, p.nw, p.lane, decay, bt, vj, p.col ? out + r * nv * dv + (long long)p.h * dv + p.c : nullptr);
 	}
 	gdn_cols_store<ROWS, ST>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
