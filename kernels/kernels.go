@@ -292,42 +292,43 @@ func SwiGLULinear(be Backend, x, gate, up Tensor) Tensor {
 }
 
 // LinearFeeder is implemented by backends whose norms and SwiGLU can leave
-// out the float32 elements of an output that only a Linear reads (the CUDA
+// out the float32 elements of an output that only Linears read (the CUDA
 // backend in prefill steps, whose Linears then read the bf16 copy the
-// producing kernel writes). Such an output may be passed only as the x of
-// Linear, Linears, SwiGLULinear or ConvLinears.
+// producing kernel writes). readers are the weights of those Linears: the
+// output may be passed only as the x of Linear, Linears, SwiGLULinear or
+// ConvLinears against them.
 type LinearFeeder interface {
-	// AddRMSNormForLinear is AddRMSNorm, normed read only by Linears.
-	AddRMSNormForLinear(residual, delta, w Tensor, eps float32) (sum, normed Tensor)
-	// GatedRMSNormForLinear is GatedRMSNorm, read only by Linears.
-	GatedRMSNormForLinear(x, z, w Tensor, eps float32) Tensor
-	// SwiGLULinearForLinear is SwiGLULinear, read only by Linears.
-	SwiGLULinearForLinear(x, gate, up Tensor) Tensor
+	// AddRMSNormFor is AddRMSNorm, normed read only by Linears of readers.
+	AddRMSNormFor(readers []Tensor, residual, delta, w Tensor, eps float32) (sum, normed Tensor)
+	// GatedRMSNormFor is GatedRMSNorm, read only by Linears of readers.
+	GatedRMSNormFor(readers []Tensor, x, z, w Tensor, eps float32) Tensor
+	// SwiGLULinearFor is SwiGLULinear, read only by Linears of readers.
+	SwiGLULinearFor(readers []Tensor, x, gate, up Tensor) Tensor
 }
 
-// AddRMSNormForLinear is be.AddRMSNorm for a normed output that only
-// Linears read (LinearFeeder).
-func AddRMSNormForLinear(be Backend, residual, delta, w Tensor, eps float32) (sum, normed Tensor) {
+// AddRMSNormFor is be.AddRMSNorm for a normed output that only Linears of
+// readers read (LinearFeeder).
+func AddRMSNormFor(be Backend, readers []Tensor, residual, delta, w Tensor, eps float32) (sum, normed Tensor) {
 	if f, ok := be.(LinearFeeder); ok {
-		return f.AddRMSNormForLinear(residual, delta, w, eps)
+		return f.AddRMSNormFor(readers, residual, delta, w, eps)
 	}
 	return be.AddRMSNorm(residual, delta, w, eps)
 }
 
-// GatedRMSNormForLinear is be.GatedRMSNorm for an output that only Linears
-// read (LinearFeeder).
-func GatedRMSNormForLinear(be Backend, x, z, w Tensor, eps float32) Tensor {
+// GatedRMSNormFor is be.GatedRMSNorm for an output that only Linears of
+// readers read (LinearFeeder).
+func GatedRMSNormFor(be Backend, readers []Tensor, x, z, w Tensor, eps float32) Tensor {
 	if f, ok := be.(LinearFeeder); ok {
-		return f.GatedRMSNormForLinear(x, z, w, eps)
+		return f.GatedRMSNormFor(readers, x, z, w, eps)
 	}
 	return be.GatedRMSNorm(x, z, w, eps)
 }
 
-// SwiGLULinearForLinear is SwiGLULinear for an output that only Linears
-// read (LinearFeeder).
-func SwiGLULinearForLinear(be Backend, x, gate, up Tensor) Tensor {
+// SwiGLULinearFor is SwiGLULinear for an output that only Linears of
+// readers read (LinearFeeder).
+func SwiGLULinearFor(be Backend, readers []Tensor, x, gate, up Tensor) Tensor {
 	if f, ok := be.(LinearFeeder); ok {
-		return f.SwiGLULinearForLinear(x, gate, up)
+		return f.SwiGLULinearFor(readers, x, gate, up)
 	}
 	return SwiGLULinear(be, x, gate, up)
 }

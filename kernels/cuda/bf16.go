@@ -477,20 +477,20 @@ func allBF16(b *Backend, op string, K int, ws []kernels.Tensor) bool {
 // tensor-core pass over both weights for decode-sized x, else SwiGLU of two
 // Linears.
 func (b *Backend) SwiGLULinear(x, gate, up kernels.Tensor) kernels.Tensor {
-	return b.swiGLULinear("SwiGLULinear", x, gate, up, false)
+	return b.swiGLULinear("SwiGLULinear", x, gate, up, nil)
 }
 
-// swiGLULinear is SwiGLULinear; forLinear: only Linears read its output
-// (outputs).
-func (b *Backend) swiGLULinear(op string, x, gate, up kernels.Tensor, forLinear bool) kernels.Tensor {
+// swiGLULinear is SwiGLULinear; readers: the Linears that alone read its
+// output (outputs), or nil.
+func (b *Backend) swiGLULinear(op string, x, gate, up kernels.Tensor, readers []kernels.Tensor) kernels.Tensor {
 	xt, gt, ut := b.linearInput(op, x), b.weight(op, gate), b.weight(op, up)
 	T, K := xt.dims()
 	if pair := []kernels.Tensor{gate, up}; gt.shape[0] == ut.shape[0] && b.ltFits(op, xt, pair) {
 		gu := b.linearsLt(op, xt, pair)
-		return b.swiGLU(op, gu[0], gu[1], forLinear)
+		return b.swiGLU(op, gu[0], gu[1], readers)
 	}
 	if len(xt.shape) != 2 || !b.mmaFits(T, K) || !allBF16(b, op, K, []kernels.Tensor{gate, up}) || gt.shape[0] != ut.shape[0] {
-		return b.swiGLU(op, b.Linear(x, gate), b.Linear(x, up), forLinear)
+		return b.swiGLU(op, b.Linear(x, gate), b.Linear(x, up), readers)
 	}
 	needF32(op, xt)
 	N := gt.shape[0]

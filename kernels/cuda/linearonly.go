@@ -19,28 +19,30 @@ import (
 // every float32 output (side-by-side runs).
 var linearOnlyOn = os.Getenv("COHORT_CUDA_LINEARONLY") != "0"
 
-// AddRMSNormForLinear is AddRMSNorm whose normed output only Linears read.
-func (b *Backend) AddRMSNormForLinear(residual, delta, w kernels.Tensor, eps float32) (sum, normed kernels.Tensor) {
-	return b.addRMSNorm("AddRMSNorm", residual, delta, w, eps, true)
+// AddRMSNormFor is AddRMSNorm whose normed output only Linears of readers
+// read.
+func (b *Backend) AddRMSNormFor(readers []kernels.Tensor, residual, delta, w kernels.Tensor, eps float32) (sum, normed kernels.Tensor) {
+	return b.addRMSNorm("AddRMSNorm", residual, delta, w, eps, readers)
 }
 
-// GatedRMSNormForLinear is GatedRMSNorm whose output only Linears read.
-func (b *Backend) GatedRMSNormForLinear(x, z, w kernels.Tensor, eps float32) kernels.Tensor {
-	return b.gatedRMSNorm("GatedRMSNorm", x, z, w, eps, true)
+// GatedRMSNormFor is GatedRMSNorm whose output only Linears of readers read.
+func (b *Backend) GatedRMSNormFor(readers []kernels.Tensor, x, z, w kernels.Tensor, eps float32) kernels.Tensor {
+	return b.gatedRMSNorm("GatedRMSNorm", x, z, w, eps, readers)
 }
 
-// SwiGLULinearForLinear is SwiGLULinear whose output only Linears read.
-func (b *Backend) SwiGLULinearForLinear(x, gate, up kernels.Tensor) kernels.Tensor {
-	return b.swiGLULinear("SwiGLULinear", x, gate, up, true)
+// SwiGLULinearFor is SwiGLULinear whose output only Linears of readers read.
+func (b *Backend) SwiGLULinearFor(readers []kernels.Tensor, x, gate, up kernels.Tensor) kernels.Tensor {
+	return b.swiGLULinear("SwiGLULinear", x, gate, up, readers)
 }
 
 // outputs returns the float32 and bf16 pointers a producing kernel writes
-// t through: the bf16 twin where a Linear would read one, and, when
-// forLinear and there is a twin (and linearOnlyOn), no float32 pointer (t
-// becomes linearOnly).
-func (b *Backend) outputs(op string, t *Tensor, forLinear bool) (y, yb devptr) {
+// t [T, K] through: the bf16 twin where a Linear would read one, and no
+// float32 pointer (t becomes linearOnly) when there is a twin and every
+// reader is a bf16 matrix [N, K], which the twin's rows send to cuBLASLt
+// (linearOnlyOn; readers nil: the float32 elements are kept).
+func (b *Backend) outputs(op string, t *Tensor, readers []kernels.Tensor) (y, yb devptr) {
 	yb = b.twinFor(op, t)
-	if forLinear && yb != 0 && linearOnlyOn {
+	if _, K := t.dims(); yb != 0 && linearOnlyOn && len(readers) > 0 && allBF16(b, op, K, readers) {
 		t.linearOnly = true
 		return 0, yb
 	}

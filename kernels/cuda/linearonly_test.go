@@ -10,10 +10,11 @@ import (
 	"cohort/kernels"
 )
 
-// TestLinearOnlyOutputs: the ForLinear forms of AddRMSNorm, GatedRMSNorm
-// and SwiGLULinear give Linears the same bits as the plain forms, at
-// prefill rows (the float32 elements left out, the tensor refused by other
-// ops and Download) and at decode rows (a plain tensor).
+// TestLinearOnlyOutputs: the For forms of AddRMSNorm, GatedRMSNorm and
+// SwiGLULinear give Linears the same bits as the plain forms, at prefill
+// rows (the float32 elements left out, the tensor refused by other ops and
+// Download) and at decode rows (a plain tensor); a float32 reader (a matrix
+// too small for bf16) keeps the float32 elements.
 func TestLinearOnlyOutputs(t *testing.T) {
 	bf16Backend(t)
 	const K, N, heads = 256, 96, 4
@@ -29,16 +30,16 @@ func TestLinearOnlyOutputs(t *testing.T) {
 			prefill := !g.mmaFits(T, K) && !g.gemvFits(T, K) && linearOnlyOn
 
 			sum, normed := g.AddRMSNorm(res, delta, norm, 1e-6)
-			sumL, normedL := g.AddRMSNormForLinear(res, delta, norm, 1e-6)
+			sumL, normedL := g.AddRMSNormFor([]kernels.Tensor{w, gate, upw}, res, delta, norm, 1e-6)
 			same(t, "AddRMSNorm sum", g.Download(sumL), g.Download(sum))
 			same(t, "Linear(normed)", g.Download(g.Linear(normedL, w)), g.Download(g.Linear(normed, w)))
 			same(t, "Linears(normed)", g.Download(kernels.Linears(g, normedL, w, w)[1]), g.Download(kernels.Linears(g, normed, w, w)[1]))
 			act := g.SwiGLULinear(normed, gate, upw)
-			actL := g.SwiGLULinearForLinear(normedL, gate, upw)
 			down := weight(N, 2*K)
+			actL := g.SwiGLULinearFor([]kernels.Tensor{down}, normedL, gate, upw)
 			same(t, "Linear(SwiGLULinear)", g.Download(g.Linear(actL, down)), g.Download(g.Linear(act, down)))
 			gated := g.GatedRMSNorm(normed, z, gnorm, 1e-6)
-			gatedL := g.GatedRMSNormForLinear(normed, z, gnorm, 1e-6)
+			gatedL := g.GatedRMSNormFor([]kernels.Tensor{w}, normed, z, gnorm, 1e-6)
 			same(t, "Linear(GatedRMSNorm)", g.Download(g.Linear(gatedL, w)), g.Download(g.Linear(gated, w)))
 
 			for _, tc := range []struct {
@@ -55,7 +56,10 @@ func TestLinearOnlyOutputs(t *testing.T) {
 					g.Download(tc.t) // a plain tensor at decode rows
 				}
 			}
-			for _, x := range []kernels.Tensor{w, gate, upw, down, norm, gnorm, res, delta, z} {
+			small := weight(8, K) // below bf16MinDim: float32
+			_, kept := g.AddRMSNormFor([]kernels.Tensor{w, small}, res, delta, norm, 1e-6)
+			same(t, "AddRMSNorm with a float32 reader", g.Download(kept), g.Download(normed))
+			for _, x := range []kernels.Tensor{w, gate, upw, down, small, norm, gnorm, res, delta, z} {
 				g.Free(x)
 			}
 			g.ResetScratch()

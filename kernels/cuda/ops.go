@@ -115,11 +115,12 @@ func (b *Backend) groupNorm(op, kernel string, x, w kernels.Tensor, eps float32)
 
 // AddRMSNorm returns sum = residual + delta and RMSNorm(sum, w).
 func (b *Backend) AddRMSNorm(residual, delta, w kernels.Tensor, eps float32) (sum, normed kernels.Tensor) {
-	return b.addRMSNorm("AddRMSNorm", residual, delta, w, eps, false)
+	return b.addRMSNorm("AddRMSNorm", residual, delta, w, eps, nil)
 }
 
-// addRMSNorm is AddRMSNorm; forLinear: only Linears read normed (outputs).
-func (b *Backend) addRMSNorm(op string, residual, delta, w kernels.Tensor, eps float32, forLinear bool) (sum, normed kernels.Tensor) {
+// addRMSNorm is AddRMSNorm; readers: the Linears that alone read normed
+// (outputs), or nil.
+func (b *Backend) addRMSNorm(op string, residual, delta, w kernels.Tensor, eps float32, readers []kernels.Tensor) (sum, normed kernels.Tensor) {
 	rt, dt, wt := b.tensor(op, residual), b.tensor(op, delta), b.tensor(op, w)
 	check(op, kernels.CheckSame(rt.shape, dt.shape))
 	check(op, kernels.CheckGroups(rt.shape, wt.shape))
@@ -133,11 +134,11 @@ func (b *Backend) addRMSNorm(op string, residual, delta, w kernels.Tensor, eps f
 	}
 	if rows := rt.n / g; b.useRowNorm(rows, g, s.ptr, n.ptr, rt.ptr, dt.ptr, wt.ptr) {
 		grid, block := b.normRowsGrid(rows)
-		y, yb := b.outputs(op, n, forLinear)
+		y, yb := b.outputs(op, n, readers)
 		b.launch(op, "add_rmsnorm_rows_f32", grid, block, 0, s.ptr, y, yb, rt.ptr, dt.ptr, wt.ptr, g, rows, eps)
 		return s, n
 	}
-	y, yb := b.outputs(op, n, forLinear)
+	y, yb := b.outputs(op, n, readers)
 	b.launch(op, "add_rmsnorm_f32", [3]int{rt.n / g, 1, 1}, [3]int{block, 1, 1}, 0, s.ptr, y, yb, rt.ptr, dt.ptr, wt.ptr, g, eps)
 	return s, n
 }
@@ -199,11 +200,12 @@ func aligned16(ptrs ...devptr) bool {
 // GatedRMSNorm normalizes x per head of len(w) columns with the plain weight
 // w and multiplies by silu(z).
 func (b *Backend) GatedRMSNorm(x, z, w kernels.Tensor, eps float32) kernels.Tensor {
-	return b.gatedRMSNorm("GatedRMSNorm", x, z, w, eps, false)
+	return b.gatedRMSNorm("GatedRMSNorm", x, z, w, eps, nil)
 }
 
-// gatedRMSNorm is GatedRMSNorm; forLinear: only Linears read y (outputs).
-func (b *Backend) gatedRMSNorm(op string, x, z, w kernels.Tensor, eps float32, forLinear bool) kernels.Tensor {
+// gatedRMSNorm is GatedRMSNorm; readers: the Linears that alone read y
+// (outputs), or nil.
+func (b *Backend) gatedRMSNorm(op string, x, z, w kernels.Tensor, eps float32, readers []kernels.Tensor) kernels.Tensor {
 	xt, zt, wt := b.tensor(op, x), b.tensor(op, z), b.tensor(op, w)
 	check(op, kernels.CheckSame(xt.shape, zt.shape))
 	check(op, kernels.CheckGroups(xt.shape, wt.shape))
@@ -214,11 +216,11 @@ func (b *Backend) gatedRMSNorm(op string, x, z, w kernels.Tensor, eps float32, f
 	rows, groups := xt.n/max(xt.shape[len(xt.shape)-1], 1), xt.n/g
 	if g <= 256 && b.useRowNorm(rows, g, y.ptr, xt.ptr, zt.ptr, wt.ptr) {
 		grid, block := b.normRowsGrid(groups)
-		yp, yb := b.outputs(op, y, forLinear)
+		yp, yb := b.outputs(op, y, readers)
 		b.launch(op, "gated_rmsnorm_rows_f32", grid, block, 0, yp, yb, xt.ptr, zt.ptr, wt.ptr, g, groups, eps)
 		return y
 	}
-	yp, yb := b.outputs(op, y, forLinear)
+	yp, yb := b.outputs(op, y, readers)
 	b.launch(op, "gated_rmsnorm_f32", [3]int{xt.n / g, 1, 1}, [3]int{blockFor(g), 1, 1}, 0, yp, yb, xt.ptr, zt.ptr, wt.ptr, g, eps)
 	return y
 }
@@ -230,15 +232,16 @@ func (b *Backend) Add(x, y kernels.Tensor) kernels.Tensor {
 
 // SwiGLU returns silu(gate) ⊙ up.
 func (b *Backend) SwiGLU(gate, up kernels.Tensor) kernels.Tensor {
-	return b.swiGLU("SwiGLU", gate, up, false)
+	return b.swiGLU("SwiGLU", gate, up, nil)
 }
 
-// swiGLU is SwiGLU; forLinear: only Linears read y (outputs).
-func (b *Backend) swiGLU(op string, gate, up kernels.Tensor, forLinear bool) kernels.Tensor {
+// swiGLU is SwiGLU; readers: the Linears that alone read y (outputs), or
+// nil.
+func (b *Backend) swiGLU(op string, gate, up kernels.Tensor, readers []kernels.Tensor) kernels.Tensor {
 	gt, ut := b.tensor(op, gate), b.tensor(op, up)
 	check(op, kernels.CheckSame(gt.shape, ut.shape))
 	y := b.newTensor(op, gt.shape...)
-	yp, yb := b.outputs(op, y, forLinear)
+	yp, yb := b.outputs(op, y, readers)
 	if y.n%4 == 0 && aligned16(y.ptr, yb, gt.ptr, ut.ptr) {
 		n4 := int64(y.n / 4)
 		b.launch(op, "swiglu4_f32", [3]int{b.grid1(n4, 256), 1, 1}, [3]int{256, 1, 1}, 0, yp, yb, gt.ptr, ut.ptr, n4)

@@ -153,16 +153,18 @@ func (m *Model) decoder(be kernels.Backend, st *State, tokens []int32, b *kernel
 		} else {
 			act, proj = m.deltaNet(be, l, h, st, b), l.outProj
 		}
-		if residual, h, err = m.addProjected(be, residual, act, proj, l.postNorm, true); err != nil {
+		if residual, h, err = m.addProjected(be, residual, act, proj, l.postNorm, []kernels.Tensor{l.gate, l.up}); err != nil {
 			return nil, err
 		}
-		// The last layer's normed stream is the logits' input: every other
-		// one is only the next layer's projections' input.
-		next, last := m.Vocab.Norm, i+1 == len(m.layers)
-		if !last {
-			next = m.layers[i+1].inputNorm
+		// The last layer's normed stream is the logits' input (read by
+		// more than Linears); every other one only the next layer's
+		// projections'.
+		next, readers := m.Vocab.Norm, []kernels.Tensor(nil)
+		if i+1 < len(m.layers) {
+			next, readers = m.layers[i+1].inputNorm, m.layers[i+1].inputs()
 		}
-		if residual, h, err = m.addProjected(be, residual, kernels.SwiGLULinearForLinear(be, h, l.gate, l.up), l.down, next, !last); err != nil {
+		act = kernels.SwiGLULinearFor(be, []kernels.Tensor{l.down}, h, l.gate, l.up)
+		if residual, h, err = m.addProjected(be, residual, act, l.down, next, readers); err != nil {
 			return nil, err
 		}
 	}
@@ -172,18 +174,24 @@ func (m *Model) decoder(be kernels.Backend, st *State, tokens []int32, b *kernel
 // addProjected ends a residual block: it projects the block's activations
 // act with w (the ranks' partial sums all-reduced), adds them to the
 // residual stream and returns the new stream and its RMSNorm with norm
-// (forLinear: only Linears read it, kernels.LinearFeeder).
-func (m *Model) addProjected(be kernels.Backend, residual, act, w, norm kernels.Tensor, forLinear bool) (sum, normed kernels.Tensor, err error) {
+// (readers: the weights of the Linears that alone read it, or nil;
+// kernels.LinearFeeder).
+func (m *Model) addProjected(be kernels.Backend, residual, act, w, norm kernels.Tensor, readers []kernels.Tensor) (sum, normed kernels.Tensor, err error) {
 	out := be.Linear(act, w)
 	if err := model.AllReduce(be, m.Shard, out); err != nil {
 		return nil, nil, err
 	}
-	if forLinear {
-		sum, normed = kernels.AddRMSNormForLinear(be, residual, out, norm, m.Config.Eps)
-	} else {
-		sum, normed = be.AddRMSNorm(residual, out, norm, m.Config.Eps)
-	}
+	sum, normed = kernels.AddRMSNormFor(be, readers, residual, out, norm, m.Config.Eps)
 	return sum, normed, nil
+}
+
+// inputs returns the weights of the projections that read the layer's
+// normed input: its mixer's in-projections.
+func (l *layer) inputs() []kernels.Tensor {
+	if l.kind == FullAttention {
+		return []kernels.Tensor{l.q, l.k, l.v}
+	}
+	return []kernels.Tensor{l.qkv, l.z, l.b, l.a}
 }
 
 // attention is the gated full-attention mixer (spec §2.3), up to its output
@@ -202,5 +210,5 @@ func (m *Model) deltaNet(be kernels.Backend, l *layer, h kernels.Tensor, st *Sta
 	p := kernels.ConvLinears(be, h, l.conv, st.GDN, l.index, b, l.qkv, l.z, l.b, l.a)
 	mixed := p[0]
 	o := be.GatedDeltaRule(mixed, p[2], p[3], l.aLog, l.dtBias, st.GDN, l.index, b, m.gdn)
-	return kernels.GatedRMSNormForLinear(be, o, p[1], l.gnorm, m.Config.Eps)
+	return kernels.GatedRMSNormFor(be, []kernels.Tensor{l.outProj}, o, p[1], l.gnorm, m.Config.Eps)
 }
