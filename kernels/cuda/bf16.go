@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"log"
 	"math"
 	"os"
 	"runtime"
@@ -501,6 +502,26 @@ func (b *Backend) swiGLULinear(op string, x, gate, up kernels.Tensor, readers []
 	return y
 }
 
+// ltTune turns on timing cuBLASLt's candidate algorithms for a new GEMM
+// shape and keeping the fastest (COHORT_CUDA_LT_TUNE=1; off: the
+// heuristic's first).
+var ltTune = os.Getenv("COHORT_CUDA_LT_TUNE") == "1"
+
+// tuneLt times plan p's candidates on the GEMM's own operands (its output
+// is written again by the run that follows) when ltTune is on, outside
+// graph capture and deterministic mode (where the algorithm must not
+// depend on timing).
+func (b *Backend) tuneLt(op string, key ltKey, p ltPlan, a, bm, d devptr) {
+	if !ltTune || b.det || b.graph.mode != graphOff {
+		return
+	}
+	best, of, err := p.tune(b.lt, a, bm, d, b.ws, 3)
+	if err != nil {
+		panic(fmt.Sprintf("cuda: %s: GEMM %+v: %v", op, key, err))
+	}
+	log.Printf("cuda: GEMM m=%d n=%d k=%d: cuBLASLt candidate %d of %d is the fastest", key.m, key.n, key.k, best, of)
+}
+
 // ltGemm runs a cuBLASLt matmul, preparing and caching its plan on first use.
 func (b *Backend) ltGemm(op string, key ltKey, a, bm, d devptr) {
 	p, ok := b.plans[key]
@@ -510,6 +531,7 @@ func (b *Backend) ltGemm(op string, key ltKey, a, bm, d devptr) {
 			panic(fmt.Sprintf("cuda: %s: GEMM plan %+v: %v", op, key, err))
 		}
 		b.plans[key] = p
+		b.tuneLt(op, key, p, a, bm, d)
 	}
 	b.lastLaunch = ""
 	if b.graph.skip(op, "cublasLtMatmul", uint64(a), uint64(bm), uint64(d)) {

@@ -137,6 +137,18 @@ func TestFusedLinearBF16(t *testing.T) {
 	}
 }
 
+// TestLinearBF16Tuned: with cuBLASLt's candidates timed (ltTune) the bf16
+// Linear on cuBLASLt still matches the CPU oracle, and repeats its bits.
+func TestLinearBF16Tuned(t *testing.T) {
+	g := bf16Backend(t)
+	c := cpu.New(cpu.Options{})
+	defer func(old bool) { ltTune = old }(ltTune)
+	ltTune = true
+	for _, tc := range []struct{ T, K, N int }{{77, 2560, 32}, {301, 512, 1024}, {1024, 256, 96}} {
+		testLinearBF16(t, g, c, tc.T, tc.K, tc.N)
+	}
+}
+
 // TestGEMVStagesInTurn: the p6_ entries (mma_tile's stages in turn) add the
 // same chunks in the same order as the o6_ ones, so Linear and SwiGLULinear
 // give the same bits with either.

@@ -243,11 +243,14 @@ static size_t cw_cublasLtGetVersion(void) { return p_cublasLtGetVersion(); }
 
 // cw_lt_plan is a prepared cuBLASLt matmul: descriptors and the chosen
 // algorithm, reused for every GEMM of one shape.
+#define CW_LT_ALGOS 8
 typedef struct {
 	cublasLtMatmulDesc_t op;
 	cublasLtMatrixLayout_t la, lb, ld;
 	cublasLtMatmulAlgo_t algo;
 	size_t wsSize;
+	int nAlgos;                             // the heuristic's candidates, best first
+	cublasLtMatmulAlgo_t algos[CW_LT_ALGOS];
 } cw_lt_plan;
 
 static void cw_lt_plan_free(cw_lt_plan *p) {
@@ -267,7 +270,7 @@ static int cw_lt_plan_new(uintptr_t handle, int ab, int transa, int transb, uint
 	cublasLtHandle_t lt = (cublasLtHandle_t)handle;
 	cw_lt_plan *p = (cw_lt_plan *)calloc(1, sizeof(cw_lt_plan));
 	cublasLtMatmulPreference_t pref = NULL;
-	cublasLtMatmulHeuristicResult_t heur;
+	cublasLtMatmulHeuristicResult_t heur[CW_LT_ALGOS];
 	int found = 0;
 	cublasOperation_t ta = transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transb ? CUBLAS_OP_T : CUBLAS_OP_N;
 	cudaDataType_t abType = (cudaDataType_t)ab;
@@ -294,10 +297,12 @@ static int cw_lt_plan_new(uintptr_t handle, int ab, int transa, int transb, uint
 	uint64_t wsBytes = wsSize;
 	if ((r = p_cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsBytes, sizeof wsBytes)) != CUBLAS_STATUS_SUCCESS) goto fail;
 	*stage = "cublasLtMatmulAlgoGetHeuristic";
-	memset(&heur, 0, sizeof heur);
-	if ((r = p_cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->la, p->lb, p->ld, p->ld, pref, 1, &heur, &found)) != CUBLAS_STATUS_SUCCESS) goto fail;
+	memset(heur, 0, sizeof heur);
+	if ((r = p_cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->la, p->lb, p->ld, p->ld, pref, CW_LT_ALGOS, heur, &found)) != CUBLAS_STATUS_SUCCESS) goto fail;
 	if (found < 1) { r = CUBLAS_STATUS_NOT_SUPPORTED; goto fail; }
-	p->algo = heur.algo;
+	p->algo = heur[0].algo;
+	p->nAlgos = found;
+	for (int i = 0; i < found; i++) p->algos[i] = heur[i].algo;
 	p_cublasLtMatmulPreferenceDestroy(pref);
 	*out = p;
 	return CUBLAS_STATUS_SUCCESS;
@@ -305,6 +310,38 @@ fail:
 	if (pref) p_cublasLtMatmulPreferenceDestroy(pref);
 	cw_lt_plan_free(p);
 	return r;
+}
+
+// cw_lt_plan_tune times each of the heuristic's candidates (reps runs
+// after one untimed, between events on the thread's stream, which it
+// synchronizes) on the given operands and keeps the fastest; *best is its
+// index. A candidate that fails is skipped.
+static int cw_lt_plan_tune(uintptr_t handle, cw_lt_plan *p, uint64_t A, uint64_t B, uint64_t D, uint64_t ws, int reps, int *best) {
+	float alpha = 1.0f, beta = 0.0f, bestMs = -1.0f;
+	CUevent e0, e1;
+	CUresult cr;
+	*best = 0;
+	if ((cr = cuEventCreate(&e0, CU_EVENT_DEFAULT)) != CUDA_SUCCESS) return (int)cr;
+	if ((cr = cuEventCreate(&e1, CU_EVENT_DEFAULT)) != CUDA_SUCCESS) { cuEventDestroy(e0); return (int)cr; }
+	for (int i = 0; i < p->nAlgos; i++) {
+		int ok = 1;
+		for (int k = 0; k <= reps && ok; k++) {
+			if (k == 1) cuEventRecord(e0, cw_stream);
+			ok = p_cublasLtMatmul((cublasLtHandle_t)handle, p->op, &alpha, (const void *)A, p->la, (const void *)B, p->lb,
+				&beta, (const void *)D, p->ld, (void *)D, p->ld, &p->algos[i], (void *)ws, p->wsSize, (cudaStream_t)cw_stream) == CUBLAS_STATUS_SUCCESS;
+		}
+		cuEventRecord(e1, cw_stream);
+		float ms = 0.0f;
+		if ((cr = cuEventSynchronize(e1)) != CUDA_SUCCESS) break;
+		if (ok && cuEventElapsedTime(&ms, e0, e1) == CUDA_SUCCESS && (bestMs < 0 || ms < bestMs)) {
+			bestMs = ms;
+			*best = i;
+		}
+	}
+	cuEventDestroy(e0);
+	cuEventDestroy(e1);
+	p->algo = p->algos[*best];
+	return (int)cr;
 }
 
 // cw_lt_plan_run runs a prepared matmul on the thread's stream (alpha 1,
@@ -797,6 +834,18 @@ func (p ltPlan) run(h ltHandle, a, b, d, ws devptr) error {
 		return &cublasError{call: "cublasLtMatmul", code: int(r)}
 	}
 	return nil
+}
+
+// tune runs and times the plan's candidate algorithms on these operands
+// and keeps the fastest (cw_lt_plan_tune); it synchronizes the stream. It
+// returns the chosen candidate's rank in the heuristic's order and how
+// many there were.
+func (p ltPlan) tune(h ltHandle, a, b, d, ws devptr, reps int) (best, of int, err error) {
+	var cb C.int
+	if r := C.cw_lt_plan_tune(C.uintptr_t(h), p.p, C.uint64_t(a), C.uint64_t(b), C.uint64_t(d), C.uint64_t(ws), C.int(reps), &cb); r != 0 {
+		return 0, int(p.p.nAlgos), cuCheck("cuBLASLt algorithm timing", C.CUresult(r))
+	}
+	return int(cb), int(p.p.nAlgos), nil
 }
 
 func (p ltPlan) free() { C.cw_lt_plan_free(p.p) }
