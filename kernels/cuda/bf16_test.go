@@ -70,7 +70,7 @@ func TestLinearBF16(t *testing.T) {
 // gemvTestVariants are the tensor-core GEMV variants the GEMV tests run:
 // the default and every entry variant, split by occupancy.
 var gemvTestVariants = []gemvTuning{{}, {occ: true}, {variant: "u2_", occ: true}, {warps: 8, occ: true},
-	{variant: "o6_", occ: true}, {variant: "o7_", occ: true}, {variant: "o8_", occ: true}, {variant: "p6_", occ: true}}
+	{variant: "o6_", occ: true}, {variant: "o7_", occ: true}, {variant: "o8_", occ: true}}
 
 // tune sets the GEMV variant and returns what restores the one before.
 func (b *Backend) tune(v gemvTuning) func() {
@@ -146,34 +146,6 @@ func TestLinearBF16Tuned(t *testing.T) {
 	ltTune = true
 	for _, tc := range []struct{ T, K, N int }{{77, 2560, 32}, {301, 512, 1024}, {1024, 256, 96}} {
 		testLinearBF16(t, g, c, tc.T, tc.K, tc.N)
-	}
-}
-
-// TestGEMVStagesInTurn: the p6_ entries (mma_tile's stages in turn) add the
-// same chunks in the same order as the o6_ ones, so Linear and SwiGLULinear
-// give the same bits with either.
-func TestGEMVStagesInTurn(t *testing.T) {
-	g := bf16Backend(t)
-	for _, tc := range []struct{ T, K, N int }{{1, 9216, 2560}, {1, 2560, 9216}, {8, 4096, 2560}, {3, 2560, 300}, {5, 128, 40}} {
-		r := newRand(uint64(tc.T*31 + tc.K))
-		gx := g.Upload(randSlice(r, tc.T*tc.K, 1), tc.T, tc.K)
-		w := g.UploadWeight(roundBF16(randSlice(r, tc.N*tc.K, 0.1)), tc.N, tc.K)
-		u := g.UploadWeight(roundBF16(randSlice(r, tc.N*tc.K, 0.1)), tc.N, tc.K)
-		run := func(variant string) (lin, swi []float32) {
-			defer g.tune(gemvTuning{variant: variant, occ: true})()
-			return g.Download(g.Linear(gx, w)), g.Download(g.SwiGLULinear(gx, w, u))
-		}
-		lo, so := run("o6_")
-		lp, sp := run("p6_")
-		if !slices.Equal(lo, lp) {
-			t.Errorf("T%d K%d N%d: Linear p6_ differs from o6_ (relative %.3g)", tc.T, tc.K, tc.N, relDiff(lp, lo))
-		}
-		if !slices.Equal(so, sp) {
-			t.Errorf("T%d K%d N%d: SwiGLULinear p6_ differs from o6_ (relative %.3g)", tc.T, tc.K, tc.N, relDiff(sp, so))
-		}
-		g.Free(w)
-		g.Free(u)
-		g.ResetScratch()
 	}
 }
 

@@ -13,8 +13,7 @@ import (
 // TestConvLinears: the GEMV that runs the causal conv in its epilogue gives
 // the bits of Linears followed by CausalConv1d, outputs and conv state
 // alike, over decode steps that carry the state (slots out of order), at 1,
-// 3 and 8 rows, and falls back to the two ops for a prefill; with the o6_
-// entries (the default) and the p6_ ones.
+// 3 and 8 rows, and falls back to the two ops for a prefill.
 func TestConvLinears(t *testing.T) {
 	g := bf16Backend(t)
 	cfg := kernels.GDNConfig{KeyHeads: 2, ValueHeads: 4, KeyDim: 64, ValueDim: 64, ConvKernel: 4}
@@ -26,11 +25,9 @@ func TestConvLinears(t *testing.T) {
 	for _, n := range []int{C, 256, 4, 4} {
 		ws = append(ws, g.UploadWeight(roundBF16(randSlice(r, n*K, 0.1)), n, K))
 	}
-	for _, tc := range gemvConvCases() {
-		lens := tc.lens
-		t.Run(tc.variant+fmt.Sprint(lens), func(t *testing.T) {
+	for _, lens := range [][]int{{1}, {1, 1, 1}, {1, 1, 1, 1, 1, 1, 1, 1}, {3, 1}} {
+		t.Run(fmt.Sprint(lens), func(t *testing.T) {
 			g := bf16Backend(t)
-			defer g.tune(gemvTuning{variant: tc.variant, occ: true})()
 			fused := g.NewStatePool(layers, slotCount, cfg).(*StatePool)
 			plain := g.NewStatePool(layers, slotCount, cfg).(*StatePool)
 			slots := []int{7, 2, 5, 0, 8, 1, 3, 6}[:len(lens)]
@@ -59,23 +56,4 @@ func TestConvLinears(t *testing.T) {
 			}
 		})
 	}
-}
-
-// convCase is one TestConvLinears run: a GEMV entry variant and the
-// sequences' lengths.
-type convCase struct {
-	variant string
-	lens    []int
-}
-
-// gemvConvCases are TestConvLinears' row counts, each with both GEMV entry
-// variants.
-func gemvConvCases() []convCase {
-	var cases []convCase
-	for _, v := range []string{"o6_", "p6_"} {
-		for _, lens := range [][]int{{1}, {1, 1, 1}, {1, 1, 1, 1, 1, 1, 1, 1}, {3, 1}} {
-			cases = append(cases, convCase{v, lens})
-		}
-	}
-	return cases
 }

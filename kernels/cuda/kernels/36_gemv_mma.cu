@@ -118,16 +118,13 @@ __device__ __forceinline__ void mma_stage_mma(float acc[NT][4], const uint4 v[U]
 }
 
 // mma_tile accumulates the warp's share of K (chunks warp, warp+nw, …) for
-// the 16 rows from m0 of w [N, K], two stages of U chunks in flight. With PP
-// the two stages take turns (ping-pong): a stage is refilled as soon as it
-// has been used, so while the warp waits for one stage the other is in
-// flight, and both are issued before PDL_WAIT; without it the next stage is
-// issued before the current one is used and then moved into its registers,
-// which waits for it with nothing else in flight. Both add the chunks in
-// the same order. Every block lets the next kernel launch (PDL_LAUNCH) once
-// its weights are read: that kernel's blocks then take the SMs this launch
-// leaves, not the ones its main loop needs.
-template <int NT, int U, bool PP>
+// the 16 rows from m0 of w [N, K], two stages of U chunks in flight. Every
+// block lets the next kernel launch (PDL_LAUNCH) once its weights are read:
+// that kernel's blocks then take the SMs this launch leaves, not the ones
+// its main loop needs. (Taking the two stages in turn, so that one is in
+// flight while the other is waited for, measured no faster on the H200:
+// BenchmarkLinearBF16 and cohort bench, 2026-12-03.)
+template <int NT, int U>
 __device__ __forceinline__ void mma_tile(float acc[NT][4], const unsigned short *w, int N, int K, int m0,
                                          const float *x, int T, int warp, int nw) {
 	int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
@@ -136,19 +133,6 @@ __device__ __forceinline__ void mma_tile(float acc[NT][4], const unsigned short 
 	int chunks = K >> 6, step = U * nw;
 	uint4 cur[U][4], nxt[U][4];
 	mma_stage_load<U>(cur, p0, p1, warp, nw, chunks);
-	if (PP) {
-		mma_stage_load<U>(nxt, p0, p1, warp + step, nw, chunks);
-		PDL_WAIT(); // x is the previous kernel's output; the weights are not
-		for (int c = warp; c < chunks; c += 2 * step) {
-			mma_stage_mma<NT, U>(acc, cur, x, K, T, c, nw, chunks, tig, g);
-			if (c + 2 * step < chunks) mma_stage_load<U>(cur, p0, p1, c + 2 * step, nw, chunks);
-			if (c + step >= chunks) break;
-			mma_stage_mma<NT, U>(acc, nxt, x, K, T, c + step, nw, chunks, tig, g);
-			if (c + 3 * step < chunks) mma_stage_load<U>(nxt, p0, p1, c + 3 * step, nw, chunks);
-		}
-		PDL_LAUNCH();
-		return;
-	}
 	PDL_WAIT(); // x is the previous kernel's output; the weights are not
 	for (int c = warp; c < chunks; c += step) {
 		if (c + step < chunks) mma_stage_load<U>(nxt, p0, p1, c + step, nw, chunks);
@@ -242,11 +226,11 @@ __device__ __forceinline__ bool mma_combine(float *red, float *ws, int *cnt) {
 // gemv_mma_block accumulates this block's share of a tile's K (warp
 // blockIdx.y·nw + warp of gridDim.y·nw) and leaves the tile's total in red
 // when it returns true.
-template <int NT, int U, bool PP>
+template <int NT, int U>
 __device__ __forceinline__ bool gemv_mma_block(float acc[NT][4], float *red, const unsigned short *w, int N, int K, int m0,
                                                const float *x, int T, float *ws, int *cnt) {
 	int nw = blockDim.x >> 5;
-	mma_tile<NT, U, PP>(acc, w, N, K, m0, x, T, blockIdx.y * nw + (threadIdx.x >> 5), gridDim.y * nw);
+	mma_tile<NT, U>(acc, w, N, K, m0, x, T, blockIdx.y * nw + (threadIdx.x >> 5), gridDim.y * nw);
 	mma_reduce<NT>(acc, red);
 	return mma_combine<NT>(red, ws, cnt);
 }
@@ -276,14 +260,14 @@ __device__ __forceinline__ float mma_conv_apply(const mma_conv &cv, int C, int t
 	return silu_ref(acc);
 }
 
-template <int NT, int U, bool PP, bool CONV>
+template <int NT, int U, bool CONV>
 __device__ __forceinline__ void gemv_mma(float *y0, const unsigned short *w0, int n0, float *y1, const unsigned short *w1, int n1,
                                          float *y2, const unsigned short *w2, int n2, float *y3, const unsigned short *w3, int n3,
                                          const float *x, int T, int K, float *ws, int *cnt, const mma_conv &cv) {
 	__shared__ float red[MMA_MAX_WARPS * NT * 128];
 	mma_seg s = mma_pick(y0, w0, n0, y1, w1, n1, y2, w2, n2, y3, w3, n3);
 	float acc[NT][4] = {};
-	if (!gemv_mma_block<NT, U, PP>(acc, red, s.w, s.N, K, s.m0, x, T, ws, cnt)) return;
+	if (!gemv_mma_block<NT, U>(acc, red, s.w, s.N, K, s.m0, x, T, ws, cnt)) return;
 	bool conv = CONV && s.y == y0;
 	for (int i = threadIdx.x; i < NT * 128; i += blockDim.x) {
 		int t = i >> 4, m = s.m0 + (i & 15);
@@ -294,7 +278,7 @@ __device__ __forceinline__ void gemv_mma(float *y0, const unsigned short *w0, in
 // gemv_mma_swiglu: y[T, N] = silu(x·gᵀ) ⊙ (x·uᵀ) for the gate and up
 // projections g, u [N, K] of an MLP, in one pass over both (the gate's
 // tiles are 0..tiles-1 of the workspace, the up's tiles..2·tiles-1).
-template <int NT, int U, bool PP>
+template <int NT, int U>
 __device__ __forceinline__ void gemv_mma_swiglu(float *y, const unsigned short *wg, const unsigned short *wu, int N,
                                                 const float *x, int T, int K, float *ws, int *cnt) {
 	__shared__ float red[MMA_MAX_WARPS * NT * 128];
@@ -302,12 +286,12 @@ __device__ __forceinline__ void gemv_mma_swiglu(float *y, const unsigned short *
 	int m0 = blockIdx.x * 16;
 	float ag[NT][4] = {}, au[NT][4] = {};
 	long long off = (long long)gridDim.x * gridDim.y * NT * 128;
-	bool mine = gemv_mma_block<NT, U, PP>(ag, red, wg, N, K, m0, x, T, ws, cnt);
+	bool mine = gemv_mma_block<NT, U>(ag, red, wg, N, K, m0, x, T, ws, cnt);
 	for (int i = threadIdx.x; i < NT * 128; i += blockDim.x) gsum[i] = red[i];
 	__syncthreads();
 	// The up projection's partials and counters follow the gate's, so the
 	// block that writes is the last for both.
-	bool up = gemv_mma_block<NT, U, PP>(au, red, wu, N, K, m0, x, T, ws + off, cnt + gridDim.x);
+	bool up = gemv_mma_block<NT, U>(au, red, wu, N, K, m0, x, T, ws + off, cnt + gridDim.x);
 	if (!up) return;
 	if (!mine && gridDim.y > 1) {
 		// The gate's total was written by another block: read it back.
@@ -330,49 +314,44 @@ __device__ __forceinline__ void gemv_mma_swiglu(float *y, const unsigned short *
 #define GEMV_MMA_PASS y0, w0, n0, y1, w1, n1, y2, w2, n2, y3, w3, n3
 
 // gemv_mma_<variant>nt<NT>: the GEMV of x against up to four weights, U
-// chunks per register stage, the stages in turn when PP (mma_tile), launch
-// bounds (threads, blocks per SM).
-#define GEMV_MMA_ENTRY(VAR, NT, U, PP, THREADS, MINB)                                                                      \
+// chunks per register stage, launch bounds (threads, blocks per SM).
+#define GEMV_MMA_ENTRY(VAR, NT, U, THREADS, MINB)                                                                          \
 	extern "C" __global__ void __launch_bounds__(THREADS, MINB) gemv_mma_##VAR##nt##NT(                                  \
 	    GEMV_MMA_ARGS, const float *x, int T, int K, float *ws, int *cnt) {                                            \
-		gemv_mma<NT, U, PP, false>(GEMV_MMA_PASS, x, T, K, ws, cnt, mma_conv{});                                       \
+		gemv_mma<NT, U, false>(GEMV_MMA_PASS, x, T, K, ws, cnt, mma_conv{});                                           \
 	}
 
 // gemv_mma_conv_<variant>nt1: the GEMV whose first segment's outputs go
 // through the causal conv (mma_conv), for decode rows.
-#define GEMV_MMA_CONV_ENTRY(VAR, PP, THREADS, MINB)                                                                        \
+#define GEMV_MMA_CONV_ENTRY(VAR, THREADS, MINB)                                                                            \
 	extern "C" __global__ void __launch_bounds__(THREADS, MINB) gemv_mma_conv_##VAR##nt1(                                \
 	    GEMV_MMA_ARGS, const float *x, int T, int K, float *ws, int *cnt, const float *cw, float *cstate,             \
 	    const int *cslot, int cK, int cslots, int clayer) {                                                             \
-		gemv_mma<1, 1, PP, true>(GEMV_MMA_PASS, x, T, K, ws, cnt, mma_conv{cw, cstate, cslot, cK, cslots, clayer});    \
+		gemv_mma<1, 1, true>(GEMV_MMA_PASS, x, T, K, ws, cnt, mma_conv{cw, cstate, cslot, cK, cslots, clayer});        \
 	}
 
-#define GEMV_MMA_SWIGLU_ENTRY(VAR, NT, PP, THREADS, MINB)                                                                  \
+#define GEMV_MMA_SWIGLU_ENTRY(VAR, NT, THREADS, MINB)                                                                      \
 	extern "C" __global__ void __launch_bounds__(THREADS, MINB) gemv_mma_swiglu_##VAR##nt##NT(                           \
 	    float *y, const unsigned short *wg, const unsigned short *wu, int N, const float *x, int T, int K, float *ws,  \
 	    int *cnt) {                                                                                                    \
-		gemv_mma_swiglu<NT, 1, PP>(y, wg, wu, N, x, T, K, ws, cnt);                                                    \
+		gemv_mma_swiglu<NT, 1>(y, wg, wu, N, x, T, K, ws, cnt);                                                        \
 	}
 
-GEMV_MMA_ENTRY(, 1, 1, false, MMA_MAX_WARPS * 32, 1)
-GEMV_MMA_ENTRY(, 2, 1, false, MMA_MAX_WARPS * 32, 1)
-GEMV_MMA_ENTRY(, 4, 1, false, MMA_MAX_WARPS * 32, 1)
-GEMV_MMA_SWIGLU_ENTRY(, 1, false, MMA_MAX_WARPS * 32, 1)
-GEMV_MMA_SWIGLU_ENTRY(, 2, false, MMA_MAX_WARPS * 32, 1)
-GEMV_MMA_SWIGLU_ENTRY(, 4, false, MMA_MAX_WARPS * 32, 1)
+GEMV_MMA_ENTRY(, 1, 1, MMA_MAX_WARPS * 32, 1)
+GEMV_MMA_ENTRY(, 2, 1, MMA_MAX_WARPS * 32, 1)
+GEMV_MMA_ENTRY(, 4, 1, MMA_MAX_WARPS * 32, 1)
+GEMV_MMA_SWIGLU_ENTRY(, 1, MMA_MAX_WARPS * 32, 1)
+GEMV_MMA_SWIGLU_ENTRY(, 2, MMA_MAX_WARPS * 32, 1)
+GEMV_MMA_SWIGLU_ENTRY(, 4, MMA_MAX_WARPS * 32, 1)
 // Variants that BenchmarkLinearBF16 and COHORT_CUDA_GEMV compare with the
 // default: two chunks per register stage; blocks of at most 4 warps held
-// to 6, 7 or 8 blocks per SM (fewer registers a thread); p6_ is o6_ with
-// the stages in turn.
-GEMV_MMA_ENTRY(u2_, 1, 2, false, MMA_MAX_WARPS * 32, 1)
-GEMV_MMA_ENTRY(o6_, 1, 1, false, 128, 6)
-GEMV_MMA_ENTRY(o7_, 1, 1, false, 128, 7)
-GEMV_MMA_ENTRY(o8_, 1, 1, false, 128, 8)
-GEMV_MMA_ENTRY(p6_, 1, 1, true, 128, 6)
-GEMV_MMA_SWIGLU_ENTRY(o6_, 1, false, 128, 6)
-GEMV_MMA_SWIGLU_ENTRY(o7_, 1, false, 128, 7)
-GEMV_MMA_SWIGLU_ENTRY(o8_, 1, false, 128, 8)
-GEMV_MMA_SWIGLU_ENTRY(p6_, 1, true, 128, 6)
-GEMV_MMA_CONV_ENTRY(, false, MMA_MAX_WARPS * 32, 1)
-GEMV_MMA_CONV_ENTRY(o6_, false, 128, 6)
-GEMV_MMA_CONV_ENTRY(p6_, true, 128, 6)
+// to 6, 7 or 8 blocks per SM (fewer registers a thread).
+GEMV_MMA_ENTRY(u2_, 1, 2, MMA_MAX_WARPS * 32, 1)
+GEMV_MMA_ENTRY(o6_, 1, 1, 128, 6)
+GEMV_MMA_ENTRY(o7_, 1, 1, 128, 7)
+GEMV_MMA_ENTRY(o8_, 1, 1, 128, 8)
+GEMV_MMA_SWIGLU_ENTRY(o6_, 1, 128, 6)
+GEMV_MMA_SWIGLU_ENTRY(o7_, 1, 128, 7)
+GEMV_MMA_SWIGLU_ENTRY(o8_, 1, 128, 8)
+GEMV_MMA_CONV_ENTRY(, MMA_MAX_WARPS * 32, 1)
+GEMV_MMA_CONV_ENTRY(o6_, 128, 6)
