@@ -180,22 +180,25 @@ func New(o Options) (*Backend, error) {
 	if b.sms, err = deviceAttribute(dev, attrMultiprocessorCount); err != nil {
 		return nil, fmt.Errorf("cuda: device %d: %w", o.Device, err)
 	}
-	// Programmatic dependent launch is opt-in: measured on the H200
-	// (2026-12-01, cohort bench, 4b-shape) it made decode slower, batch 1
-	// 4.40 against 3.90 ms/token and batch 8 5.85 against 5.45, with every
-	// kernel launched so (the GEMVs then let their successors launch at
-	// their start; they now do so after their main loop).
-	// COHORT_CUDA_PDL=gemv launches so only a GEMV that follows a GEMV;
-	// COHORT_CUDA_PDL=weights every GEMV, whatever precedes it: its blocks
-	// load their first weights while the kernel before it (which lets it
-	// launch at its own start) runs and drains.
+	// Programmatic dependent launch (sm_90+): by default every tensor-core
+	// GEMV is launched so, whatever precedes it, so that its blocks load
+	// their first weights while the kernel before it (which lets it launch
+	// at its own start) runs and drains. Measured on the H200 (2026-12-03,
+	// cohort bench, 4b-shape, two side-by-side pairs): batch 1 3.321
+	// against 3.403 and 3.298 against 3.332 ms/token, batch 8 4.022
+	// against 4.056 and 3.967 against 3.980 (runs spread about 2 %).
+	// COHORT_CUDA_PDL=0 turns it off; =gemv launches so only a GEMV that
+	// follows a GEMV; =1 every kernel, which measured slower (batch 1
+	// 3.524 ms/token the same day; 4.40 against 3.90 on 2026-12-01, when
+	// the GEMVs still let their successors launch at their start).
 	if b.ccMaj >= 9 {
 		switch os.Getenv("COHORT_CUDA_PDL") {
+		case "0":
 		case "1":
 			b.pdl = pdlAll
 		case "gemv":
 			b.pdl = pdlGEMV
-		case "weights":
+		default:
 			b.pdl = pdlWeights
 		}
 	}

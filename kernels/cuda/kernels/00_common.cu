@@ -8,15 +8,14 @@
 #define NEG_INF __int_as_float(0xff800000)
 
 // Programmatic dependent launch (sm_90 and later; the backend launches
-// kernels so as COHORT_CUDA_PDL says, none by default): a kernel may start
-// while the one before it in the stream drains. PDL_LAUNCH lets the next
-// kernel start once every block of this one has called it (or exited);
-// PDL_WAIT blocks until
-// the kernel before has finished and its writes are visible. Every kernel
-// calls PDL_WAIT before it reads what an earlier kernel wrote or writes
-// anything (kernels/cuda's TestKernelsWaitForPredecessor checks the
-// source); the GEMVs first issue their weight loads, which depend on no
-// kernel.
+// kernels so as COHORT_CUDA_PDL says, the GEMVs by default): a kernel may
+// start while the one before it in the stream drains. PDL_LAUNCH lets the
+// next kernel start once every block of this one has called it (or
+// exited); PDL_WAIT blocks until the kernel before has finished and its
+// writes are visible. Every kernel calls PDL_WAIT before it reads what an
+// earlier kernel wrote or writes anything (kernels/cuda's
+// TestKernelsWaitForPredecessor checks the source); the GEMVs first issue
+// their weight loads, which depend on no kernel.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define PDL_LAUNCH() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
 #define PDL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
