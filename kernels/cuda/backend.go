@@ -620,13 +620,12 @@ func (b *Backend) allocScratch(op string, bytes int64) devptr {
 // Tensor is a device tensor: float32, or bfloat16 for matrix weights
 // stored by UploadWeight.
 type Tensor struct {
-	shape []int
-	n     int
-	ptr   devptr
-	bf16  bool   // elements are bfloat16 (only weights, read by Linear and Embedding)
-	twin  devptr // scratch bf16 copy of the elements that the producing kernel wrote (see twinFor), or 0
-	// linearOnly: the producing kernel wrote only the twin (linearonly.go)
-	linearOnly bool
+	shape      []int
+	n          int
+	ptr        devptr
+	bf16       bool   // elements are bfloat16 (only weights, read by Linear and Embedding)
+	twin       devptr // scratch bf16 copy of the elements that the producing kernel wrote (see twinFor), or 0
+	linearOnly bool   // the producing kernel wrote only the twin, not the float32 elements (linearonly.go)
 	scratch    bool   // lives in the scratch arena
 	epoch      uint64 // the arena epoch it was allocated in
 	freed      bool
