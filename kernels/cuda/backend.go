@@ -518,7 +518,7 @@ func (a *arena) alloc(bytes int64) (devptr, error) {
 	if bytes == 0 {
 		return 0, nil
 	}
-	bytes = (bytes + arenaAlign - 1) &^ (arenaAlign - 1)
+	bytes = roundArena(bytes)
 	for ; a.cur < len(a.chunks); a.cur++ {
 		c := &a.chunks[a.cur]
 		if c.off+bytes <= c.size {
@@ -568,7 +568,7 @@ func (a *arena) reset() error {
 // reserve replaces the (unused) chunks by one of exactly bytes, rounded up
 // to the alignment; 0 leaves the arena empty.
 func (a *arena) reserve(bytes int64) error {
-	bytes = (bytes + arenaAlign - 1) &^ (arenaAlign - 1)
+	bytes = roundArena(bytes)
 	a.epoch++
 	a.reserved = true
 	if len(a.chunks) == 1 && a.chunks[0].size == bytes {
@@ -772,24 +772,46 @@ type staging struct {
 // take copies src into the ring and returns its address there, or nil if
 // the ring cannot hold it (the caller then copies synchronously).
 func (s *staging) take(src []byte) unsafe.Pointer {
+	off, ok := s.reserve(len(src))
+	if !ok {
+		return nil
+	}
+	copy(s.buf[off:off+len(src)], src)
+	return unsafe.Pointer(&s.buf[off])
+}
+
+// span returns n zeroed bytes of the ring for the caller to fill, or nil if
+// the ring cannot hold them.
+func (s *staging) span(n int) []byte {
+	off, ok := s.reserve(n)
+	if !ok || n == 0 {
+		return nil
+	}
+	dst := s.buf[off : off+n]
+	clear(dst)
+	return dst
+}
+
+// reserve takes n bytes of the ring at a 16-byte aligned offset, allocating
+// the ring on first use.
+func (s *staging) reserve(n int) (off int, ok bool) {
 	if s.buf == nil {
 		if s.failed {
-			return nil
+			return 0, false
 		}
 		p, err := memHostAlloc(stagingSize)
 		if err != nil || p == nil {
 			s.failed = true
-			return nil
+			return 0, false
 		}
 		s.buf = unsafe.Slice((*byte)(p), stagingSize)
 	}
-	off := (s.off + 15) &^ 15
-	if off+len(src) > len(s.buf) {
-		return nil
+	off = (s.off + 15) &^ 15
+	if off+n > len(s.buf) {
+		return 0, false
 	}
-	copy(s.buf[off:off+len(src)], src)
-	s.off = off + len(src)
-	return unsafe.Pointer(&s.buf[off])
+	s.off = off + n
+	return off, true
 }
 
 // reset makes the whole ring available again once every pending copy from

@@ -284,8 +284,27 @@ func decodeRun(t *testing.T, be *Backend, m model.Model, vocab int, prompts [][]
 
 // TestGraphReplayMatchesEager: decode steps replayed from CUDA graphs give
 // bit-identical logits to the same steps run eagerly, as the batch size
-// changes and the sequences' page lists grow.
+// changes and the sequences' page lists grow; with the replays' metadata
+// copied one input at a time (the default) and packed (graphPack), which
+// must take fewer copies.
 func TestGraphReplayMatchesEager(t *testing.T) {
+	bf16Backend(t)
+	defer func(old bool) { graphPack = old }(graphPack)
+	copies := map[bool]int{}
+	for _, pack := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pack=%v", pack), func(t *testing.T) {
+			graphPack = pack
+			copies[pack] = testGraphReplay(t)
+		})
+	}
+	if copies[true] >= copies[false] {
+		t.Errorf("packed replays took %d metadata copies, one at a time %d: want fewer", copies[true], copies[false])
+	}
+}
+
+// testGraphReplay is TestGraphReplayMatchesEager on a fresh load of the
+// first fixture; it returns the metadata copies of the replays.
+func testGraphReplay(t *testing.T) int {
 	be := bf16Backend(t)
 	fx := fixtures(t)[0]
 	ck := archtest.OpenDir(t, fx.Dir)
@@ -296,7 +315,7 @@ func TestGraphReplayMatchesEager(t *testing.T) {
 	eager := decodeRun(t, be, m, ck.Config.VocabSize, prompts, steps)
 	be.graph.enabled = true
 	c0, r0 := be.GraphStats()
-	d0 := be.graph.direct
+	d0, k0 := be.graph.direct, be.graph.copies
 	graphed := decodeRun(t, be, m, ck.Config.VocabSize, prompts, steps)
 	c1, r1 := be.GraphStats()
 	d1 := be.graph.direct
@@ -312,6 +331,7 @@ func TestGraphReplayMatchesEager(t *testing.T) {
 			t.Errorf("step %d: graph logits differ from eager (relative %.3g)", i, relDiff(graphed[i], eager[i]))
 		}
 	}
+	return be.graph.copies - k0
 }
 
 // TestModelBF16MatchesHF: with bf16 weights (activations kept to 16

@@ -95,6 +95,7 @@ type graphs struct {
 	captures int         // graphs captured (for tests and logs)
 	replays  int         // steps replayed
 	direct   int         // of them, by ReplayStep (without the model's ops)
+	copies   int         // metadata copies ReplayStep enqueued
 }
 
 // fpHash is an incremental FNV-1a fingerprint of launches.
@@ -306,10 +307,12 @@ func (b *Backend) ReplayStep(key string, in kernels.StepInputs) (kernels.Tensor,
 		vals = append(vals, v)
 	}
 	g.vals = vals
-	for i, gi := range sg.inputs {
-		if v := vals[i]; len(v) > 0 {
-			if err := memcpyHtoDAsync(gi.ptr, b.stageInts("graph "+key, v), int64(len(v))*4); err != nil {
-				panic(fmt.Sprintf("cuda: graph %s: metadata: %v", key, err))
+	if graphPack {
+		b.replayPacked(key, sg.inputs, vals)
+	} else {
+		for i, gi := range sg.inputs {
+			if v := vals[i]; len(v) > 0 {
+				b.replayCopy(key, gi.ptr, b.stageInts("graph "+key, v), int64(len(v))*4)
 			}
 		}
 	}
@@ -324,6 +327,58 @@ func (b *Backend) ReplayStep(key string, in kernels.StepInputs) (kernels.Tensor,
 	out := sg.out
 	out.epoch = b.scratch.epoch // it lives in this step's scratch, like every op's result
 	return &out, true
+}
+
+// graphPack turns on replayPacked (COHORT_CUDA_GRAPH_PACK=1; not yet run
+// on a GPU, so off by default).
+var graphPack = os.Getenv("COHORT_CUDA_GRAPH_PACK") == "1"
+
+// replayPacked copies a replayed graph's metadata into its input buffers
+// with one cuMemcpyHtoDAsync for each run of inputs whose buffers follow
+// one another in the arena (allocations are arenaAlign-rounded, so the next
+// buffer starts where the rounded capacity ends). Each value lands at its
+// buffer's offset in one zeroed staging span; the rest of a capacity and
+// the padding between buffers, which no kernel reads, get zeros instead of
+// the previous step's values.
+func (b *Backend) replayPacked(key string, inputs []graphInput, vals [][]int32) {
+	for i := 0; i < len(inputs); {
+		j := i + 1
+		for j < len(inputs) && inputs[j].ptr == inputs[j-1].ptr+devptr(roundArena(inputs[j-1].bytes)) {
+			j++
+		}
+		start := inputs[i].ptr
+		var end devptr
+		for k := i; k < j; k++ {
+			if n := len(vals[k]); n > 0 {
+				end = inputs[k].ptr + devptr(4*n)
+			}
+		}
+		if end > start {
+			span := b.staging.span(int(end - start))
+			if span == nil {
+				panic(fmt.Sprintf("cuda: graph %s: step metadata does not fit the staging ring", key))
+			}
+			for k := i; k < j; k++ {
+				if v := vals[k]; len(v) > 0 {
+					copy(span[inputs[k].ptr-start:], unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v)))
+				}
+			}
+			b.replayCopy(key, start, unsafe.Pointer(&span[0]), int64(end-start))
+		}
+		i = j
+	}
+}
+
+// roundArena is bytes rounded up as the scratch arena rounds an
+// allocation.
+func roundArena(bytes int64) int64 { return (bytes + arenaAlign - 1) &^ (arenaAlign - 1) }
+
+// replayCopy enqueues one metadata copy of a replayed graph.
+func (b *Backend) replayCopy(key string, dst devptr, src unsafe.Pointer, bytes int64) {
+	if err := memcpyHtoDAsync(dst, src, bytes); err != nil {
+		panic(fmt.Sprintf("cuda: graph %s: metadata: %v", key, err))
+	}
+	b.graph.copies++
 }
 
 // stageInts copies graph step metadata (not empty) into the pinned staging
