@@ -110,6 +110,8 @@ type Backend struct {
 	weights     string             // "bf16" or "f32" (Options.Weights)
 	mmaRows     int                // most rows of the tensor-core GEMV (bf16.go)
 	gemvTune    gemvTuning         // its variant (bf16.go)
+	ltTuned     map[ltKey]ltAlgo   // timed cuBLASLt algorithms by row bucket (ltTune)
+	ltAdopted   int                // plans that took their bucket's timed algorithm
 	occ         map[string]int     // blocks per SM of a kernel at a block size (occupancy)
 	mmaCnt      devptr             // its tile counters (zero between launches)
 	pdl         pdlMode            // which launches use programmatic dependent launch (sm_90+, COHORT_CUDA_PDL)

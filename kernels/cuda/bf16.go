@@ -501,24 +501,50 @@ func (b *Backend) swiGLULinear(op string, x, gate, up kernels.Tensor, readers []
 	return y
 }
 
-// ltTune turns on timing cuBLASLt's candidate algorithms for a new GEMM
-// shape and keeping the fastest (COHORT_CUDA_LT_TUNE=1; off: the
-// heuristic's first).
+// ltTune turns on timing cuBLASLt's candidate algorithms and keeping the
+// fastest (COHORT_CUDA_LT_TUNE=1; off: the heuristic's first), once per
+// shape and bucket of rows (ltBucket): a new shape whose bucket has a timed
+// algorithm adopts it where cuBLASLt accepts it.
 var ltTune = os.Getenv("COHORT_CUDA_LT_TUNE") == "1"
 
-// tuneLt times plan p's candidates on the GEMM's own operands (its output
-// is written again by the run that follows) when ltTune is on, outside
-// graph capture and deterministic mode (where the algorithm must not
-// depend on timing).
+// tuneLt picks plan p's algorithm when ltTune is on and not in
+// deterministic mode (where the algorithm must not depend on timing): its
+// bucket's timed algorithm if there is one and cuBLASLt accepts it, else,
+// outside graph capture, the fastest candidate timed on the GEMM's own
+// operands (its output is written again by the run that follows), which
+// the bucket then keeps.
 func (b *Backend) tuneLt(op string, key ltKey, p ltPlan, a, bm, d devptr) {
-	if !ltTune || b.det || b.graph.mode != graphOff {
+	if !ltTune || b.det {
+		return
+	}
+	bk := ltBucket(key)
+	if al, ok := b.ltTuned[bk]; ok && p.adopt(b.lt, al) {
+		b.ltAdopted++
+		return
+	}
+	if b.graph.mode != graphOff {
 		return
 	}
 	best, of, err := p.tune(b.lt, a, bm, d, b.ws, 3)
 	if err != nil {
 		panic(fmt.Sprintf("cuda: %s: GEMM %+v: %v", op, key, err))
 	}
-	log.Printf("cuda: GEMM m=%d n=%d k=%d: cuBLASLt candidate %d of %d is the fastest", key.m, key.n, key.k, best, of)
+	if b.ltTuned == nil {
+		b.ltTuned = map[ltKey]ltAlgo{}
+	}
+	b.ltTuned[bk] = p.algo()
+	log.Printf("cuda: GEMM m=%d n=%d k=%d: cuBLASLt candidate %d of %d is the fastest (kept for n up to %d)", key.m, key.n, key.k, best, of, bk.n)
+}
+
+// ltBucket is key with its rows (n) rounded up to a power of two, at least
+// 16: the GEMMs that share a timed algorithm.
+func ltBucket(key ltKey) ltKey {
+	n := 16
+	for n < key.n {
+		n *= 2
+	}
+	key.n = n
+	return key
 }
 
 // ltGemm runs a cuBLASLt matmul, preparing and caching its plan on first use.

@@ -138,7 +138,9 @@ func TestFusedLinearBF16(t *testing.T) {
 }
 
 // TestLinearBF16Tuned: with cuBLASLt's candidates timed (ltTune) the bf16
-// Linear on cuBLASLt still matches the CPU oracle, and repeats its bits.
+// Linear on cuBLASLt still matches the CPU oracle and repeats its bits, and
+// new row counts in a timed bucket (301 rows: 257 to 512) adopt its
+// algorithm.
 func TestLinearBF16Tuned(t *testing.T) {
 	g := bf16Backend(t)
 	c := cpu.New(cpu.Options{})
@@ -146,6 +148,13 @@ func TestLinearBF16Tuned(t *testing.T) {
 	ltTune = true
 	for _, tc := range []struct{ T, K, N int }{{77, 2560, 32}, {301, 512, 1024}, {1024, 256, 96}} {
 		testLinearBF16(t, g, c, tc.T, tc.K, tc.N)
+	}
+	adopted := g.ltAdopted
+	for _, T := range []int{400, 450, 500} {
+		testLinearBF16(t, g, c, T, 512, 1024)
+	}
+	if g.ltAdopted == adopted {
+		t.Errorf("none of 400, 450 and 500 rows adopted the algorithm timed at 301 rows")
 	}
 }
 

@@ -210,6 +210,9 @@ static cublasStatus_t (*p_cublasLtMatmulPreferenceSetAttribute)(cublasLtMatmulPr
 static cublasStatus_t (*p_cublasLtMatmulAlgoGetHeuristic)(cublasLtHandle_t, cublasLtMatmulDesc_t,
 	cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
 	cublasLtMatmulPreference_t, int, cublasLtMatmulHeuristicResult_t *, int *);
+static cublasStatus_t (*p_cublasLtMatmulAlgoCheck)(cublasLtHandle_t, cublasLtMatmulDesc_t,
+	cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+	const cublasLtMatmulAlgo_t *, cublasLtMatmulHeuristicResult_t *);
 static cublasStatus_t (*p_cublasLtMatmul)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void *,
 	const void *, cublasLtMatrixLayout_t, const void *, cublasLtMatrixLayout_t, const void *,
 	const void *, cublasLtMatrixLayout_t, void *, cublasLtMatrixLayout_t, const cublasLtMatmulAlgo_t *,
@@ -228,6 +231,7 @@ static const char *cw_load_cublaslt(void *h) {
 	COHORT_SYM(h, p_cublasLtMatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy");
 	COHORT_SYM(h, p_cublasLtMatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
 	COHORT_SYM(h, p_cublasLtMatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
+	COHORT_SYM(h, p_cublasLtMatmulAlgoCheck, "cublasLtMatmulAlgoCheck");
 	COHORT_SYM(h, p_cublasLtMatmul, "cublasLtMatmul");
 	return NULL;
 }
@@ -342,6 +346,18 @@ static int cw_lt_plan_tune(uintptr_t handle, cw_lt_plan *p, uint64_t A, uint64_t
 	cuEventDestroy(e1);
 	p->algo = p->algos[*best];
 	return (int)cr;
+}
+
+// cw_lt_plan_adopt makes algo (which another plan's timing chose) this
+// plan's algorithm if cuBLASLt accepts it for this plan's matrices within
+// its workspace; it returns 1 if so.
+static int cw_lt_plan_adopt(uintptr_t handle, cw_lt_plan *p, const cublasLtMatmulAlgo_t *algo) {
+	cublasLtMatmulHeuristicResult_t r;
+	memset(&r, 0, sizeof r);
+	if (p_cublasLtMatmulAlgoCheck((cublasLtHandle_t)handle, p->op, p->la, p->lb, p->ld, p->ld, algo, &r) != CUBLAS_STATUS_SUCCESS) return 0;
+	if (r.workspaceSize > p->wsSize) return 0;
+	p->algo = *algo;
+	return 1;
 }
 
 // cw_lt_plan_run runs a prepared matmul on the thread's stream (alpha 1,
@@ -846,6 +862,18 @@ func (p ltPlan) tune(h ltHandle, a, b, d, ws devptr, reps int) (best, of int, er
 		return 0, int(p.p.nAlgos), cuCheck("cuBLASLt algorithm timing", C.CUresult(r))
 	}
 	return int(cb), int(p.p.nAlgos), nil
+}
+
+// ltAlgo is a cuBLASLt algorithm, kept to be adopted by other plans.
+type ltAlgo struct{ a C.cublasLtMatmulAlgo_t }
+
+// algo returns the plan's algorithm.
+func (p ltPlan) algo() ltAlgo { return ltAlgo{p.p.algo} }
+
+// adopt makes a the plan's algorithm if cuBLASLt accepts it for the plan's
+// matrices (cw_lt_plan_adopt), and reports whether it did.
+func (p ltPlan) adopt(h ltHandle, a ltAlgo) bool {
+	return C.cw_lt_plan_adopt(C.uintptr_t(h), p.p, &a.a) == 1
 }
 
 func (p ltPlan) free() { C.cw_lt_plan_free(p.p) }
