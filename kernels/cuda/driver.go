@@ -231,7 +231,8 @@ static const char *cw_load_cublaslt(void *h) {
 	COHORT_SYM(h, p_cublasLtMatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy");
 	COHORT_SYM(h, p_cublasLtMatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
 	COHORT_SYM(h, p_cublasLtMatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
-	COHORT_SYM(h, p_cublasLtMatmulAlgoCheck, "cublasLtMatmulAlgoCheck");
+	// Optional: only COHORT_CUDA_LT_TUNE's adoption uses it (cw_lt_plan_adopt).
+	*(void **)(&p_cublasLtMatmulAlgoCheck) = dlsym(h, "cublasLtMatmulAlgoCheck");
 	COHORT_SYM(h, p_cublasLtMatmul, "cublasLtMatmul");
 	return NULL;
 }
@@ -354,6 +355,7 @@ static int cw_lt_plan_tune(uintptr_t handle, cw_lt_plan *p, uint64_t A, uint64_t
 static int cw_lt_plan_adopt(uintptr_t handle, cw_lt_plan *p, const cublasLtMatmulAlgo_t *algo) {
 	cublasLtMatmulHeuristicResult_t r;
 	memset(&r, 0, sizeof r);
+	if (!p_cublasLtMatmulAlgoCheck) return 0;
 	if (p_cublasLtMatmulAlgoCheck((cublasLtHandle_t)handle, p->op, p->la, p->lb, p->ld, p->ld, algo, &r) != CUBLAS_STATUS_SUCCESS) return 0;
 	if (r.workspaceSize > p->wsSize) return 0;
 	p->algo = *algo;
