@@ -333,6 +333,27 @@ func SwiGLULinearFor(be Backend, readers []Tensor, x, gate, up Tensor) Tensor {
 	return SwiGLULinear(be, x, gate, up)
 }
 
+// LinearNormer is implemented by backends that end a residual block in one
+// pass for decode rows: the output projection, the residual add and the
+// next RMSNorm (the CUDA backend's GEMV epilogue). For one rank only: under
+// tensor parallelism the projection's partial sums are all-reduced before
+// the add.
+type LinearNormer interface {
+	// LinearAddRMSNormFor returns sum = residual + x·wᵀ and
+	// AddRMSNormFor(readers, ...)'s normed of it.
+	LinearAddRMSNormFor(readers []Tensor, x, w, residual, norm Tensor, eps float32) (sum, normed Tensor)
+}
+
+// LinearAddRMSNormFor returns sum = residual + x·wᵀ and its RMSNorm with
+// norm (read only by Linears of readers): in one pass where be is a
+// LinearNormer, else Linear and AddRMSNormFor.
+func LinearAddRMSNormFor(be Backend, readers []Tensor, x, w, residual, norm Tensor, eps float32) (sum, normed Tensor) {
+	if f, ok := be.(LinearNormer); ok {
+		return f.LinearAddRMSNormFor(readers, x, w, residual, norm, eps)
+	}
+	return AddRMSNormFor(be, readers, residual, be.Linear(x, w), norm, eps)
+}
+
 // ConvLinear is implemented by backends that run a GDN layer's causal conv
 // inside its input projections (the CUDA backend's decode GEMV epilogue),
 // so the conv costs no launch of its own.

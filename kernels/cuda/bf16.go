@@ -287,13 +287,14 @@ func (b *Backend) occupancy(name string, threads int) int {
 // initMMA allocates the zeroed tile counters (before any step, so never
 // inside a graph capture).
 func (b *Backend) initMMA() error {
-	p, err := memAlloc(mmaCounters * 4)
+	const n = mmaCounters + 1 // and gemv_mma_addnorm's (addNormDone)
+	p, err := memAlloc(n * 4)
 	if err != nil {
 		return fmt.Errorf("cuda: GEMV tile counters: %w", err)
 	}
-	b.permanent[p] = mmaCounters * 4
+	b.permanent[p] = n * 4
 	b.mmaCnt = p
-	if err := memsetD32(p, 0, mmaCounters); err != nil {
+	if err := memsetD32(p, 0, n); err != nil {
 		return fmt.Errorf("cuda: GEMV tile counters: %w", err)
 	}
 	return nil

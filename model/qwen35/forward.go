@@ -177,6 +177,10 @@ func (m *Model) decoder(be kernels.Backend, st *State, tokens []int32, b *kernel
 // (readers: the weights of the Linears that alone read it, or nil;
 // kernels.LinearFeeder).
 func (m *Model) addProjected(be kernels.Backend, residual, act, w, norm kernels.Tensor, readers []kernels.Tensor) (sum, normed kernels.Tensor, err error) {
+	if m.Shard.Size == 1 { // nothing to all-reduce: one pass where the backend has one
+		sum, normed = kernels.LinearAddRMSNormFor(be, readers, act, w, residual, norm, m.Config.Eps)
+		return sum, normed, nil
+	}
 	out := be.Linear(act, w)
 	if err := model.AllReduce(be, m.Shard, out); err != nil {
 		return nil, nil, err

@@ -308,6 +308,47 @@ __device__ __forceinline__ void gemv_mma_swiglu(float *y, const unsigned short *
 	}
 }
 
+// gemv_mma_addnorm: y[T, N] = x·wᵀ for decode rows (T ≤ 8), and then, in
+// the block that writes the last of the gridDim.x tiles (done counts them
+// and is reset by that block), sum = r + y and normed = sum / rms(sum) ·
+// (1 + nw) for each row, as add_rmsnorm_f32 computes them (the sum of
+// squares in double), so that a residual block's end costs one launch.
+template <int U>
+__device__ __forceinline__ void gemv_mma_addnorm(float *y, const unsigned short *w, int N, const float *x, int T, int K,
+                                                 float *ws, int *cnt, float *sum, float *normed, const float *r,
+                                                 const float *nw, float eps, int *done) {
+	__shared__ float red[MMA_MAX_WARPS * 128];
+	__shared__ int last;
+	int m0 = blockIdx.x * 16;
+	float acc[1][4] = {};
+	if (!gemv_mma_block<1, U>(acc, red, w, N, K, m0, x, T, ws, cnt)) return;
+	for (int i = threadIdx.x; i < 128; i += blockDim.x) {
+		int t = i >> 4, m = m0 + (i & 15);
+		if (t < T && m < N) y[(long long)t * N + m] = red[i];
+	}
+	__threadfence();
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		last = atomicAdd(done, 1) == (int)gridDim.x - 1;
+		if (last) *done = 0;
+	}
+	__syncthreads();
+	if (!last) return;
+	__threadfence();
+	for (int t = 0; t < T; t++) {
+		long long off = (long long)t * N;
+		double ss = 0;
+		for (int j = threadIdx.x; j < N; j += blockDim.x) {
+			float v = r[off + j] + __ldcg(y + off + j);
+			sum[off + j] = v;
+			ss += (double)v * (double)v;
+		}
+		float inv = inv_rms(block_sum_d(ss), N, eps);
+		// Each thread reads back only the sums it wrote itself.
+		for (int j = threadIdx.x; j < N; j += blockDim.x) normed[off + j] = sum[off + j] * inv * (1.0f + nw[j]);
+	}
+}
+
 #define GEMV_MMA_ARGS                                                                                                     \
 	float *y0, const unsigned short *w0, int n0, float *y1, const unsigned short *w1, int n1, float *y2,                 \
 	    const unsigned short *w2, int n2, float *y3, const unsigned short *w3, int n3
@@ -355,3 +396,14 @@ GEMV_MMA_SWIGLU_ENTRY(o7_, 1, 128, 7)
 GEMV_MMA_SWIGLU_ENTRY(o8_, 1, 128, 8)
 GEMV_MMA_CONV_ENTRY(, MMA_MAX_WARPS * 32, 1)
 GEMV_MMA_CONV_ENTRY(o6_, 128, 6)
+
+// gemv_mma_addnorm_<variant>nt1 (COHORT_CUDA_ADDNORM=1, linearnorm.go).
+#define GEMV_MMA_ADDNORM_ENTRY(VAR, THREADS, MINB)                                                                         \
+	extern "C" __global__ void __launch_bounds__(THREADS, MINB) gemv_mma_addnorm_##VAR##nt1(                             \
+	    float *y, const unsigned short *w, int N, const float *x, int T, int K, float *ws, int *cnt, float *sum,       \
+	    float *normed, const float *r, const float *nw, float eps, int *done) {                                         \
+		gemv_mma_addnorm<1>(y, w, N, x, T, K, ws, cnt, sum, normed, r, nw, eps, done);                                  \
+	}
+
+GEMV_MMA_ADDNORM_ENTRY(, MMA_MAX_WARPS * 32, 1)
+GEMV_MMA_ADDNORM_ENTRY(o6_, 128, 6)

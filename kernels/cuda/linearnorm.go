@@ -1,0 +1,55 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"os"
+
+	"cohort/kernels"
+)
+
+// addNormOn turns on the fused end of a residual block for decode rows
+// (COHORT_CUDA_ADDNORM=1; not yet run on a GPU, so off by default).
+var addNormOn = os.Getenv("COHORT_CUDA_ADDNORM") == "1"
+
+// LinearAddRMSNormFor returns sum = residual + x·wᵀ and normed, sum's
+// zero-centered RMSNorm with norm (kernels.LinearNormer). For decode rows
+// that the tensor-core GEMV serves (addNormFits) one launch computes both
+// (gemv_mma_addnorm: the block that writes the last output tile adds and
+// normalizes the rows); otherwise it is Linear and then AddRMSNorm, whose
+// normed output only the Linears of readers read (AddRMSNormFor).
+func (b *Backend) LinearAddRMSNormFor(readers []kernels.Tensor, x, w, residual, norm kernels.Tensor, eps float32) (sum, normed kernels.Tensor) {
+	const op = "LinearAddRMSNorm"
+	if !b.addNormFits(op, x, w, residual, norm) {
+		return b.addRMSNorm("AddRMSNorm", residual, b.Linear(x, w), norm, eps, readers)
+	}
+	xt, wt, rt, nt := b.tensor(op, x), b.weight(op, w), b.tensor(op, residual), b.tensor(op, norm)
+	T, K := xt.dims()
+	N := wt.shape[0]
+	y, s, n := b.newTensor(op, T, N), b.newTensor(op, T, N), b.newTensor(op, T, N)
+	p := b.mmaLaunch("gemv_mma_addnorm", T, (N+15)/16, K)
+	ws, cnt := b.mmaWorkspace(op, p, 1)
+	b.launch(op, p.name, p.grid, p.block, 0, y.ptr, wt.ptr, N, xt.ptr, T, K, ws, cnt, s.ptr, n.ptr, rt.ptr, nt.ptr, eps, b.addNormDone())
+	return s, n
+}
+
+// addNormFits reports whether LinearAddRMSNormFor runs as one launch: on
+// (addNormOn), fused kernels and not deterministic mode, at most 8 rows of
+// x [T, K] that the tensor-core GEMV serves, a bf16 w [N, K], residual
+// [T, N] and one norm group a row (norm [N]).
+func (b *Backend) addNormFits(op string, x, w, residual, norm kernels.Tensor) bool {
+	if !addNormOn || !b.fuse || b.det {
+		return false
+	}
+	xt, wt, rt, nt := b.linearInput(op, x), b.weight(op, w), b.linearInput(op, residual), b.linearInput(op, norm)
+	if len(xt.shape) != 2 || len(wt.shape) != 2 || !wt.bf16 || len(rt.shape) != 2 || xt.linearOnly {
+		return false
+	}
+	T, K := xt.dims()
+	N := wt.shape[0]
+	return T <= 8 && b.mmaFits(T, K) && wt.shape[1] == K && rt.shape[0] == T && rt.shape[1] == N && nt.n == N
+}
+
+// addNormDone is gemv_mma_addnorm's tile counter: the one after the split
+// tiles' counters (initMMA allocates mmaCounters + 1).
+func (b *Backend) addNormDone() devptr { return b.mmaCnt + mmaCounters*4 }
