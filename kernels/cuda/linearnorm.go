@@ -27,9 +27,12 @@ func (b *Backend) LinearAddRMSNormFor(readers []kernels.Tensor, x, w, residual, 
 	T, K := xt.dims()
 	N := wt.shape[0]
 	y, s, n := b.newTensor(op, T, N), b.newTensor(op, T, N), b.newTensor(op, T, N)
-	p := b.mmaLaunch("gemv_mma_addnorm", T, (N+15)/16, K)
+	// Linear's plan (grid and split), so y gets Linear's bits: the fused
+	// entry holds fewer registers and might otherwise split K differently.
+	p := b.mmaLaunch("gemv_mma", T, (N+15)/16, K)
 	ws, cnt := b.mmaWorkspace(op, p, 1)
-	b.launch(op, p.name, p.grid, p.block, 0, y.ptr, wt.ptr, N, xt.ptr, T, K, ws, cnt, s.ptr, n.ptr, rt.ptr, nt.ptr, eps, b.addNormDone())
+	name := b.mmaEntry("gemv_mma_addnorm", p.nt, p.block[0]/32)
+	b.launch(op, name, p.grid, p.block, 0, y.ptr, wt.ptr, N, xt.ptr, T, K, ws, cnt, s.ptr, n.ptr, rt.ptr, nt.ptr, eps, b.addNormDone())
 	return s, n
 }
 
