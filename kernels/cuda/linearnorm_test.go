@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 
 	"cohort/kernels"
@@ -35,9 +34,7 @@ func TestLinearAddRMSNormFused(t *testing.T) {
 			}
 			for run := range 2 {
 				s, n := g.LinearAddRMSNormFor(nil, x, w, res, norm, 1e-6)
-				if got := g.Download(s); !slices.Equal(got, want) {
-					t.Errorf("run %d: sum differs (relative %.3g)", run, relDiff(got, want))
-				}
+				bitEqual(t, fmt.Sprintf("run %d: sum", run), g.Download(s), want)
 				checkClose(t, fmt.Sprintf("run %d: normed", run), g.Download(n), wantN, 1e-6)
 			}
 			for _, v := range []kernels.Tensor{x, w, res, norm} {

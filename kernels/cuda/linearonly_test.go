@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 
 	"cohort/kernels"
@@ -31,16 +30,16 @@ func TestLinearOnlyOutputs(t *testing.T) {
 
 			sum, normed := g.AddRMSNorm(res, delta, norm, 1e-6)
 			sumL, normedL := g.AddRMSNormFor([]kernels.Tensor{w, gate, upw}, res, delta, norm, 1e-6)
-			same(t, "AddRMSNorm sum", g.Download(sumL), g.Download(sum))
-			same(t, "Linear(normed)", g.Download(g.Linear(normedL, w)), g.Download(g.Linear(normed, w)))
-			same(t, "Linears(normed)", g.Download(kernels.Linears(g, normedL, w, w)[1]), g.Download(kernels.Linears(g, normed, w, w)[1]))
+			bitEqual(t, "AddRMSNorm sum", g.Download(sumL), g.Download(sum))
+			bitEqual(t, "Linear(normed)", g.Download(g.Linear(normedL, w)), g.Download(g.Linear(normed, w)))
+			bitEqual(t, "Linears(normed)", g.Download(kernels.Linears(g, normedL, w, w)[1]), g.Download(kernels.Linears(g, normed, w, w)[1]))
 			act := g.SwiGLULinear(normed, gate, upw)
 			down := weight(N, 2*K)
 			actL := g.SwiGLULinearFor([]kernels.Tensor{down}, normedL, gate, upw)
-			same(t, "Linear(SwiGLULinear)", g.Download(g.Linear(actL, down)), g.Download(g.Linear(act, down)))
+			bitEqual(t, "Linear(SwiGLULinear)", g.Download(g.Linear(actL, down)), g.Download(g.Linear(act, down)))
 			gated := g.GatedRMSNorm(normed, z, gnorm, 1e-6)
 			gatedL := g.GatedRMSNormFor([]kernels.Tensor{w}, normed, z, gnorm, 1e-6)
-			same(t, "Linear(GatedRMSNorm)", g.Download(g.Linear(gatedL, w)), g.Download(g.Linear(gated, w)))
+			bitEqual(t, "Linear(GatedRMSNorm)", g.Download(g.Linear(gatedL, w)), g.Download(g.Linear(gated, w)))
 
 			for _, tc := range []struct {
 				name string
@@ -58,20 +57,12 @@ func TestLinearOnlyOutputs(t *testing.T) {
 			}
 			small := weight(8, K) // below bf16MinDim: float32
 			_, kept := g.AddRMSNormFor([]kernels.Tensor{w, small}, res, delta, norm, 1e-6)
-			same(t, "AddRMSNorm with a float32 reader", g.Download(kept), g.Download(normed))
+			bitEqual(t, "AddRMSNorm with a float32 reader", g.Download(kept), g.Download(normed))
 			for _, x := range []kernels.Tensor{w, gate, upw, down, small, norm, gnorm, res, delta, z} {
 				g.Free(x)
 			}
 			g.ResetScratch()
 		})
-	}
-}
-
-// same fails t unless got and want are the same bits.
-func same(t *testing.T, what string, got, want []float32) {
-	t.Helper()
-	if !slices.Equal(got, want) {
-		t.Errorf("%s differs (relative %.3g)", what, relDiff(got, want))
 	}
 }
 
