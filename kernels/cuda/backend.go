@@ -191,8 +191,10 @@ func New(o Options) (*Backend, error) {
 	// against 4.056 and 3.967 against 3.980 (runs spread about 2 %).
 	// COHORT_CUDA_PDL=0 turns it off; =gemv launches so only a GEMV that
 	// follows a GEMV; =1 every kernel, which measured slower (batch 1
-	// 3.524 ms/token the same day; 4.40 against 3.90 on 2026-12-01, when
-	// the GEMVs still let their successors launch at their start).
+	// 3.524 against 3.284 ms/token for the GEMVs only the same day, both
+	// with the since-dropped p6_ GEMV entries; 4.40 against 3.90 on
+	// 2026-12-01, when the GEMVs still let their successors launch at
+	// their start).
 	if b.ccMaj >= 9 {
 		switch os.Getenv("COHORT_CUDA_PDL") {
 		case "0":
