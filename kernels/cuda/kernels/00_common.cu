@@ -24,6 +24,22 @@
 #define PDL_WAIT()
 #endif
 
+// cp.async (sm_80 and later): cp_async16 copies 16 bytes (both addresses
+// 16-byte aligned) from global src to shared dst, bypassing L1, or
+// zero-fills dst when !ok (src is then not read but must be a valid
+// address). A thread's copies form groups (cp_async_commit);
+// cp_async_wait<N> waits until at most the newest N groups are in flight,
+// after which the thread (and, after a barrier, the block) sees the rest.
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool ok) {
+	unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(ok ? 16 : 0) : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
 __device__ __forceinline__ float sigmoid_ref(float x) { return 1.0f / (1.0f + (float)exp(-(double)x)); }
 
 __device__ __forceinline__ float silu_ref(float x) { return x * sigmoid_ref(x); }

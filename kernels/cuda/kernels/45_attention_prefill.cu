@@ -57,16 +57,6 @@
 #define FA_BN_KV256 64
 #define FA_BN_KV128 64
 
-// fa_cp16 copies 16 bytes from global to shared memory asynchronously, or
-// zero-fills them when !full.
-__device__ __forceinline__ void fa_cp16(void *dst, const void *src, bool full) {
-	unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(full ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void fa_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-__device__ __forceinline__ void fa_cp_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
-__device__ __forceinline__ void fa_cp_wait0() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
-
 // fa_pack_bf16x2 rounds lo and hi to bf16 (nearest even) and packs them,
 // lo in the low half.
 __device__ __forceinline__ unsigned fa_pack_bf16x2(float lo, float hi) {
@@ -122,10 +112,10 @@ __device__ __forceinline__ void fa_stage(float *stK, float *stV, const float *kb
 		int r = i / C4, c = i % C4, p = kv0 + r;
 		bool live = p < kvEnd;
 		long long off = live ? ((long long)pg[p / pageSize] * pageSize + p % pageSize) * kvw + 4 * c : 0;
-		fa_cp16(stK + r * HD + 4 * c, kb + off, live);
-		fa_cp16(stV + r * HD + 4 * c, vb + off, live);
+		cp_async16(stK + r * HD + 4 * c, kb + off, live);
+		cp_async16(stV + r * HD + 4 * c, vb + off, live);
 	}
-	fa_cp_commit();
+	cp_async_commit();
 }
 
 // fa_stage_bf16 is fa_stage for a bf16 cache: the copies go straight to
@@ -140,10 +130,10 @@ __device__ __forceinline__ void fa_stage_bf16(unsigned *tK, unsigned *tV, const 
 		bool live = p < kvEnd;
 		long long off = live ? ((long long)pg[p / pageSize] * pageSize + p % pageSize) * kvw + 8 * c : 0;
 		int w = fa_word<HD>(r, 4 * c);
-		fa_cp16(tK + w, kb + off, live);
-		fa_cp16(tV + w, vb + off, live);
+		cp_async16(tK + w, kb + off, live);
+		cp_async16(tV + w, vb + off, live);
 	}
-	fa_cp_commit();
+	cp_async_commit();
 }
 
 // fa_prefill is the body of attention_prefill_hd<HD>. tiles[i] =
@@ -252,7 +242,7 @@ __device__ __forceinline__ void fa_prefill(float *out, const float *q, const flo
 		const unsigned *tK = sK;
 		unsigned tVaddr = sVaddr, tKrow = sKrow;
 		if constexpr (KB16) {
-			fa_cp_wait0();
+			cp_async_wait<0>();
 			__syncthreads(); // this tile's copies landed; every warp is done with the other stage
 			const int cs = (it & 1) * BN * HD, ns = ((it + 1) & 1) * BN * HD; // words
 			if (kv0 + BN < kvEnd) fa_stage_bf16<HD, BN>(sK + ns, sV + ns, kb, vb, pg, kv0 + BN, kvEnd, pageSize, kvw);
@@ -265,8 +255,8 @@ __device__ __forceinline__ void fa_prefill(float *out, const float *q, const flo
 			// group past the end keeps wait_group 1 meaning "this tile").
 			float *cur = stage + (it & 1) * 2 * BN * HD, *nxt = stage + ((it + 1) & 1) * 2 * BN * HD;
 			if (kv0 + BN < kvEnd) fa_stage<HD, BN>(nxt, nxt + BN * HD, kb, vb, pg, kv0 + BN, kvEnd, pageSize, kvw);
-			else fa_cp_commit();
-			fa_cp_wait1();
+			else cp_async_commit();
+			cp_async_wait<1>();
 			__syncthreads(); // this tile's copies landed; every warp is done with the previous bf16 tiles
 #pragma unroll
 			for (int i = tid; i < BN * C4; i += FA_THREADS) {

@@ -620,27 +620,12 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 3) gdn_chunk_prep_mma_
 	}
 }
 
-// cp.async helpers of the scan (sm_80 and later). gdn_cp16 copies 16 bytes
-// (both addresses 16-byte aligned) and gdn_cp4 4 bytes from global src to
-// shared dst, or zero-fill dst when !ok; src is then not read but must still
-// be a valid address. The copies of one thread form groups (gdn_cp_commit);
-// gdn_cp_wait1 waits until at most the newest group is still in flight,
-// after which the thread (and, after a barrier, the block) sees the rest.
-__device__ __forceinline__ void gdn_cp16(float *dst, const float *src, bool ok) {
-	unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(ok ? 16 : 0) : "memory");
-}
-
+// gdn_cp4 copies 4 bytes from global src to shared dst as cp_async16 does
+// 16 (00_common.cu), or zero-fills dst when !ok.
 __device__ __forceinline__ void gdn_cp4(float *dst, const float *src, bool ok) {
 	unsigned d = (unsigned)__cvta_generic_to_shared(dst);
 	asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(ok ? 4 : 0) : "memory");
 }
-
-__device__ __forceinline__ void gdn_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-
-__device__ __forceinline__ void gdn_cp_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
-
-__device__ __forceinline__ void gdn_cp_wait0() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 
 // gdn_chunk_prep_pipe_f32: gdn_chunk_prep_mma_f32's outputs bit for bit
 // (the same products, sums and roundings in the same order), restructured
@@ -697,8 +682,8 @@ __device__ __forceinline__ void gdn_pp_issue(float *buf, int u, const float *qh,
 			const bool ok = i < n && d < dk;
 			const long long off = (long long)(row0 + (ok ? i : 0)) * qk + (long long)kHead * dk + (ok ? d : 0);
 			float *dst = buf + i * GDN_SK + (d - d0);
-			gdn_cp16(dst, kh + off, ok);
-			gdn_cp16(dst + GDN_CH * GDN_SK, qh + off, ok);
+			cp_async16(dst, kh + off, ok);
+			cp_async16(dst + GDN_CH * GDN_SK, qh + off, ok);
 		}
 	} else {
 		const int col0 = GDN_CH * (u - n1);
@@ -709,7 +694,7 @@ __device__ __forceinline__ void gdn_pp_issue(float *buf, int u, const float *qh,
 			const bool ok = j < n && col < dk + dv;
 			const long long row = row0 + (ok ? j : 0);
 			const float *src = !ok ? kRow + row * qk : col < dk ? kRow + row * qk + col : vRow + row * convDim + (col - dk);
-			gdn_cp16(buf + j * GDN_STRIDE_M + cl, src, ok);
+			cp_async16(buf + j * GDN_STRIDE_M + cl, src, ok);
 		}
 	}
 }
@@ -746,9 +731,9 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 4) gdn_chunk_prep_pipe
 	const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
 	const int n1 = (dk + GDN_DQ - 1) / GDN_DQ, total = n1 + (dk + dv + GDN_CH - 1) / GDN_CH;
 	GDN_PP_ISSUE(gdn_pp, 0);
-	gdn_cp_commit();
+	cp_async_commit();
 	GDN_PP_ISSUE(gdn_pp + GDN_PP_BUF, 1); // total >= 2
-	gdn_cp_commit();
+	cp_async_commit();
 	const int c = blockIdx.x, h = blockIdx.y;
 	const int row0 = chunkRow[c], n = chunkLen[c];
 	float *Pc = P + ((long long)c * nv + h) * GDN_CH * GDN_CH;
@@ -781,7 +766,7 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 4) gdn_chunk_prep_pipe
 #pragma unroll
 			for (int z = 0; z < 4; z++) acc[t][z] = 0.0f;
 		for (int s = 0; s < n1; s++) {
-			gdn_cp_wait1(); // stage s has landed (s + 1 may be in flight)
+			cp_async_wait<1>(); // stage s has landed (s + 1 may be in flight)
 			__syncthreads();
 			const float *sK = gdn_pp + (s & 1) * GDN_PP_BUF, *sX = isP ? sK + GDN_CH * GDN_SK : sK;
 #pragma unroll
@@ -812,7 +797,7 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 4) gdn_chunk_prep_pipe
 				// Stage s + 2 (the buffer of stage n1 - 1 is phase 2's
 				// scratch: its next stage waits for phase 2).
 				if (s + 2 < total) GDN_PP_ISSUE(gdn_pp + (s & 1) * GDN_PP_BUF, s + 2);
-				gdn_cp_commit();
+				cp_async_commit();
 			}
 		}
 		// The decay and mask as gdn_chunk_prep_mma_f32's: P (warps 4-7) to
@@ -861,7 +846,7 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 4) gdn_chunk_prep_pipe
 	gdn_prep_invert<GDN_STRIDE_M>(sM, gdn_pp + ((n1 - 1) & 1) * GDN_PP_BUF);
 	__syncthreads(); // T^T is complete; the scratch buffer is free
 	if (n1 + 1 < total) GDN_PP_ISSUE(gdn_pp + ((n1 + 1) & 1) * GDN_PP_BUF, n1 + 1);
-	gdn_cp_commit();
+	cp_async_commit();
 
 	// Phase 3: [W | U] = T R, R slice u - n1 from buffer u % 2; this warp's
 	// m-tiles mA = pa (2 pa + 2 k-steps) and mB = 3 - pa (8 - 2 pa), n-tiles
@@ -871,7 +856,7 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 4) gdn_chunk_prep_pipe
 	const int kA = 2 * pa + 2, kB = 8 - 2 * pa;
 	for (int u = n1; u < total; u++) {
 		const int col0 = GDN_CH * (u - n1);
-		gdn_cp_wait1();
+		cp_async_wait<1>();
 		__syncthreads();
 		const float *sR = gdn_pp + (u & 1) * GDN_PP_BUF;
 		// This lane's B columns and their scales (beta e^gamma for K
@@ -913,7 +898,7 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 4) gdn_chunk_prep_pipe
 		}
 		__syncthreads(); // buffer u % 2 is consumed
 		if (u + 2 < total) GDN_PP_ISSUE(gdn_pp + (u & 1) * GDN_PP_BUF, u + 2);
-		gdn_cp_commit();
+		cp_async_commit();
 		const int c = gdn_pp_ctaid_x(), h = gdn_pp_ctaid_y(), row0 = chunkRow[c], n = chunkLen[c];
 #pragma unroll
 		for (int q = 0; q < 2; q++) {
@@ -931,7 +916,7 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 4) gdn_chunk_prep_pipe
 			}
 		}
 	}
-	gdn_cp_wait0();
+	cp_async_wait<0>();
 }
 
 // The scan streams every chunk through shared memory as nq + 3 tiles of
@@ -967,15 +952,15 @@ __device__ __forceinline__ void gdn_scan_issue(float *buf, float *sGam, int tk, 
 			long long row = row0 + (ok ? i : 0);
 			int dd = ok ? d : 0;
 			float *dst = buf + i * GDN_SQ + 4 * (c4 ^ (i & 7));
-			gdn_cp16(dst, W + (row * nv + h) * dk + dd, ok);
-			gdn_cp16(dst + GDN_CH * GDN_SQ, qh + row * qk + (long long)kHead * dk + dd, ok);
+			cp_async16(dst, W + (row * nv + h) * dk + dd, ok);
+			cp_async16(dst + GDN_CH * GDN_SQ, qh + row * qk + (long long)kHead * dk + dd, ok);
 		}
 	} else if (tk == nq) {
 		const float *Pc = P + ((long long)cidx * nv + h) * GDN_CH * GDN_CH;
 #pragma unroll
 		for (int m = 0; m < GDN_TILE / 4 / GDN_THREADS; m++) {
 			int e = tid + m * GDN_THREADS, i = e / (GDN_CH / 4), c4 = e % (GDN_CH / 4);
-			gdn_cp16(buf + i * GDN_CH + 4 * (c4 ^ (i & 7)), Pc + 4 * e, true);
+			cp_async16(buf + i * GDN_CH + 4 * (c4 ^ (i & 7)), Pc + 4 * e, true);
 		}
 	} else {
 		const int i0 = (tk - nq - 1) * GDN_KR;
@@ -985,7 +970,7 @@ __device__ __forceinline__ void gdn_scan_issue(float *buf, float *sGam, int tk, 
 			bool ok = i0 + r < n && d < dk;
 			long long row = row0 + (ok ? i0 + r : 0);
 			float *dst = SWK ? buf + r * GDN_DK_MAX + 4 * ((d / 4) ^ (2 * (r & 3))) : buf + 4 * e;
-			gdn_cp16(dst, kh + row * qk + (long long)kHead * dk + (ok ? d : 0), ok);
+			cp_async16(dst, kh + row * qk + (long long)kHead * dk + (ok ? d : 0), ok);
 		}
 	}
 	if (tk == 0 && tid < GDN_CH) {
@@ -1104,7 +1089,7 @@ __device__ __forceinline__ void gdn_chunk_scan(float *sS, float *sV, float (*sT)
 	float accW[4] = {}, accQ[4] = {}, accS[4][2] = {};
 	float4 u4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 	gdn_scan_issue(sT[0], sGam, 0, nq, c0, chunkRow[c0], chunkLen[c0], W, G, P, qh, kh, h, kHead, nv, dk, qk);
-	gdn_cp_commit();
+	cp_async_commit();
 	for (int t = 0; t < total; t++) {
 		const int ci = t / nt, tk = t - ci * nt, cidx = c0 + ci;
 		const int row0 = chunkRow[cidx], n = chunkLen[cidx];
@@ -1113,8 +1098,8 @@ __device__ __forceinline__ void gdn_chunk_scan(float *sS, float *sV, float (*sT)
 			gdn_scan_issue(sT[(t + 1) & 1], sGam, tk1, nq, cidx1, chunkRow[cidx1], chunkLen[cidx1],
 				W, G, P, qh, kh, h, kHead, nv, dk, qk);
 		}
-		gdn_cp_commit(); // possibly empty: one group per iteration
-		gdn_cp_wait1();  // tile t (and with tile 0 sGam) has landed
+		cp_async_commit(); // possibly empty: one group per iteration
+		cp_async_wait<1>();  // tile t (and with tile 0 sGam) has landed
 		float *buf = sT[t & 1];
 		if (tk > nq) gdn_scan_scale_k(buf, sEl, (tk - nq - 1) * GDN_KR); // sEl is from tile 0's step
 		__syncthreads();
@@ -1164,7 +1149,7 @@ __device__ __forceinline__ void gdn_chunk_scan(float *sS, float *sV, float (*sT)
 		}
 		__syncthreads(); // buf is consumed before iteration t + 1 refills it; sV, sS are complete
 	}
-	gdn_cp_wait0();
+	cp_async_wait<0>();
 	for (int e = tid; e < dk * GDN_CT; e += GDN_THREADS) {
 		int d = e / GDN_CT, c = cBase + e % GDN_CT;
 		if (c < dv) gdn_sst(S, (long long)d * dv + c, sS[e]);
@@ -1210,8 +1195,6 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_scan_f32_
 // the entry in), so that three tiles are in flight while one is consumed.
 #define GDN_STAGES 4
 
-__device__ __forceinline__ void gdn_cp_wait_stages() { asm volatile("cp.async.wait_group %0;" ::"n"(GDN_STAGES - 1) : "memory"); }
-
 __device__ __forceinline__ int gdn_sidx(int r, int c) { return r * GDN_CT + (c ^ ((r & 2) << 2)); }
 
 // The state storage as for gdn_chunk_scan (ST float or bf16 bits; the
@@ -1246,7 +1229,7 @@ __device__ __forceinline__ void gdn_chunk_scan_mma(float *sS, float *sV, float *
 			gdn_scan_issue<true>(gdn_ring + u * GDN_TILE, sGam[cu & 1], u - cu * nt, nq, cidxu, chunkRow[cidxu], chunkLen[cidxu],
 				W, G, P, qh, kh, h, kHead, nv, dk, qk);
 		}
-		gdn_cp_commit();
+		cp_async_commit();
 	}
 	for (int it = 0; it < total; it++) {
 		const int ci = it / nt, tk = it - ci * nt, cidx = c0 + ci;
@@ -1260,8 +1243,8 @@ __device__ __forceinline__ void gdn_chunk_scan_mma(float *sS, float *sV, float *
 			gdn_scan_issue<true>(gdn_ring + (u % GDN_STAGES) * GDN_TILE, sGam[cu & 1], u - cu * nt, nq, cidxu,
 				chunkRow[cidxu], chunkLen[cidxu], W, G, P, qh, kh, h, kHead, nv, dk, qk);
 		}
-		gdn_cp_commit();
-		gdn_cp_wait_stages();
+		cp_async_commit();
+		cp_async_wait<GDN_STAGES - 1>();
 		__syncthreads();
 		const float *buf = gdn_ring + (it % GDN_STAGES) * GDN_TILE;
 		if (tk < nq) {
@@ -1355,7 +1338,7 @@ __device__ __forceinline__ void gdn_chunk_scan_mma(float *sS, float *sV, float *
 		}
 		__syncthreads(); // buf is consumed before iteration it + 1 refills its slot; sV, sS are complete
 	}
-	gdn_cp_wait0();
+	cp_async_wait<0>();
 	for (int e = tid; e < dk * GDN_CT; e += GDN_THREADS) {
 		int d = e / GDN_CT, cl = e % GDN_CT, c = cBase + cl;
 		if (c < dv) gdn_sst(S, (long long)d * dv + c, sS[gdn_sidx(d, cl)]);
@@ -1414,7 +1397,7 @@ __device__ __forceinline__ void gdn_state_issue(float *buf, float *sGam, int tk,
 			int e = tid + m * GDN_THREADS, i = e / (GDN_SW / 4), c4 = e % (GDN_SW / 4), d = tk * GDN_SW + 4 * c4;
 			bool ok = i < n && d < dk;
 			long long row = row0 + (ok ? i : 0);
-			gdn_cp16(buf + i * GDN_SW + 4 * (c4 ^ (i & 7)), W + (row * nv + h) * dk + (ok ? d : 0), ok);
+			cp_async16(buf + i * GDN_SW + 4 * (c4 ^ (i & 7)), W + (row * nv + h) * dk + (ok ? d : 0), ok);
 		}
 	} else {
 		const int i0 = (tk - nw) * GDN_KR;
@@ -1423,7 +1406,7 @@ __device__ __forceinline__ void gdn_state_issue(float *buf, float *sGam, int tk,
 			int e = tid + m * GDN_THREADS, r = e / (GDN_DK_MAX / 4), d = 4 * (e % (GDN_DK_MAX / 4));
 			bool ok = i0 + r < n && d < dk;
 			long long row = row0 + (ok ? i0 + r : 0);
-			gdn_cp16(buf + r * GDN_DK_MAX + 4 * ((d / 4) ^ (2 * (r & 3))), kh + row * qk + (long long)kHead * dk + (ok ? d : 0), ok);
+			cp_async16(buf + r * GDN_DK_MAX + 4 * ((d / 4) ^ (2 * (r & 3))), kh + row * qk + (long long)kHead * dk + (ok ? d : 0), ok);
 		}
 	}
 	if (tk == 0 && tid < GDN_CH) {
@@ -1465,7 +1448,7 @@ __device__ __forceinline__ void gdn_chunk_state_mma(float *sS, float *sV, float 
 			gdn_state_issue(gdn_ring + u * GDN_TILE, sGam[cu & 1], u - cu * nt, nw, chunkRow[cidxu], chunkLen[cidxu],
 				W, G, kh, h, kHead, nv, dk, qk);
 		}
-		gdn_cp_commit();
+		cp_async_commit();
 	}
 	for (int it = 0; it < total; it++) {
 		const int ci = it / nt, tk = it - ci * nt, cidx = c0 + ci;
@@ -1478,8 +1461,8 @@ __device__ __forceinline__ void gdn_chunk_state_mma(float *sS, float *sV, float 
 			gdn_state_issue(gdn_ring + (u % GDN_STAGES) * GDN_TILE, sGam[cu & 1], u - cu * nt, nw,
 				chunkRow[cidxu], chunkLen[cidxu], W, G, kh, h, kHead, nv, dk, qk);
 		}
-		gdn_cp_commit();
-		gdn_cp_wait_stages();
+		cp_async_commit();
+		cp_async_wait<GDN_STAGES - 1>();
 		__syncthreads();
 		const float *buf = gdn_ring + (it % GDN_STAGES) * GDN_TILE;
 		if (tk < nw) {
@@ -1561,7 +1544,7 @@ __device__ __forceinline__ void gdn_chunk_state_mma(float *sS, float *sV, float 
 		}
 		__syncthreads(); // buf is consumed before iteration it + 1 refills its slot; sV, sS are complete
 	}
-	gdn_cp_wait0();
+	cp_async_wait<0>();
 	for (int e = tid; e < dk * GDN_CT; e += GDN_THREADS) {
 		int d = e / GDN_CT, cl = e % GDN_CT, c = cBase + cl;
 		if (c < dv) gdn_sst(S, (long long)d * dv + c, sS[gdn_sidx(d, cl)]);
@@ -1616,30 +1599,30 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_out_mma_f
 	for (int e = tid; e < GDN_CH * (GDN_DK_MAX / 4); e += GDN_THREADS) {
 		int i = e / (GDN_DK_MAX / 4), d = 4 * (e % (GDN_DK_MAX / 4));
 		bool ok = i < n && d < dk;
-		gdn_cp16(sQ + i * GDN_OQ + d, qh + (long long)(row0 + (ok ? i : 0)) * qk + (long long)kHead * dk + (ok ? d : 0), ok);
+		cp_async16(sQ + i * GDN_OQ + d, qh + (long long)(row0 + (ok ? i : 0)) * qk + (long long)kHead * dk + (ok ? d : 0), ok);
 	}
 	const float *Hc = H + ((long long)c * nv + h) * (long long)dk * dv;
 	for (int e = tid; e < GDN_DK_MAX * (GDN_OC / 4); e += GDN_THREADS) {
 		int d = e / (GDN_OC / 4), cl = 4 * (e % (GDN_OC / 4));
 		bool ok = d < dk && cBase + cl < dv;
-		gdn_cp16(sH + d * GDN_OH + cl, Hc + (ok ? (long long)d * dv + cBase + cl : 0), ok);
+		cp_async16(sH + d * GDN_OH + cl, Hc + (ok ? (long long)d * dv + cBase + cl : 0), ok);
 	}
-	gdn_cp_commit();
+	cp_async_commit();
 	const float *Pc = P + ((long long)c * nv + h) * GDN_CH * GDN_CH;
 	for (int e = tid; e < GDN_CH * (GDN_CH / 4); e += GDN_THREADS) {
 		int i = e / (GDN_CH / 4), j = 4 * (e % (GDN_CH / 4));
-		gdn_cp16(sP + i * GDN_OP + j, Pc + i * GDN_CH + j, true);
+		cp_async16(sP + i * GDN_OP + j, Pc + i * GDN_CH + j, true);
 	}
 	for (int e = tid; e < GDN_CH * (GDN_OC / 4); e += GDN_THREADS) {
 		int j = e / (GDN_OC / 4), cl = 4 * (e % (GDN_OC / 4));
 		bool ok = j < n && cBase + cl < dv;
-		gdn_cp16(sVn + j * GDN_OH + cl, Vn + (ok ? ((long long)(row0 + j) * nv + h) * dv + cBase + cl : 0), ok);
+		cp_async16(sVn + j * GDN_OH + cl, Vn + (ok ? ((long long)(row0 + j) * nv + h) * dv + cBase + cl : 0), ok);
 	}
-	gdn_cp_commit();
+	cp_async_commit();
 	const int m0 = 16 * (warp / 2), nb = 32 * (warp % 2);
 	const int i0 = m0 + g, i1 = i0 + 8;
 	float acc[4][4] = {};
-	gdn_cp_wait1();
+	cp_async_wait<1>();
 	__syncthreads();
 	for (int ks = 0; ks < (dk + 7) / 8; ks++) {
 		const int k = 8 * ks + t;
@@ -1664,7 +1647,7 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_out_mma_f
 		acc[q][2] *= eg1;
 		acc[q][3] *= eg1;
 	}
-	gdn_cp_wait0();
+	cp_async_wait<0>();
 	__syncthreads();
 #pragma unroll 2
 	for (int ks = 0; ks < GDN_CH / 8; ks++) {
