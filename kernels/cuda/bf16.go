@@ -140,15 +140,14 @@ type gemvTuning struct {
 	warps   int    // warps per block (1..mmaMaxWarps; default 4)
 	split   int    // blocks per 16-row tile (default: enough warps to fill the device)
 	rows    int    // most rows of the CUDA-core GEMV when the tensor-core one does not fit (default gemvMaxRows; -1: none)
-	variant string // entry variant where the module has one ("u2_", "o6_", "o7_", "o8_", "r3_", "r4_"; default none)
+	variant string // entry variant where the module has one ("u2_", "o6_", "o7_", "o8_"; default none)
 	occ     bool   // split by the entry's occupancy: one wave, the fewest chunks per warp
 }
 
 // gemvTuningFromEnv reads COHORT_CUDA_GEMV: empty for the default (the o6_
 // entries split by occupancy), "base" for the unbounded entries and the
 // warps-per-SM split, "occ" for the unbounded entries split by occupancy,
-// or a variant (u2, o6, o7, o8; r3 and r4, the weights streamed through a
-// ring of 3 or 4 shared-memory slots a warp) split by occupancy. Measured on the H200
+// or a variant (u2, o6, o7, o8) split by occupancy. Measured on the H200
 // (cohort bench, 4b-shape, one run): batch 1 3.91 ms/token with o6, 4.00
 // o7, 4.10 o8, 4.27 base; batch 8 4.92, 5.09, 5.32, 5.40. The unbounded
 // entries get 77+ registers a thread, 5 blocks of 4 warps an SM, so a
@@ -161,10 +160,10 @@ func gemvTuningFromEnv() (gemvTuning, error) {
 		return gemvTuning{}, nil
 	case "occ":
 		return gemvTuning{occ: true}, nil
-	case "u2", "o6", "o7", "o8", "r3", "r4":
+	case "u2", "o6", "o7", "o8":
 		return gemvTuning{variant: v + "_", occ: true}, nil
 	default:
-		return gemvTuning{}, fmt.Errorf("cuda: COHORT_CUDA_GEMV=%q: want base, occ, u2, o6, o7, o8, r3 or r4", v)
+		return gemvTuning{}, fmt.Errorf("cuda: COHORT_CUDA_GEMV=%q: want base, occ, u2, o6, o7 or o8", v)
 	}
 }
 
@@ -240,11 +239,11 @@ func (b *Backend) mmaGroups(op, prefix string, T, tiles, K, parts int, launch fu
 
 // mmaEntry returns the entry of a GEMV family (prefix) at nt n-tiles and w
 // warps per block, in the tuning's variant where the module has one (the
-// o6_ to o8_ and the r entries hold at most 4 warps).
+// o6_ to o8_ entries hold at most 4 warps).
 func (b *Backend) mmaEntry(prefix string, nt, w int) string {
 	base := fmt.Sprintf("%s_nt%d", prefix, nt)
 	v := b.gemvTune.variant
-	if v == "" || (v[0] == 'o' || v[0] == 'r') && w > 4 {
+	if v == "" || v[0] == 'o' && w > 4 {
 		return base
 	}
 	name := fmt.Sprintf("%s_%snt%d", prefix, v, nt)
@@ -504,10 +503,14 @@ func (b *Backend) swiGLULinear(op string, x, gate, up kernels.Tensor, readers []
 }
 
 // ltTune turns on timing cuBLASLt's candidate algorithms and keeping the
-// fastest (COHORT_CUDA_LT_TUNE=1; off: the heuristic's first), once per
-// shape and bucket of rows (ltBucket): a new shape whose bucket has a timed
-// algorithm adopts it where cuBLASLt accepts it.
-var ltTune = os.Getenv("COHORT_CUDA_LT_TUNE") == "1"
+// fastest, once per shape and bucket of rows (ltBucket): a new shape whose
+// bucket has a timed algorithm adopts it where cuBLASLt accepts it. On by
+// default; COHORT_CUDA_LT_TUNE=0 keeps the heuristic's first. Measured on
+// the H200 (cohort bench, 4b-shape, medians; 2026-12-03, eleventh session,
+// side by side): a 1k prefill 24.6 against 25.3 ms, the 1k TTFT 25.4
+// against 26.9, an 8k prefill 201.2 against 202.7, the first 8k run 233.8
+// against 204.2 (its timing).
+var ltTune = os.Getenv("COHORT_CUDA_LT_TUNE") != "0"
 
 // tuneLt picks plan p's algorithm when ltTune is on and not in
 // deterministic mode (where the algorithm must not depend on timing): its

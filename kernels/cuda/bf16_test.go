@@ -70,12 +70,7 @@ func TestLinearBF16(t *testing.T) {
 // gemvTestVariants are the tensor-core GEMV variants the GEMV tests run:
 // the default and every entry variant, split by occupancy.
 var gemvTestVariants = []gemvTuning{{}, {occ: true}, {variant: "u2_", occ: true}, {warps: 8, occ: true},
-	{variant: "o6_", occ: true}, {variant: "o7_", occ: true}, {variant: "o8_", occ: true},
-	{variant: "r3_", occ: true}, {variant: "r4_", occ: true}}
-
-// fusedGEMVVariants are the variants with conv and add+norm entries of
-// their own, which the fused GEMVs' tests run.
-var fusedGEMVVariants = []gemvTuning{{variant: "o6_", occ: true}, {variant: "r3_", occ: true}, {variant: "r4_", occ: true}}
+	{variant: "o6_", occ: true}, {variant: "o7_", occ: true}, {variant: "o8_", occ: true}}
 
 // tune sets the GEMV variant and returns what restores the one before.
 func (b *Backend) tune(v gemvTuning) func() {

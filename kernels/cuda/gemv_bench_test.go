@@ -37,7 +37,7 @@ func BenchmarkLinearBF16(b *testing.B) {
 	}
 	variants := []gemvVariant{{name: "default", mmaRows: mmaMaxRowsDefault, tune: gemvTuning{variant: "o6_", occ: true}},
 		{name: "base", mmaRows: mmaMaxRowsDefault}}
-	for _, v := range []string{"", "u2_", "o6_", "o7_", "o8_", "r3_", "r4_"} {
+	for _, v := range []string{"", "u2_", "o6_", "o7_", "o8_"} {
 		variants = append(variants, gemvVariant{name: v + "occ", mmaRows: mmaMaxRowsDefault, tune: gemvTuning{variant: v, occ: true}})
 	}
 	variants = append(variants, gemvVariant{name: "w8occ", mmaRows: mmaMaxRowsDefault, tune: gemvTuning{warps: 8, occ: true}})

@@ -8,6 +8,9 @@
 #                       2048-token chunk of an 8192-token prompt);
 #   decode:B            one decode step at batch B (the first of B rows:
 #                       its graph is captured, then launched).
+#   mixed:P:ROWS:K      the K-th step of ROWS rows of cohort bench's mixed
+#                       load at --max-prefill-tokens P (16 decoders: ROWS
+#                       = P + 16 for a step that mixes both).
 # Carry out/. Results go to $OUT.
 set -u
 export NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -20,6 +23,7 @@ for spec in ${SPECS:-prefill:1024:1024:1 prefill:8192:2048:4}; do
 	case $kind in
 	prefill) args=(--batch 1 --decode-tokens 2 --prefill "$a" --prefill-runs 1) ;;
 	decode) rows=$a k=1 args=(--batch "$a" --decode-tokens 4 --prefill 16) ;;
+	mixed) args=(--batch 1 --decode-tokens 2 --prefill 16 --prefill-runs 1 --mixed-prefill-tokens "$a") ;;
 	*) echo "unknown spec $spec"; continue ;;
 	esac
 	name=$kind-$a

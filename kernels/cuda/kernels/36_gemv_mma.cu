@@ -29,10 +29,6 @@
 
 #define MMA_MAX_WARPS 16
 
-// MMA_RED_WARPS is the most warps a block of a GEMV entry with stages U
-// has: the ring entries (U < 0) have at most 4.
-#define MMA_RED_WARPS(U) ((U) < 0 ? 4 : MMA_MAX_WARPS)
-
 // pack_bf16x2 rounds lo and hi to bf16 (nearest even) into one register,
 // lo in the low half (the first element of an mma operand pair).
 __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
@@ -127,7 +123,11 @@ __device__ __forceinline__ void mma_stage_mma(float acc[NT][4], const uint4 v[U]
 // that kernel's blocks then take the SMs this launch leaves, not the ones
 // its main loop needs. (Taking the two stages in turn, so that one is in
 // flight while the other is waited for, measured no faster on the H200:
-// BenchmarkLinearBF16 and cohort bench, 2026-12-03.)
+// BenchmarkLinearBF16 and cohort bench, 2026-12-03. Streaming the weights
+// through a ring of 3 or 4 shared-memory slots a warp by cp.async instead,
+// 8 or 6 blocks an SM, measured far slower: 1.3–1.8 TB/s against 2.0–3.4
+// for these register stages at 1 and 8 rows, and batch 1 at 5.4 ms/token
+// against 3.24, 2026-12-03, eleventh session.)
 template <int NT, int U>
 __device__ __forceinline__ void mma_tile(float acc[NT][4], const unsigned short *w, int N, int K, int m0,
                                          const float *x, int T, int warp, int nw) {
@@ -147,59 +147,6 @@ __device__ __forceinline__ void mma_tile(float acc[NT][4], const unsigned short 
 			for (int i = 0; i < 4; i++) cur[u][i] = nxt[u][i];
 	}
 	PDL_LAUNCH();
-}
-
-// mma_ring_load issues the cp.async copies of chunk c of rows p0 and p1
-// into a ring slot, each lane's four 16-byte pieces at [i][lane] (so both
-// the copies and the lane's read back hit 32 banks).
-__device__ __forceinline__ void mma_ring_load(uint4 slot[4][32], const uint4 *p0, const uint4 *p1, int c, int lane) {
-	cp_async16(&slot[0][lane], p0 + c * 8, true);
-	cp_async16(&slot[1][lane], p0 + c * 8 + 1, true);
-	cp_async16(&slot[2][lane], p1 + c * 8, true);
-	cp_async16(&slot[3][lane], p1 + c * 8 + 1, true);
-}
-
-// mma_tile_ring is mma_tile with the weights streamed through a ring of S
-// shared-memory slots of one chunk (2 KiB) per warp by cp.async: S − 1
-// chunks are in flight while one is computed, and no registers hold them.
-// Each lane reads back only what it copied, so the ring needs no barrier.
-// Blocks have at most 4 warps.
-template <int NT, int S>
-__device__ __forceinline__ void mma_tile_ring(float acc[NT][4], const unsigned short *w, int N, int K, int m0,
-                                              const float *x, int T, int warp, int nw) {
-	__shared__ uint4 ring[4][S][4][32];
-	int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
-	const uint4 *p0 = (const uint4 *)(w + (long long)min(m0 + g, N - 1) * K) + tig * 2;
-	const uint4 *p1 = (const uint4 *)(w + (long long)min(m0 + g + 8, N - 1) * K) + tig * 2;
-	int chunks = K >> 6, n = warp < chunks ? (chunks - warp + nw - 1) / nw : 0;
-	uint4(*slot)[4][32] = ring[threadIdx.x >> 5];
-#pragma unroll
-	for (int f = 0; f < S - 1; f++) {
-		if (f < n) mma_ring_load(slot[f], p0, p1, warp + f * nw, lane);
-		cp_async_commit();
-	}
-	PDL_WAIT(); // x is the previous kernel's output; the weights are not
-	for (int j = 0, rd = 0, wr = S - 1; j < n; j++) {
-		if (j + S - 1 < n) mma_ring_load(slot[wr], p0, p1, warp + (j + S - 1) * nw, lane);
-		cp_async_commit();
-		cp_async_wait<S - 1>();
-		const uint4 r[4] = {slot[rd][0][lane], slot[rd][1][lane], slot[rd][2][lane], slot[rd][3][lane]};
-		mma_chunk<NT>(acc, r, x, K, T, (warp + j * nw) * 64 + tig * 16, g);
-		rd = rd + 1 == S ? 0 : rd + 1;
-		wr = wr + 1 == S ? 0 : wr + 1;
-	}
-	PDL_LAUNCH();
-}
-
-// mma_stream runs a warp's share of a tile: U > 0 register stages of U
-// chunks (mma_tile), U < 0 a ring of −U shared-memory slots (mma_tile_ring).
-template <int NT, int U>
-__device__ __forceinline__ void mma_stream(float acc[NT][4], const unsigned short *w, int N, int K, int m0, const float *x,
-                                           int T, int warp, int nw) {
-	if constexpr (U < 0)
-		mma_tile_ring<NT, -U>(acc, w, N, K, m0, x, T, warp, nw);
-	else
-		mma_tile<NT, U>(acc, w, N, K, m0, x, T, warp, nw);
 }
 
 // mma_reduce adds the warps' tiles: red[t·16 + m] (t < 8·NT, m < 16) is the
@@ -287,7 +234,7 @@ template <int NT, int U>
 __device__ __forceinline__ bool gemv_mma_block(float acc[NT][4], float *red, const unsigned short *w, int N, int K, int m0,
                                                const float *x, int T, float *ws, int *cnt) {
 	int nw = blockDim.x >> 5;
-	mma_stream<NT, U>(acc, w, N, K, m0, x, T, blockIdx.y * nw + (threadIdx.x >> 5), gridDim.y * nw);
+	mma_tile<NT, U>(acc, w, N, K, m0, x, T, blockIdx.y * nw + (threadIdx.x >> 5), gridDim.y * nw);
 	mma_reduce<NT>(acc, red);
 	return mma_combine<NT>(red, ws, cnt);
 }
@@ -321,7 +268,7 @@ template <int NT, int U, bool CONV>
 __device__ __forceinline__ void gemv_mma(float *y0, const unsigned short *w0, int n0, float *y1, const unsigned short *w1, int n1,
                                          float *y2, const unsigned short *w2, int n2, float *y3, const unsigned short *w3, int n3,
                                          const float *x, int T, int K, float *ws, int *cnt, const mma_conv &cv) {
-	__shared__ float red[MMA_RED_WARPS(U) * NT * 128];
+	__shared__ float red[MMA_MAX_WARPS * NT * 128];
 	mma_seg s = mma_pick(y0, w0, n0, y1, w1, n1, y2, w2, n2, y3, w3, n3);
 	float acc[NT][4] = {};
 	if (!gemv_mma_block<NT, U>(acc, red, s.w, s.N, K, s.m0, x, T, ws, cnt)) return;
@@ -338,7 +285,7 @@ __device__ __forceinline__ void gemv_mma(float *y0, const unsigned short *w0, in
 template <int NT, int U>
 __device__ __forceinline__ void gemv_mma_swiglu(float *y, const unsigned short *wg, const unsigned short *wu, int N,
                                                 const float *x, int T, int K, float *ws, int *cnt) {
-	__shared__ float red[MMA_RED_WARPS(U) * NT * 128];
+	__shared__ float red[MMA_MAX_WARPS * NT * 128];
 	__shared__ float gsum[NT * 128];
 	int m0 = blockIdx.x * 16;
 	float ag[NT][4] = {}, au[NT][4] = {};
@@ -374,7 +321,7 @@ template <int U>
 __device__ __forceinline__ void gemv_mma_addnorm(float *y, const unsigned short *w, int N, const float *x, int T, int K,
                                                  float *ws, int *cnt, float *sum, float *normed, const float *r,
                                                  const float *nw, float eps, int *done) {
-	__shared__ float red[MMA_RED_WARPS(U) * 128];
+	__shared__ float red[MMA_MAX_WARPS * 128];
 	__shared__ int last;
 	int m0 = blockIdx.x * 16;
 	float acc[1][4] = {};
@@ -421,26 +368,26 @@ __device__ __forceinline__ void gemv_mma_addnorm(float *y, const unsigned short 
 
 // gemv_mma_conv_<variant>nt1: the GEMV whose first segment's outputs go
 // through the causal conv (mma_conv), for decode rows.
-#define GEMV_MMA_CONV_ENTRY(VAR, U, THREADS, MINB)                                                                            \
+#define GEMV_MMA_CONV_ENTRY(VAR, THREADS, MINB)                                                                            \
 	extern "C" __global__ void __launch_bounds__(THREADS, MINB) gemv_mma_conv_##VAR##nt1(                                \
 	    GEMV_MMA_ARGS, const float *x, int T, int K, float *ws, int *cnt, const float *cw, float *cstate,             \
 	    const int *cslot, int cK, int cslots, int clayer) {                                                             \
-		gemv_mma<1, U, true>(GEMV_MMA_PASS, x, T, K, ws, cnt, mma_conv{cw, cstate, cslot, cK, cslots, clayer});        \
+		gemv_mma<1, 1, true>(GEMV_MMA_PASS, x, T, K, ws, cnt, mma_conv{cw, cstate, cslot, cK, cslots, clayer});        \
 	}
 
-#define GEMV_MMA_SWIGLU_ENTRY(VAR, NT, U, THREADS, MINB)                                                                      \
+#define GEMV_MMA_SWIGLU_ENTRY(VAR, NT, THREADS, MINB)                                                                      \
 	extern "C" __global__ void __launch_bounds__(THREADS, MINB) gemv_mma_swiglu_##VAR##nt##NT(                           \
 	    float *y, const unsigned short *wg, const unsigned short *wu, int N, const float *x, int T, int K, float *ws,  \
 	    int *cnt) {                                                                                                    \
-		gemv_mma_swiglu<NT, U>(y, wg, wu, N, x, T, K, ws, cnt);                                                        \
+		gemv_mma_swiglu<NT, 1>(y, wg, wu, N, x, T, K, ws, cnt);                                                        \
 	}
 
 GEMV_MMA_ENTRY(, 1, 1, MMA_MAX_WARPS * 32, 1)
 GEMV_MMA_ENTRY(, 2, 1, MMA_MAX_WARPS * 32, 1)
 GEMV_MMA_ENTRY(, 4, 1, MMA_MAX_WARPS * 32, 1)
-GEMV_MMA_SWIGLU_ENTRY(, 1, 1, MMA_MAX_WARPS * 32, 1)
-GEMV_MMA_SWIGLU_ENTRY(, 2, 1, MMA_MAX_WARPS * 32, 1)
-GEMV_MMA_SWIGLU_ENTRY(, 4, 1, MMA_MAX_WARPS * 32, 1)
+GEMV_MMA_SWIGLU_ENTRY(, 1, MMA_MAX_WARPS * 32, 1)
+GEMV_MMA_SWIGLU_ENTRY(, 2, MMA_MAX_WARPS * 32, 1)
+GEMV_MMA_SWIGLU_ENTRY(, 4, MMA_MAX_WARPS * 32, 1)
 // Variants that BenchmarkLinearBF16 and COHORT_CUDA_GEMV compare with the
 // default: two chunks per register stage; blocks of at most 4 warps held
 // to 6, 7 or 8 blocks per SM (fewer registers a thread).
@@ -448,29 +395,19 @@ GEMV_MMA_ENTRY(u2_, 1, 2, MMA_MAX_WARPS * 32, 1)
 GEMV_MMA_ENTRY(o6_, 1, 1, 128, 6)
 GEMV_MMA_ENTRY(o7_, 1, 1, 128, 7)
 GEMV_MMA_ENTRY(o8_, 1, 1, 128, 8)
-GEMV_MMA_SWIGLU_ENTRY(o6_, 1, 1, 128, 6)
-GEMV_MMA_SWIGLU_ENTRY(o7_, 1, 1, 128, 7)
-GEMV_MMA_SWIGLU_ENTRY(o8_, 1, 1, 128, 8)
-GEMV_MMA_CONV_ENTRY(, 1, MMA_MAX_WARPS * 32, 1)
-GEMV_MMA_CONV_ENTRY(o6_, 1, 128, 6)
-// The ring variants (mma_tile_ring): 3 or 4 shared-memory slots a warp,
-// blocks of at most 4 warps.
-GEMV_MMA_ENTRY(r3_, 1, -3, 128, 8)
-GEMV_MMA_ENTRY(r4_, 1, -4, 128, 6)
-GEMV_MMA_SWIGLU_ENTRY(r3_, 1, -3, 128, 8)
-GEMV_MMA_SWIGLU_ENTRY(r4_, 1, -4, 128, 6)
-GEMV_MMA_CONV_ENTRY(r3_, -3, 128, 8)
-GEMV_MMA_CONV_ENTRY(r4_, -4, 128, 6)
+GEMV_MMA_SWIGLU_ENTRY(o6_, 1, 128, 6)
+GEMV_MMA_SWIGLU_ENTRY(o7_, 1, 128, 7)
+GEMV_MMA_SWIGLU_ENTRY(o8_, 1, 128, 8)
+GEMV_MMA_CONV_ENTRY(, MMA_MAX_WARPS * 32, 1)
+GEMV_MMA_CONV_ENTRY(o6_, 128, 6)
 
 // gemv_mma_addnorm_<variant>nt1 (COHORT_CUDA_ADDNORM=1, linearnorm.go).
-#define GEMV_MMA_ADDNORM_ENTRY(VAR, U, THREADS, MINB)                                                                         \
+#define GEMV_MMA_ADDNORM_ENTRY(VAR, THREADS, MINB)                                                                         \
 	extern "C" __global__ void __launch_bounds__(THREADS, MINB) gemv_mma_addnorm_##VAR##nt1(                             \
 	    float *y, const unsigned short *w, int N, const float *x, int T, int K, float *ws, int *cnt, float *sum,       \
 	    float *normed, const float *r, const float *nw, float eps, int *done) {                                         \
-		gemv_mma_addnorm<U>(y, w, N, x, T, K, ws, cnt, sum, normed, r, nw, eps, done);                                  \
+		gemv_mma_addnorm<1>(y, w, N, x, T, K, ws, cnt, sum, normed, r, nw, eps, done);                                  \
 	}
 
-GEMV_MMA_ADDNORM_ENTRY(, 1, MMA_MAX_WARPS * 32, 1)
-GEMV_MMA_ADDNORM_ENTRY(o6_, 1, 128, 6)
-GEMV_MMA_ADDNORM_ENTRY(r3_, -3, 128, 8)
-GEMV_MMA_ADDNORM_ENTRY(r4_, -4, 128, 6)
+GEMV_MMA_ADDNORM_ENTRY(, MMA_MAX_WARPS * 32, 1)
+GEMV_MMA_ADDNORM_ENTRY(o6_, 128, 6)
