@@ -115,7 +115,7 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 	// Intermediates by batch row (rows of other sequences stay unused):
 	// W [T, nv, dk], U [T, nv, dv], gamma [T, nv], P [chunks, nv, 64, 64],
 	// and for the split scan the chunks' start states H [chunks, nv, dk, dv].
-	split := gdnKernels.scan == gdnScanSplit
+	split := gdnKernels.scan == gdnScanSplit || gdnKernels.scan == gdnScanSplitTF32
 	sizes := []int64{int64(T) * int64(nv) * int64(dk), int64(T) * int64(nv) * int64(dv), int64(T) * int64(nv),
 		int64(nChunks) * int64(nv) * gdnChunkLen * gdnChunkLen, 0}
 	if split {
@@ -169,7 +169,9 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 // then gdn_chunk_out_mma_f32 for every chunk's outputs in parallel).
 // COHORT_CUDA_GDN_CHUNK picks others for side-by-side runs: "mmascan" the
 // one-pass tensor-core scan (gdn_chunk_scan_mma_f32, the previous default),
-// "old" the first pair (gdn_chunk_prep_f32, gdn_chunk_scan_f32), "oldprep"
+// "tf32" the split scan's state pass in one TF32 mma a product
+// (gdnScanSplitTF32), "old" the first pair (gdn_chunk_prep_f32,
+// gdn_chunk_scan_f32), "oldprep"
 // or "oldscan" one of them, "invprep" the blockwise-inverse prep on CUDA
 // cores (gdn_chunk_prep_inv_f32). Tests and BenchmarkGDNPrefill switch it
 // in process.
@@ -182,10 +184,15 @@ type gdnKernelPair struct{ prep, scan string }
 // memory (Q, H_c, P and Vn of a chunk, padded rows) in
 // kernels/55_gdn_chunk.cu.
 const (
-	gdnScanSplit    = "gdn_chunk_state_mma_f32"
-	gdnOutKernel    = "gdn_chunk_out_mma_f32"
-	gdnOutCols      = 64
-	gdnOutSmemBytes = 4 * (gdnChunkLen*(gdnChunkDKMax+4) + gdnChunkDKMax*(gdnOutCols+8) +
+	gdnScanSplit = "gdn_chunk_state_mma_f32"
+	// gdnScanSplitTF32 is the state pass with one TF32 mma a product
+	// instead of three (COHORT_CUDA_GDN_CHUNK=tf32): the pass measured
+	// issue-bound under ncu on the H200 (4b shape, 1,024 rows: 98.8 M
+	// instructions, 0.66 issued a cycle a scheduler, 16 warps an SM).
+	gdnScanSplitTF32 = "gdn_chunk_state_tf32_f32"
+	gdnOutKernel     = "gdn_chunk_out_mma_f32"
+	gdnOutCols       = 64
+	gdnOutSmemBytes  = 4 * (gdnChunkLen*(gdnChunkDKMax+4) + gdnChunkDKMax*(gdnOutCols+8) +
 		gdnChunkLen*(gdnChunkLen+4) + gdnChunkLen*(gdnOutCols+8))
 )
 
@@ -230,6 +237,8 @@ func gdnKernelsFromEnv(v string) gdnKernelPair {
 	switch v {
 	case "mmascan":
 		k = gdnKernelsMMAScan
+	case "tf32":
+		k.scan = gdnScanSplitTF32
 	case "old":
 		k = gdnKernelsOld
 	case "oldprep":

@@ -28,7 +28,7 @@ var kernelNames = []string{
 	// the bf16-state twins (COHORT_CUDA_GDN_STATE=bf16, gdn_state.go)
 	"gdn_recurrent_f32_sbf16", "gdn_recurrent_cols_f32_sbf16", "gdn_recurrent_cols_wide_f32_sbf16", "gdn_recurrent_cols_pipe_f32_sbf16",
 	"gdn_decode_cols_f32_sbf16", "gdn_decode_cols_wide_f32_sbf16", "gdn_chunk_scan_f32_sbf16", "gdn_chunk_scan_mma_f32_sbf16",
-	"gdn_chunk_state_mma_f32_sbf16",
+	"gdn_chunk_state_mma_f32_sbf16", "gdn_chunk_state_tf32_f32", "gdn_chunk_state_tf32_f32_sbf16",
 }
 
 // collectiveKernels are the device-side kernels of 60_allreduce.cu, looked

@@ -125,7 +125,7 @@ __device__ __forceinline__ void mma_stage_mma(float acc[NT][4], const uint4 v[U]
 // flight while the other is waited for, measured no faster on the H200:
 // BenchmarkLinearBF16 and cohort bench, 2026-12-03. Streaming the weights
 // through a ring of 3 or 4 shared-memory slots a warp by cp.async instead,
-// 8 or 6 blocks an SM, measured far slower: 1.3–1.8 TB/s against 2.0–3.4
+// 8 or 6 blocks an SM, measured far slower: 1.2–1.8 TB/s against 1.7–3.4
 // for these register stages at 1 and 8 rows, and batch 1 at 5.4 ms/token
 // against 3.24, 2026-12-03, eleventh session.)
 template <int NT, int U>

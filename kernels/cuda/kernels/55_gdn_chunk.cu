@@ -93,6 +93,29 @@ __device__ __forceinline__ void gdn_mma3(float d[4], const float a[4], const uns
 	gdn_mma3s(d, ah, al, bh, bl);
 }
 
+// gdn_bfrag and gdn_mmap are the B-fragment rounding and the product of
+// a kernel templated on its precision P: 3 is 3xTF32 (gdn_split,
+// gdn_mma3), 1 one TF32 mma of the inputs rounded to TF32 (bl unused), a
+// third of the tensor-core work and of the rounding instructions, at about
+// 11 bits of each input's mantissa (bf16 keeps 8).
+template <int P>
+__device__ __forceinline__ void gdn_bfrag(float x, unsigned &hi, unsigned &lo) {
+	if constexpr (P == 3)
+		gdn_split(x, hi, lo);
+	else
+		hi = gdn_tf32(x);
+}
+
+template <int P>
+__device__ __forceinline__ void gdn_mmap(float d[4], const float a[4], const unsigned bh[2], const unsigned bl[2]) {
+	if constexpr (P == 3) {
+		gdn_mma3(d, a, bh, bl);
+	} else {
+		const unsigned ah[4] = {gdn_tf32(a[0]), gdn_tf32(a[1]), gdn_tf32(a[2]), gdn_tf32(a[3])};
+		gdn_mma_tf32(d, ah, bh);
+	}
+}
+
 // gdn_prep_kq (phase 1 of the CUDA-core preps): thread (ty, tx) = (tid/16,
 // tid%16) sums its 4x4 tiles a = K K^T and p = Q K^T (rows 4ty.., columns
 // 4tx..; zero rows past n) over the key dims, staged GDN_DQ at a time as
@@ -1422,7 +1445,7 @@ __device__ __forceinline__ void gdn_state_issue(float *buf, float *sGam, int tk,
 
 // gdn_chunk_state_mma: the warps' roles, the state tile's layout and the
 // ring are gdn_chunk_scan_mma's.
-template <typename ST>
+template <typename ST, int P>
 __device__ __forceinline__ void gdn_chunk_state_mma(float *sS, float *sV, float *gdn_ring, float (*sGam)[GDN_CH], float *sEl,
 		float &sEgl, GDN_STATE_ARGS(ST)) {
 	const int x = blockIdx.x, h = blockIdx.y, cBase = blockIdx.z * GDN_CT;
@@ -1492,9 +1515,9 @@ __device__ __forceinline__ void gdn_chunk_state_mma(float *sS, float *sV, float 
 				const float aw[4] = {buf[i0 * GDN_SW + s0], buf[i1 * GDN_SW + s0], buf[i0 * GDN_SW + s1], buf[i1 * GDN_SW + s1]};
 				const int d = tk * GDN_SW + 8 * ks + t;
 				unsigned bh[2], bl[2];
-				gdn_split(sS[gdn_sidx(d, n0 + g)], bh[0], bl[0]);
-				gdn_split(sS[gdn_sidx(d + 4, n0 + g)], bh[1], bl[1]);
-				gdn_mma3(accW, aw, bh, bl);
+				gdn_bfrag<P>(sS[gdn_sidx(d, n0 + g)], bh[0], bl[0]);
+				gdn_bfrag<P>(sS[gdn_sidx(d + 4, n0 + g)], bh[1], bl[1]);
+				gdn_mmap<P>(accW, aw, bh, bl);
 			}
 			if (tk == nw - 1) {
 				// Vn = U - W S (zero for padded rows and columns past dv),
@@ -1525,9 +1548,9 @@ __device__ __forceinline__ void gdn_chunk_state_mma(float *sS, float *sV, float 
 #pragma unroll
 				for (int hc = 0; hc < 2; hc++) {
 					unsigned bh[2], bl[2];
-					gdn_split(el0 * sV[gdn_sidx(j0 + r0, 8 * hc + g)], bh[0], bl[0]);
-					gdn_split(el1 * sV[gdn_sidx(j0 + r1, 8 * hc + g)], bh[1], bl[1]);
-					gdn_mma3(accS[hc], ak, bh, bl);
+					gdn_bfrag<P>(el0 * sV[gdn_sidx(j0 + r0, 8 * hc + g)], bh[0], bl[0]);
+					gdn_bfrag<P>(el1 * sV[gdn_sidx(j0 + r1, 8 * hc + g)], bh[1], bl[1]);
+					gdn_mmap<P>(accS[hc], ak, bh, bl);
 				}
 			}
 			if (half == GDN_CH / GDN_KR - 1) {
@@ -1558,19 +1581,21 @@ __device__ __forceinline__ void gdn_chunk_state_mma(float *sS, float *sV, float 
 	__shared__ float sGam[2][GDN_CH], sEl[GDN_CH]; /* sGam by chunk parity */ \
 	__shared__ float sEgl;
 
-extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_state_mma_f32(GDN_STATE_ARGS(float)) {
-	PDL_LAUNCH();
-	PDL_WAIT();
-	GDN_STATE_MMA_SHARED
-	gdn_chunk_state_mma<float>(sS, sV, gdn_ring, sGam, sEl, sEgl, GDN_STATE_PASS);
-}
+// gdn_chunk_state_<prec>_f32[_sbf16]: the state pass in 3xTF32 (mma, the
+// default) or one TF32 mma a product (tf32, COHORT_CUDA_GDN_CHUNK=tf32),
+// over a float32 or bf16 (_sbf16) state.
+#define GDN_STATE_ENTRY(PREC, SUF, ST, P) \
+	extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_state_##PREC##_f32##SUF(GDN_STATE_ARGS(ST)) { \
+		PDL_LAUNCH(); \
+		PDL_WAIT(); \
+		GDN_STATE_MMA_SHARED \
+		gdn_chunk_state_mma<ST, P>(sS, sV, gdn_ring, sGam, sEl, sEgl, GDN_STATE_PASS); \
+	}
 
-extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_state_mma_f32_sbf16(GDN_STATE_ARGS(unsigned short)) {
-	PDL_LAUNCH();
-	PDL_WAIT();
-	GDN_STATE_MMA_SHARED
-	gdn_chunk_state_mma<unsigned short>(sS, sV, gdn_ring, sGam, sEl, sEgl, GDN_STATE_PASS);
-}
+GDN_STATE_ENTRY(mma, , float, 3)
+GDN_STATE_ENTRY(mma, _sbf16, unsigned short, 3)
+GDN_STATE_ENTRY(tf32, , float, 1)
+GDN_STATE_ENTRY(tf32, _sbf16, unsigned short, 1)
 
 // gdn_chunk_out_mma_f32: block (chunk c, v head h, column tile z of GDN_OC
 // columns), 256 threads. Copies the chunk's Q [64][dk], H_c [dk][GDN_OC], P
