@@ -115,7 +115,8 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 	// Intermediates by batch row (rows of other sequences stay unused):
 	// W [T, nv, dk], U [T, nv, dv], gamma [T, nv], P [chunks, nv, 64, 64],
 	// and for the split scan the chunks' start states H [chunks, nv, dk, dv].
-	split := gdnKernels.scan == gdnScanSplit || gdnKernels.scan == gdnScanSplitTF32
+	scanName := b.gdnScan()
+	split := scanName == gdnScanSplit || scanName == gdnScanSplitTF32
 	sizes := []int64{int64(T) * int64(nv) * int64(dk), int64(T) * int64(nv) * int64(dv), int64(T) * int64(nv),
 		int64(nChunks) * int64(nv) * gdnChunkLen * gdnChunkLen, 0}
 	if split {
@@ -140,7 +141,7 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 	b.launch(op, gdnKernels.prep, [3]int{nChunks, nv, 1}, [3]int{gdnChunkThreads, 1, 1}, prepSmem,
 		w, u, gamma, pm, qh.ptr, kh.ptr, mixed.ptr, g.ptr, bs.ptr,
 		at(0), at(1), nk, nv, dk, dv, convDim)
-	scanSmem, scan := 0, p.kernel(gdnKernels.scan) // the scan reads and writes the state: the pool's entry
+	scanSmem, scan := 0, p.kernel(scanName) // the scan reads and writes the state: the pool's entry
 	if split {
 		// The state pass writes H and Vn (over U); the outputs follow for
 		// every chunk at once.
@@ -152,7 +153,7 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 			out.ptr, hc, u, gamma, pm, qh.ptr, at(0), at(1), nk, nv, dk, dv)
 		return start, length, slot, nRest
 	}
-	if gdnKernels.scan == gdnKernelsMMAScan.scan {
+	if scanName == gdnKernelsMMAScan.scan {
 		scanSmem = gdnScanRingBytes
 		b.allowSmem(op, scan, scanSmem)
 	}
@@ -165,16 +166,17 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 // gdnKernels are the entries of the chunked rule: by default the
 // tensor-core prep (gdnPrepDefault: gdn_chunk_prep_pipe_f32, or
 // gdn_chunk_prep_mma_f32 with COHORT_CUDA_GDN_PREP=old; blockwise inverse,
-// 3xTF32 products) and the split scan (gdnScanSplit: the sequential state pass,
-// then gdn_chunk_out_mma_f32 for every chunk's outputs in parallel).
-// COHORT_CUDA_GDN_CHUNK picks others for side-by-side runs: "mmascan" the
-// one-pass tensor-core scan (gdn_chunk_scan_mma_f32, the previous default),
-// "tf32" the split scan's state pass in one TF32 mma a product
-// (gdnScanSplitTF32), "old" the first pair (gdn_chunk_prep_f32,
-// gdn_chunk_scan_f32), "oldprep"
+// 3xTF32 products) and the split scan (the sequential state pass, then
+// gdn_chunk_out_mma_f32 for every chunk's outputs in parallel), its state
+// pass in the precision gdnScan picks for the weights (gdnScanAuto).
+// COHORT_CUDA_GDN_CHUNK picks others for side-by-side runs: "exact" and
+// "tf32" the split scan's state pass in 3xTF32 (gdnScanSplit) or one TF32
+// mma a product (gdnScanSplitTF32) whatever the weights, "mmascan" the
+// one-pass tensor-core scan (gdn_chunk_scan_mma_f32, an earlier default),
+// "old" the first pair (gdn_chunk_prep_f32, gdn_chunk_scan_f32), "oldprep"
 // or "oldscan" one of them, "invprep" the blockwise-inverse prep on CUDA
 // cores (gdn_chunk_prep_inv_f32). Tests and BenchmarkGDNPrefill switch it
-// in process.
+// in process (gdnKernelsNew is the split pair in 3xTF32).
 var gdnKernels = gdnKernelsFromEnv(os.Getenv("COHORT_CUDA_GDN_CHUNK"))
 
 type gdnKernelPair struct{ prep, scan string }
@@ -186,13 +188,17 @@ type gdnKernelPair struct{ prep, scan string }
 const (
 	gdnScanSplit = "gdn_chunk_state_mma_f32"
 	// gdnScanSplitTF32 is the state pass with one TF32 mma a product
-	// instead of three (COHORT_CUDA_GDN_CHUNK=tf32): the pass measured
-	// issue-bound under ncu on the H200 (4b shape, 1,024 rows: 98.8 M
-	// instructions, 0.66 issued a cycle a scheduler, 16 warps an SM).
+	// instead of three: the pass measured issue-bound under ncu on the
+	// H200 (4b shape, 1,024 rows: 98.8 M instructions, 0.66 issued a cycle
+	// a scheduler, 16 warps an SM).
 	gdnScanSplitTF32 = "gdn_chunk_state_tf32_f32"
-	gdnOutKernel     = "gdn_chunk_out_mma_f32"
-	gdnOutCols       = 64
-	gdnOutSmemBytes  = 4 * (gdnChunkLen*(gdnChunkDKMax+4) + gdnChunkDKMax*(gdnOutCols+8) +
+	// gdnScanAuto is the default scan: gdnScanSplitTF32 with bf16 weights,
+	// gdnScanSplit in the exact mode (float32 weights), as Backend.gdnScan
+	// says.
+	gdnScanAuto     = "auto"
+	gdnOutKernel    = "gdn_chunk_out_mma_f32"
+	gdnOutCols      = 64
+	gdnOutSmemBytes = 4 * (gdnChunkLen*(gdnChunkDKMax+4) + gdnChunkDKMax*(gdnOutCols+8) +
 		gdnChunkLen*(gdnChunkLen+4) + gdnChunkLen*(gdnOutCols+8))
 )
 
@@ -233,12 +239,14 @@ var (
 )
 
 func gdnKernelsFromEnv(v string) gdnKernelPair {
-	k := gdnKernelsNew
+	k := gdnKernelPair{prep: gdnPrepDefault, scan: gdnScanAuto}
 	switch v {
-	case "mmascan":
-		k = gdnKernelsMMAScan
+	case "exact":
+		k.scan = gdnScanSplit
 	case "tf32":
 		k.scan = gdnScanSplitTF32
+	case "mmascan":
+		k = gdnKernelsMMAScan
 	case "old":
 		k = gdnKernelsOld
 	case "oldprep":
@@ -249,6 +257,27 @@ func gdnKernelsFromEnv(v string) gdnKernelPair {
 		k.prep = gdnPrepInv
 	}
 	return k
+}
+
+// gdnScan returns the scan entry of a chunked op: gdnKernels' own, or for
+// gdnScanAuto the state pass in TF32 with bf16 weights and in 3xTF32 in the
+// exact mode (float32 weights, which keeps its 1e-4 agreement with HF
+// f32). Measured on the H200 (4b-shape, 2026-12-03, eleventh session):
+// BenchmarkGDNPrefill 0.288 against 0.385 ms a layer at 1,024 tokens and
+// 1.992 against 2.620 at 8,192; through cohort bench an 8k prefill 186.7
+// against 206.3 ms and a 1k prefill 25.6–25.8 against 27.1–28.6
+// (alternated runs); the distance to HF f32 (mean top-8 |Δlogprob|)
+// 0.128, 0.133, 0.132 at 128, 1,024 and 8,192 tokens against 0.135,
+// 0.130, 0.132 in 3xTF32 (HF bf16's own: 0.278, 0.292, 0.277).
+func (b *Backend) gdnScan() string {
+	switch {
+	case gdnKernels.scan != gdnScanAuto:
+		return gdnKernels.scan
+	case b.weights == "f32":
+		return gdnScanSplit
+	default:
+		return gdnScanSplitTF32
+	}
 }
 
 // gdnWork holds each backend's workspace for the chunked rule's

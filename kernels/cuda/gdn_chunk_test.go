@@ -570,3 +570,32 @@ func BenchmarkGDNPrep(b *testing.B) {
 		}
 	}
 }
+
+// TestGDNScanByWeights: the default scan (gdnScanAuto) takes the TF32 state
+// pass with bf16 weights and the 3xTF32 one in the exact mode; an explicit
+// choice holds whatever the weights.
+func TestGDNScanByWeights(t *testing.T) {
+	for _, tc := range []struct {
+		scan, weights, want string
+	}{
+		{gdnScanAuto, "bf16", gdnScanSplitTF32},
+		{gdnScanAuto, "f32", gdnScanSplit},
+		{gdnScanSplit, "bf16", gdnScanSplit},
+		{gdnScanSplitTF32, "f32", gdnScanSplitTF32},
+		{gdnKernelsMMAScan.scan, "bf16", gdnKernelsMMAScan.scan},
+	} {
+		withGDNKernels(gdnKernelPair{prep: gdnPrepDefault, scan: tc.scan}, func() {
+			if got := (&Backend{weights: tc.weights}).gdnScan(); got != tc.want {
+				t.Errorf("scan %s, %s weights: got %s, want %s", tc.scan, tc.weights, got, tc.want)
+			}
+		})
+	}
+	if k := gdnKernelsFromEnv(""); k.scan != gdnScanAuto {
+		t.Errorf("the default pair's scan is %s, want %s", k.scan, gdnScanAuto)
+	}
+	for v, want := range map[string]string{"exact": gdnScanSplit, "tf32": gdnScanSplitTF32} {
+		if k := gdnKernelsFromEnv(v); k.scan != want {
+			t.Errorf("COHORT_CUDA_GDN_CHUNK=%s: scan %s, want %s", v, k.scan, want)
+		}
+	}
+}
