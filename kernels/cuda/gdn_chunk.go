@@ -148,8 +148,12 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 		b.allowSmem(op, scan, gdnScanRingBytes)
 		b.launch(op, scan, [3]int{nSeq, nv, (dv + gdnChunkCols - 1) / gdnChunkCols}, [3]int{gdnChunkThreads, 1, 1}, gdnScanRingBytes,
 			hc, p.rec, w, u, gamma, kh.ptr, at(0), at(1), at(2), at(3), at(4), nk, nv, dk, dv, p.slots, layer)
-		b.allowSmem(op, gdnOutKernel, gdnOutSmemBytes)
-		b.launch(op, gdnOutKernel, [3]int{nChunks, nv, (dv + gdnOutCols - 1) / gdnOutCols}, [3]int{gdnChunkThreads, 1, 1}, gdnOutSmemBytes,
+		outKernel := gdnKernels.out
+		if outKernel == "" {
+			outKernel = gdnOutKernel
+		}
+		b.allowSmem(op, outKernel, gdnOutSmemBytes)
+		b.launch(op, outKernel, [3]int{nChunks, nv, (dv + gdnOutCols - 1) / gdnOutCols}, [3]int{gdnChunkThreads, 1, 1}, gdnOutSmemBytes,
 			out.ptr, hc, u, gamma, pm, qh.ptr, at(0), at(1), nk, nv, dk, dv)
 		return start, length, slot, nRest
 	}
@@ -171,7 +175,8 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 // pass in the precision gdnScan picks for the weights (gdnScanAuto).
 // COHORT_CUDA_GDN_CHUNK picks others for side-by-side runs: "exact" and
 // "tf32" the split scan's state pass in 3xTF32 (gdnScanSplit) or one TF32
-// mma a product (gdnScanSplitTF32) whatever the weights, "mmascan" the
+// mma a product (gdnScanSplitTF32) whatever the weights, "tf32out" both
+// the state pass and the outputs (gdnOutTF32) in TF32, "mmascan" the
 // one-pass tensor-core scan (gdn_chunk_scan_mma_f32, an earlier default),
 // "old" the first pair (gdn_chunk_prep_f32, gdn_chunk_scan_f32), "oldprep"
 // or "oldscan" one of them, "invprep" the blockwise-inverse prep on CUDA
@@ -179,7 +184,9 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 // in process (gdnKernelsNew is the split pair in 3xTF32).
 var gdnKernels = gdnKernelsFromEnv(os.Getenv("COHORT_CUDA_GDN_CHUNK"))
 
-type gdnKernelPair struct{ prep, scan string }
+// gdnKernelPair names the chunked rule's entries: the prep, the scan, and
+// for the split scan the outputs' entry ("" for gdnOutKernel).
+type gdnKernelPair struct{ prep, scan, out string }
 
 // The split scan's entries and launch sizes: GDN_OC (gdnOutCols) state
 // columns per output block, and GDN_OUT_SMEM floats of dynamic shared
@@ -197,6 +204,7 @@ const (
 	// says.
 	gdnScanAuto     = "auto"
 	gdnOutKernel    = "gdn_chunk_out_mma_f32"
+	gdnOutTF32      = "gdn_chunk_out_tf32_f32" // its products in one TF32 mma each (COHORT_CUDA_GDN_CHUNK=tf32out)
 	gdnOutCols      = 64
 	gdnOutSmemBytes = 4 * (gdnChunkLen*(gdnChunkDKMax+4) + gdnChunkDKMax*(gdnOutCols+8) +
 		gdnChunkLen*(gdnChunkLen+4) + gdnChunkLen*(gdnOutCols+8))
@@ -245,6 +253,8 @@ func gdnKernelsFromEnv(v string) gdnKernelPair {
 		k.scan = gdnScanSplit
 	case "tf32":
 		k.scan = gdnScanSplitTF32
+	case "tf32out":
+		k.scan, k.out = gdnScanSplitTF32, gdnOutTF32
 	case "mmascan":
 		k = gdnKernelsMMAScan
 	case "old":

@@ -51,8 +51,8 @@ func gdnRun(be kernels.Backend, in gdnInputs, aLog, dtBias kernels.Tensor, pool 
 // before the split scan), the two mixes (which tell a fault of the new
 // prep from one of the new scan), the CUDA-core inverse prep and the
 // previous tensor-core prep (gdn_chunk_prep_mma_f32, COHORT_CUDA_GDN_PREP=old)
-// with the split scan, and the split scan with its state pass in one TF32
-// mma a product (COHORT_CUDA_GDN_CHUNK=tf32).
+// with the split scan, and the split scan with its state pass (and its
+// outputs) in one TF32 mma a product (COHORT_CUDA_GDN_CHUNK=tf32, tf32out).
 var gdnVariants = []struct {
 	name string
 	k    gdnKernelPair
@@ -68,6 +68,8 @@ var gdnVariants = []struct {
 	// One TF32 mma a product in the state pass: inputs keep 11 mantissa
 	// bits, not float32's (bound not yet checked on a GPU).
 	{"tf32state", gdnKernelPair{prep: gdnKernelsNew.prep, scan: gdnScanSplitTF32}, 4e-3},
+	// The outputs' products in TF32 too (bound not yet checked on a GPU).
+	{"tf32out", gdnKernelPair{prep: gdnKernelsNew.prep, scan: gdnScanSplitTF32, out: gdnOutTF32}, 4e-3},
 }
 
 // withGDNKernels runs f with the chunked rule's entries set to k.
@@ -401,6 +403,7 @@ func BenchmarkGDNPrefill(b *testing.B) {
 			b.ReportMetric(ms(times[6]), "mmaprep_ms/layer")
 			b.ReportMetric(times[6].Seconds()/newT.Seconds(), "mmaprep/new")
 			b.ReportMetric(times[7].Seconds()/newT.Seconds(), "tf32state/new")
+			b.ReportMetric(times[8].Seconds()/newT.Seconds(), "tf32out/new")
 			b.ReportMetric(ms(recurrent), "recurrent_ms/layer")
 			b.Logf("T=%d: chunked new %.3f ms/layer, old %.3f ms/layer (old/new %.2fx); recurrent %.3f ms/layer (recurrent/new %.1fx)",
 				T, ms(newT), ms(oldT), oldT.Seconds()/newT.Seconds(), ms(recurrent), recurrent.Seconds()/newT.Seconds())
@@ -593,9 +596,13 @@ func TestGDNScanByWeights(t *testing.T) {
 	if k := gdnKernelsFromEnv(""); k.scan != gdnScanAuto {
 		t.Errorf("the default pair's scan is %s, want %s", k.scan, gdnScanAuto)
 	}
-	for v, want := range map[string]string{"exact": gdnScanSplit, "tf32": gdnScanSplitTF32} {
-		if k := gdnKernelsFromEnv(v); k.scan != want {
-			t.Errorf("COHORT_CUDA_GDN_CHUNK=%s: scan %s, want %s", v, k.scan, want)
+	for v, want := range map[string]gdnKernelPair{
+		"exact":   {prep: gdnPrepDefault, scan: gdnScanSplit},
+		"tf32":    {prep: gdnPrepDefault, scan: gdnScanSplitTF32},
+		"tf32out": {prep: gdnPrepDefault, scan: gdnScanSplitTF32, out: gdnOutTF32},
+	} {
+		if k := gdnKernelsFromEnv(v); k != want {
+			t.Errorf("COHORT_CUDA_GDN_CHUNK=%s: %+v, want %+v", v, k, want)
 		}
 	}
 }

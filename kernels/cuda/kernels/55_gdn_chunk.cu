@@ -106,6 +106,15 @@ __device__ __forceinline__ void gdn_bfrag(float x, unsigned &hi, unsigned &lo) {
 		hi = gdn_tf32(x);
 }
 
+// gdn_mmaps is gdn_mmap on fragments already rounded (gdn_bfrag).
+template <int P>
+__device__ __forceinline__ void gdn_mmaps(float d[4], const unsigned ah[4], const unsigned al[4], const unsigned bh[2], const unsigned bl[2]) {
+	if constexpr (P == 3)
+		gdn_mma3s(d, ah, al, bh, bl);
+	else
+		gdn_mma_tf32(d, ah, bh);
+}
+
 template <int P>
 __device__ __forceinline__ void gdn_mmap(float d[4], const float a[4], const unsigned bh[2], const unsigned bl[2]) {
 	if constexpr (P == 3) {
@@ -1610,11 +1619,12 @@ GDN_STATE_ENTRY(tf32, _sbf16, unsigned short, 1)
 #define GDN_OP (GDN_CH + 4)     // row stride of P
 #define GDN_OUT_SMEM (GDN_CH * GDN_OQ + GDN_DK_MAX * GDN_OH + GDN_CH * GDN_OP + GDN_CH * GDN_OH)
 
-extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_out_mma_f32(float *out, const float *H, const float *Vn,
-		const float *G, const float *P, const float *qh, const int *chunkRow, const int *chunkLen, int nk, int nv, int dk, int dv) {
-	PDL_LAUNCH();
-	PDL_WAIT();
-	extern __shared__ __align__(16) float gdn_osm[];
+#define GDN_OUT_ARGS float *out, const float *H, const float *Vn, const float *G, const float *P, const float *qh, \
+		const int *chunkRow, const int *chunkLen, int nk, int nv, int dk, int dv
+
+// gdn_chunk_out in precision PR (gdn_mmap's P: 3xTF32 or TF32).
+template <int PR>
+__device__ __forceinline__ void gdn_chunk_out(float *gdn_osm, GDN_OUT_ARGS) {
 	float *sQ = gdn_osm, *sH = sQ + GDN_CH * GDN_OQ, *sP = sH + GDN_DK_MAX * GDN_OH, *sVn = sP + GDN_CH * GDN_OP;
 	const int c = blockIdx.x, h = blockIdx.y, cBase = blockIdx.z * GDN_OC;
 	const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
@@ -1654,13 +1664,13 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_out_mma_f
 		const float aq[4] = {sQ[i0 * GDN_OQ + k], sQ[i1 * GDN_OQ + k], sQ[i0 * GDN_OQ + k + 4], sQ[i1 * GDN_OQ + k + 4]};
 		unsigned ah[4], al[4];
 #pragma unroll
-		for (int z = 0; z < 4; z++) gdn_split(aq[z], ah[z], al[z]);
+		for (int z = 0; z < 4; z++) gdn_bfrag<PR>(aq[z], ah[z], al[z]);
 #pragma unroll
 		for (int q = 0; q < 4; q++) {
 			unsigned bh[2], bl[2];
-			gdn_split(sH[k * GDN_OH + nb + 8 * q + g], bh[0], bl[0]);
-			gdn_split(sH[(k + 4) * GDN_OH + nb + 8 * q + g], bh[1], bl[1]);
-			gdn_mma3s(acc[q], ah, al, bh, bl);
+			gdn_bfrag<PR>(sH[k * GDN_OH + nb + 8 * q + g], bh[0], bl[0]);
+			gdn_bfrag<PR>(sH[(k + 4) * GDN_OH + nb + 8 * q + g], bh[1], bl[1]);
+			gdn_mmaps<PR>(acc[q], ah, al, bh, bl);
 		}
 	}
 	const float eg0 = i0 < n ? (float)exp((double)G[(long long)(row0 + i0) * nv + h]) : 0.0f;
@@ -1680,13 +1690,13 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_out_mma_f
 		const float ap[4] = {sP[i0 * GDN_OP + j], sP[i1 * GDN_OP + j], sP[i0 * GDN_OP + j + 4], sP[i1 * GDN_OP + j + 4]};
 		unsigned ah[4], al[4];
 #pragma unroll
-		for (int z = 0; z < 4; z++) gdn_split(ap[z], ah[z], al[z]);
+		for (int z = 0; z < 4; z++) gdn_bfrag<PR>(ap[z], ah[z], al[z]);
 #pragma unroll
 		for (int q = 0; q < 4; q++) {
 			unsigned bh[2], bl[2];
-			gdn_split(sVn[j * GDN_OH + nb + 8 * q + g], bh[0], bl[0]);
-			gdn_split(sVn[(j + 4) * GDN_OH + nb + 8 * q + g], bh[1], bl[1]);
-			gdn_mma3s(acc[q], ah, al, bh, bl);
+			gdn_bfrag<PR>(sVn[j * GDN_OH + nb + 8 * q + g], bh[0], bl[0]);
+			gdn_bfrag<PR>(sVn[(j + 4) * GDN_OH + nb + 8 * q + g], bh[1], bl[1]);
+			gdn_mmaps<PR>(acc[q], ah, al, bh, bl);
 		}
 	}
 #pragma unroll
@@ -1698,3 +1708,16 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_out_mma_f
 		if (i1 < n) *(float2 *)&ob[(long long)(row0 + i1) * nv * dv] = make_float2(acc[q][2], acc[q][3]);
 	}
 }
+
+// gdn_chunk_out_<prec>_f32: the outputs in 3xTF32 (mma, the default) or
+// one TF32 mma a product (tf32, COHORT_CUDA_GDN_CHUNK=tf32out).
+#define GDN_OUT_ENTRY(PREC, PR) \
+	extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_out_##PREC##_f32(GDN_OUT_ARGS) { \
+		PDL_LAUNCH(); \
+		PDL_WAIT(); \
+		extern __shared__ __align__(16) float gdn_osm[]; \
+		gdn_chunk_out<PR>(gdn_osm, out, H, Vn, G, P, qh, chunkRow, chunkLen, nk, nv, dk, dv); \
+	}
+
+GDN_OUT_ENTRY(mma, 3)
+GDN_OUT_ENTRY(tf32, 1)
