@@ -134,9 +134,9 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 	}
 	w, u, gamma, pm, hc := parts[0], parts[1], parts[2], parts[3], parts[4]
 	prepSmem := 0
-	if gdnKernels.prep == gdnPrepPipe {
+	if gdnKernels.prep == gdnPrepPipe || gdnKernels.prep == gdnPrepPipeTF32 {
 		prepSmem = gdnPrepPipeSmemBytes
-		b.allowSmem(op, gdnPrepPipe, prepSmem)
+		b.allowSmem(op, gdnKernels.prep, prepSmem)
 	}
 	b.launch(op, gdnKernels.prep, [3]int{nChunks, nv, 1}, [3]int{gdnChunkThreads, 1, 1}, prepSmem,
 		w, u, gamma, pm, qh.ptr, kh.ptr, mixed.ptr, g.ptr, bs.ptr,
@@ -176,7 +176,8 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 // COHORT_CUDA_GDN_CHUNK picks others for side-by-side runs: "exact" and
 // "tf32" the split scan's state pass in 3xTF32 (gdnScanSplit) or one TF32
 // mma a product (gdnScanSplitTF32) whatever the weights, "tf32out" both
-// the state pass and the outputs (gdnOutTF32) in TF32, "mmascan" the
+// the state pass and the outputs (gdnOutTF32) in TF32, "tf32all" the prep's
+// products too (gdnPrepPipeTF32; its inverse stays float32), "mmascan" the
 // one-pass tensor-core scan (gdn_chunk_scan_mma_f32, an earlier default),
 // "old" the first pair (gdn_chunk_prep_f32, gdn_chunk_scan_f32), "oldprep"
 // or "oldscan" one of them, "invprep" the blockwise-inverse prep on CUDA
@@ -226,6 +227,7 @@ const (
 // and BenchmarkGDNPrefill switch the entries in process.
 const (
 	gdnPrepPipe          = "gdn_chunk_prep_pipe_f32"
+	gdnPrepPipeTF32      = "gdn_chunk_prep_pipe_tf32_f32" // its products in one TF32 mma each (COHORT_CUDA_GDN_CHUNK=tf32all)
 	gdnPrepMMA           = "gdn_chunk_prep_mma_f32"
 	gdnPrepPipeSmemBytes = 4 * (3*gdnChunkLen*(gdnChunkLen+8) + 4*gdnChunkLen)
 )
@@ -255,6 +257,8 @@ func gdnKernelsFromEnv(v string) gdnKernelPair {
 		k.scan = gdnScanSplitTF32
 	case "tf32out":
 		k.scan, k.out = gdnScanSplitTF32, gdnOutTF32
+	case "tf32all":
+		k = gdnKernelPair{prep: gdnPrepPipeTF32, scan: gdnScanSplitTF32, out: gdnOutTF32}
 	case "mmascan":
 		k = gdnKernelsMMAScan
 	case "old":

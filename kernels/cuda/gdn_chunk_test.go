@@ -51,8 +51,9 @@ func gdnRun(be kernels.Backend, in gdnInputs, aLog, dtBias kernels.Tensor, pool 
 // before the split scan), the two mixes (which tell a fault of the new
 // prep from one of the new scan), the CUDA-core inverse prep and the
 // previous tensor-core prep (gdn_chunk_prep_mma_f32, COHORT_CUDA_GDN_PREP=old)
-// with the split scan, and the split scan with its state pass (and its
-// outputs) in one TF32 mma a product (COHORT_CUDA_GDN_CHUNK=tf32, tf32out).
+// with the split scan, and the split scan with its state pass (its outputs,
+// the prep's products) in one TF32 mma a product (COHORT_CUDA_GDN_CHUNK=tf32,
+// tf32out, tf32all).
 var gdnVariants = []struct {
 	name string
 	k    gdnKernelPair
@@ -70,6 +71,8 @@ var gdnVariants = []struct {
 	{"tf32state", gdnKernelPair{prep: gdnKernelsNew.prep, scan: gdnScanSplitTF32}, 4e-3},
 	// The outputs' products in TF32 too (bound not yet checked on a GPU).
 	{"tf32out", gdnKernelPair{prep: gdnKernelsNew.prep, scan: gdnScanSplitTF32, out: gdnOutTF32}, 4e-3},
+	// And the prep's products (bound not yet checked on a GPU).
+	{"tf32all", gdnKernelPair{prep: gdnPrepPipeTF32, scan: gdnScanSplitTF32, out: gdnOutTF32}, 4e-3},
 }
 
 // withGDNKernels runs f with the chunked rule's entries set to k.
@@ -404,6 +407,7 @@ func BenchmarkGDNPrefill(b *testing.B) {
 			b.ReportMetric(times[6].Seconds()/newT.Seconds(), "mmaprep/new")
 			b.ReportMetric(times[7].Seconds()/newT.Seconds(), "tf32state/new")
 			b.ReportMetric(times[8].Seconds()/newT.Seconds(), "tf32out/new")
+			b.ReportMetric(times[9].Seconds()/newT.Seconds(), "tf32all/new")
 			b.ReportMetric(ms(recurrent), "recurrent_ms/layer")
 			b.Logf("T=%d: chunked new %.3f ms/layer, old %.3f ms/layer (old/new %.2fx); recurrent %.3f ms/layer (recurrent/new %.1fx)",
 				T, ms(newT), ms(oldT), oldT.Seconds()/newT.Seconds(), ms(recurrent), recurrent.Seconds()/newT.Seconds())
@@ -600,6 +604,7 @@ func TestGDNScanByWeights(t *testing.T) {
 		"exact":   {prep: gdnPrepDefault, scan: gdnScanSplit},
 		"tf32":    {prep: gdnPrepDefault, scan: gdnScanSplitTF32},
 		"tf32out": {prep: gdnPrepDefault, scan: gdnScanSplitTF32, out: gdnOutTF32},
+		"tf32all": {prep: gdnPrepPipeTF32, scan: gdnScanSplitTF32, out: gdnOutTF32},
 	} {
 		if k := gdnKernelsFromEnv(v); k != want {
 			t.Errorf("COHORT_CUDA_GDN_CHUNK=%s: %+v, want %+v", v, k, want)

@@ -24,7 +24,7 @@ var kernelNames = []string{
 	"gdn_recurrent_f32", "gdn_recurrent_cols_f32", "gdn_recurrent_cols_wide_f32", "gdn_recurrent_cols_pipe_f32",
 	"gdn_decode_cols_f32", "gdn_decode_cols_wide_f32",
 	"gdn_chunk_prep_f32", "gdn_chunk_prep_inv_f32", "gdn_chunk_prep_mma_f32", "gdn_chunk_prep_pipe_f32", "gdn_chunk_scan_f32", "gdn_chunk_scan_mma_f32",
-	"gdn_chunk_state_mma_f32", "gdn_chunk_out_mma_f32", "gdn_chunk_out_tf32_f32",
+	"gdn_chunk_state_mma_f32", "gdn_chunk_out_mma_f32", "gdn_chunk_out_tf32_f32", "gdn_chunk_prep_pipe_tf32_f32",
 	// the bf16-state twins (COHORT_CUDA_GDN_STATE=bf16, gdn_state.go)
 	"gdn_recurrent_f32_sbf16", "gdn_recurrent_cols_f32_sbf16", "gdn_recurrent_cols_wide_f32_sbf16", "gdn_recurrent_cols_pipe_f32_sbf16",
 	"gdn_decode_cols_f32_sbf16", "gdn_decode_cols_wide_f32_sbf16", "gdn_chunk_scan_f32_sbf16", "gdn_chunk_scan_mma_f32_sbf16",

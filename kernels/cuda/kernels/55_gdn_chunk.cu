@@ -752,11 +752,13 @@ __device__ __forceinline__ void gdn_pp_issue(float *buf, int u, const float *qh,
 #define GDN_PP_E(mtA, ntA0, cA, mtB, ntB0) ((unsigned long long)((mtA) | (ntA0) << 2 | (cA) << 5 | (mtB) << 8 | (ntB0) << 10))
 #define GDN_PP_P1 (GDN_PP_E(3, 0, 5, 3, 0) | GDN_PP_E(3, 5, 3, 2, 0) << 16 | GDN_PP_E(2, 2, 4, 1, 0) << 32 | GDN_PP_E(1, 1, 3, 0, 0) << 48)
 
-extern "C" __global__ void __launch_bounds__(GDN_THREADS, 4) gdn_chunk_prep_pipe_f32(float *W, float *U, float *G, float *P,
-		const float *qh, const float *kh, const float *mixed, const float *g, const float *beta,
-		const int *chunkRow, const int *chunkLen, int nk, int nv, int dk, int dv, int convDim) {
-	PDL_LAUNCH();
-	PDL_WAIT();
+#define GDN_PP_ARGS float *W, float *U, float *G, float *P, const float *qh, const float *kh, const float *mixed, \
+		const float *g, const float *beta, const int *chunkRow, const int *chunkLen, int nk, int nv, int dk, int dv, int convDim
+
+// gdn_chunk_prep_pipe: the entries' body, its products (phases 1 and 3) in
+// precision PR (gdn_mmap's P: 3xTF32 or TF32; the inverse stays float32).
+template <int PR>
+__device__ __forceinline__ void gdn_chunk_prep_pipe(GDN_PP_ARGS) {
 	extern __shared__ __align__(16) float gdn_pp[];
 	float *const sM = gdn_pp + 2 * GDN_PP_BUF; // the decays, then A^T, then T^T
 	float *const sG = sM + GDN_PP_BUF, *const sB = sG + GDN_CH, *const sEg = sB + GDN_CH, *const sScK = sEg + GDN_CH;
@@ -809,18 +811,18 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 4) gdn_chunk_prep_pipe
 					if (part == 1 && cA == 5) continue; // warp-uniform
 					const int r0 = 16 * (part ? mtB : mtA) + gq, r1 = r0 + 8;
 					unsigned ah[4], al[4];
-					gdn_split(sX[r0 * GDN_SK + k0], ah[0], al[0]);
-					gdn_split(sX[r1 * GDN_SK + k0], ah[1], al[1]);
-					gdn_split(sX[r0 * GDN_SK + k0 + 4], ah[2], al[2]);
-					gdn_split(sX[r1 * GDN_SK + k0 + 4], ah[3], al[3]);
+					gdn_bfrag<PR>(sX[r0 * GDN_SK + k0], ah[0], al[0]);
+					gdn_bfrag<PR>(sX[r1 * GDN_SK + k0], ah[1], al[1]);
+					gdn_bfrag<PR>(sX[r0 * GDN_SK + k0 + 4], ah[2], al[2]);
+					gdn_bfrag<PR>(sX[r1 * GDN_SK + k0 + 4], ah[3], al[3]);
 #pragma unroll
 					for (int t = 0; t < 5; t++) {
 						if ((t < cA) == (part == 1)) continue; // warp-uniform
 						const int jr = 8 * (part ? ntB0 + t - cA : ntA0 + t) + gq;
 						unsigned bh[2], bl[2];
-						gdn_split(sK[jr * GDN_SK + k0], bh[0], bl[0]);
-						gdn_split(sK[jr * GDN_SK + k0 + 4], bh[1], bl[1]);
-						gdn_mma3s(acc[t], ah, al, bh, bl);
+						gdn_bfrag<PR>(sK[jr * GDN_SK + k0], bh[0], bl[0]);
+						gdn_bfrag<PR>(sK[jr * GDN_SK + k0 + 4], bh[1], bl[1]);
+						gdn_mmaps<PR>(acc[t], ah, al, bh, bl);
 					}
 				}
 			}
@@ -908,24 +910,24 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 4) gdn_chunk_prep_pipe
 #pragma unroll
 			for (int q = 0; q < 2; q++) {
 				const int cc = 8 * (nc + q) + gq;
-				gdn_split(sB[so[q] + j] * sR[j * GDN_STRIDE_M + cc], bh[q][0], bl[q][0]);
-				gdn_split(sB[so[q] + j + 4] * sR[(j + 4) * GDN_STRIDE_M + cc], bh[q][1], bl[q][1]);
+				gdn_bfrag<PR>(sB[so[q] + j] * sR[j * GDN_STRIDE_M + cc], bh[q][0], bl[q][0]);
+				gdn_bfrag<PR>(sB[so[q] + j + 4] * sR[(j + 4) * GDN_STRIDE_M + cc], bh[q][1], bl[q][1]);
 			}
 			{
 				const float at[4] = {sM[j * GDN_STRIDE_M + rB], sM[j * GDN_STRIDE_M + rB + 8], sM[(j + 4) * GDN_STRIDE_M + rB], sM[(j + 4) * GDN_STRIDE_M + rB + 8]};
 				unsigned ah[4], al[4];
 #pragma unroll
-				for (int z = 0; z < 4; z++) gdn_split(at[z], ah[z], al[z]);
+				for (int z = 0; z < 4; z++) gdn_bfrag<PR>(at[z], ah[z], al[z]);
 #pragma unroll
-				for (int q = 0; q < 2; q++) gdn_mma3s(cB[q], ah, al, bh[q], bl[q]);
+				for (int q = 0; q < 2; q++) gdn_mmaps<PR>(cB[q], ah, al, bh[q], bl[q]);
 			}
 			if (ks < kA) { // warp-uniform
 				const float at[4] = {sM[j * GDN_STRIDE_M + rA], sM[j * GDN_STRIDE_M + rA + 8], sM[(j + 4) * GDN_STRIDE_M + rA], sM[(j + 4) * GDN_STRIDE_M + rA + 8]};
 				unsigned ah[4], al[4];
 #pragma unroll
-				for (int z = 0; z < 4; z++) gdn_split(at[z], ah[z], al[z]);
+				for (int z = 0; z < 4; z++) gdn_bfrag<PR>(at[z], ah[z], al[z]);
 #pragma unroll
-				for (int q = 0; q < 2; q++) gdn_mma3s(cA[q], ah, al, bh[q], bl[q]);
+				for (int q = 0; q < 2; q++) gdn_mmaps<PR>(cA[q], ah, al, bh[q], bl[q]);
 			}
 		}
 		__syncthreads(); // buffer u % 2 is consumed
@@ -950,6 +952,19 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS, 4) gdn_chunk_prep_pipe
 	}
 	cp_async_wait<0>();
 }
+
+// gdn_chunk_prep_pipe_<prec>f32: the prep in 3xTF32 (the default, no
+// infix) or with its products in one TF32 mma each (tf32_,
+// COHORT_CUDA_GDN_CHUNK=tf32all).
+#define GDN_PP_ENTRY(PREC, PR) \
+	extern "C" __global__ void __launch_bounds__(GDN_THREADS, 4) gdn_chunk_prep_pipe_##PREC##f32(GDN_PP_ARGS) { \
+		PDL_LAUNCH(); \
+		PDL_WAIT(); \
+		gdn_chunk_prep_pipe<PR>(W, U, G, P, qh, kh, mixed, g, beta, chunkRow, chunkLen, nk, nv, dk, dv, convDim); \
+	}
+
+GDN_PP_ENTRY(, 3)
+GDN_PP_ENTRY(tf32_, 1)
 
 // The scan streams every chunk through shared memory as nq + 3 tiles of
 // GDN_TILE floats (nq = ceil(dk / GDN_SQ)), double-buffered so that the
