@@ -5,7 +5,7 @@
 #      the 4b-shape model is made, and the tf32 variants' largest
 #      differences;
 #   2. BenchmarkGDNPrefill at 1,024 and 8,192 tokens (every entry pair side
-#      by side, tf32state/new and tf32out/new among them);
+#      by side, tf32state/new, tf32out/new and tf32all/new among them);
 #   3. cohort bench's prefill (1k, 8k) and 1k TTFT in each of $MODES,
 #      alternated twice;
 #   4. fidelity against HF f32 at $LENS in each mode (modes-run.sh).
@@ -13,7 +13,7 @@
 # fidelity.txt.
 OUT=${OUT:-/tmp/gdn-precision-run}
 . tools/cuda/run-lib.sh
-MODES=${MODES:-default COHORT_CUDA_GDN_CHUNK=tf32out COHORT_CUDA_GDN_CHUNK=exact}
+MODES=${MODES:-default COHORT_CUDA_GDN_CHUNK=tf32out COHORT_CUDA_GDN_CHUNK=tf32all COHORT_CUDA_GDN_CHUNK=exact}
 make_model
 CUDA_TESTS=${CUDA_TESTS:-TestGDN} TEST_LIMIT=${TEST_LIMIT:-150} run_suite
 grep -A40 -E "=== RUN .*/tf32" $OUT/cuda-tests.txt | grep -oE "relative difference [0-9.e-]+ \(tol [^)]+\)" | sort -k3 -g | tail -2
