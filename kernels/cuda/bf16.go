@@ -141,13 +141,18 @@ type gemvTuning struct {
 	split   int    // blocks per 16-row tile (default: enough warps to fill the device)
 	rows    int    // most rows of the CUDA-core GEMV when the tensor-core one does not fit (default gemvMaxRows; -1: none)
 	variant string // entry variant where the module has one ("u2_", "o6_", "o7_", "o8_"; default none)
-	occ     bool   // split by the entry's occupancy: one wave, the fewest chunks per warp
+	// baseTiles: launches of at most this many 16-row tiles take the
+	// unbounded entries instead of variant (0: none).
+	baseTiles int
+	occ       bool // split by the entry's occupancy: one wave, the fewest chunks per warp
 }
 
 // gemvTuningFromEnv reads COHORT_CUDA_GEMV: empty for the default (the o6_
 // entries split by occupancy), "base" for the unbounded entries and the
 // warps-per-SM split, "occ" for the unbounded entries split by occupancy,
-// or a variant (u2, o6, o7, o8) split by occupancy. Measured on the H200
+// "few" for o6_ with the unbounded entries where a launch has at most
+// mmaBaseTiles tiles, or a variant (u2, o6, o7, o8) split by occupancy.
+// Measured on the H200
 // (cohort bench, 4b-shape, one run): batch 1 3.91 ms/token with o6, 4.00
 // o7, 4.10 o8, 4.27 base; batch 8 4.92, 5.09, 5.32, 5.40. The unbounded
 // entries get 77+ registers a thread, 5 blocks of 4 warps an SM, so a
@@ -156,6 +161,8 @@ func gemvTuningFromEnv() (gemvTuning, error) {
 	switch v := os.Getenv("COHORT_CUDA_GEMV"); v {
 	case "":
 		return gemvTuning{variant: "o6_", occ: true}, nil
+	case "few":
+		return gemvTuning{variant: "o6_", occ: true, baseTiles: mmaBaseTiles}, nil
 	case "base":
 		return gemvTuning{}, nil
 	case "occ":
@@ -163,7 +170,7 @@ func gemvTuningFromEnv() (gemvTuning, error) {
 	case "u2", "o6", "o7", "o8":
 		return gemvTuning{variant: v + "_", occ: true}, nil
 	default:
-		return gemvTuning{}, fmt.Errorf("cuda: COHORT_CUDA_GEMV=%q: want base, occ, u2, o6, o7 or o8", v)
+		return gemvTuning{}, fmt.Errorf("cuda: COHORT_CUDA_GEMV=%q: want base, occ, few, u2, o6, o7 or o8", v)
 	}
 }
 
@@ -177,13 +184,27 @@ const mmaCounters = 1 << 14
 // 3.0–3.2 TB/s; 160 tiles of 8 warps (N = 2560) only reached 2.2 TB/s.
 const mmaWarpsTarget = 24
 
+// mmaBaseTiles is gemvTuning.baseTiles with COHORT_CUDA_GEMV=few (not yet
+// the default: measured in BenchmarkLinearBF16, not yet through the
+// engine): GEMVs of few tiles
+// (the 4b shape's N = 2560 projections, 160 tiles, split over K) take the
+// unbounded entries, the rest o6_. Measured side by side on the H200
+// (BenchmarkLinearBF16, 2026-12-03, eleventh session), the unbounded
+// entries split by occupancy against o6_ at 1 and 8 rows: the down
+// projection (K 9216) 2,838 and 2,403 GB/s against 2,494 and 2,109, the
+// attention output projection (K 4096) 2,246 and 1,895 against 1,988 and
+// 1,660; but the GDN in-projection (768 tiles) 2,649 against 3,421, and the
+// gate (576 tiles) level (3,150 against 3,127).
+const mmaBaseTiles = 256
+
 // mmaPlan is one tensor-core GEMV launch: its entry, grid and block, and
 // the blocks per tile (split).
 type mmaPlan struct {
 	name        string
 	grid, block [3]int
 	split       int
-	nt          int // n-tiles of 8 rows: 1, 2 or 4
+	nt          int    // n-tiles of 8 rows: 1, 2 or 4
+	variant     string // the entries' variant (mmaEntry)
 }
 
 // mmaLaunch plans the tensor-core GEMV of T rows over tiles 16-row tiles of
@@ -200,7 +221,11 @@ func (b *Backend) mmaLaunch(prefix string, T, tiles, K int) mmaPlan {
 	if w <= 0 || w > mmaMaxWarps {
 		w = 4
 	}
-	name := b.mmaEntry(prefix, nt, w)
+	v := b.gemvTune.variant
+	if tiles <= b.gemvTune.baseTiles {
+		v = ""
+	}
+	name := b.mmaEntry(prefix, nt, w, v)
 	split := b.gemvTune.split
 	switch {
 	case split > 0:
@@ -209,7 +234,7 @@ func (b *Backend) mmaLaunch(prefix string, T, tiles, K int) mmaPlan {
 		// T: the sum of a row's products then has one order.
 		occName := name
 		if b.det {
-			occName = b.mmaEntry(prefix, 1, w)
+			occName = b.mmaEntry(prefix, 1, w, v)
 		}
 		split = mmaSplit(tiles, K/64, w, b.occupancy(occName, 32*w)*b.sms)
 	default:
@@ -219,7 +244,7 @@ func (b *Backend) mmaLaunch(prefix string, T, tiles, K int) mmaPlan {
 	if 2*tiles > mmaCounters {
 		split = 1
 	}
-	return mmaPlan{name: name, grid: [3]int{tiles, split, 1}, block: [3]int{32 * w, 1, 1}, split: split, nt: nt}
+	return mmaPlan{name: name, grid: [3]int{tiles, split, 1}, block: [3]int{32 * w, 1, 1}, split: split, nt: nt, variant: v}
 }
 
 // mmaGroups plans the tensor-core GEMV of T rows (mmaLaunch; parts weights
@@ -238,11 +263,10 @@ func (b *Backend) mmaGroups(op, prefix string, T, tiles, K, parts int, launch fu
 }
 
 // mmaEntry returns the entry of a GEMV family (prefix) at nt n-tiles and w
-// warps per block, in the tuning's variant where the module has one (the
-// o6_ to o8_ entries hold at most 4 warps).
-func (b *Backend) mmaEntry(prefix string, nt, w int) string {
+// warps per block, in variant v where the module has one (the o6_ to o8_
+// entries hold at most 4 warps).
+func (b *Backend) mmaEntry(prefix string, nt, w int, v string) string {
 	base := fmt.Sprintf("%s_nt%d", prefix, nt)
-	v := b.gemvTune.variant
 	if v == "" || v[0] == 'o' && w > 4 {
 		return base
 	}

@@ -70,7 +70,13 @@ func TestLinearBF16(t *testing.T) {
 // gemvTestVariants are the tensor-core GEMV variants the GEMV tests run:
 // the default and every entry variant, split by occupancy.
 var gemvTestVariants = []gemvTuning{{}, {occ: true}, {variant: "u2_", occ: true}, {warps: 8, occ: true},
-	{variant: "o6_", occ: true}, {variant: "o7_", occ: true}, {variant: "o8_", occ: true}}
+	{variant: "o6_", occ: true}, {variant: "o7_", occ: true}, {variant: "o8_", occ: true},
+	{variant: "o6_", occ: true, baseTiles: mmaBaseTiles}} // COHORT_CUDA_GEMV=few
+
+// fusedGEMVVariants are the tunings the fused GEMVs' tests (conv, add+norm)
+// run: the default, and COHORT_CUDA_GEMV=few, whose small launches take
+// the unbounded entries.
+var fusedGEMVVariants = []gemvTuning{{variant: "o6_", occ: true}, {variant: "o6_", occ: true, baseTiles: mmaBaseTiles}}
 
 // tune sets the GEMV variant and returns what restores the one before.
 func (b *Backend) tune(v gemvTuning) func() {

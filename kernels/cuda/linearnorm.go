@@ -31,7 +31,7 @@ func (b *Backend) LinearAddRMSNormFor(readers []kernels.Tensor, x, w, residual, 
 	// entry holds fewer registers and might otherwise split K differently.
 	p := b.mmaLaunch("gemv_mma", T, (N+15)/16, K)
 	ws, cnt := b.mmaWorkspace(op, p, 1)
-	name := b.mmaEntry("gemv_mma_addnorm", p.nt, p.block[0]/32)
+	name := b.mmaEntry("gemv_mma_addnorm", p.nt, p.block[0]/32, p.variant)
 	b.launch(op, name, p.grid, p.block, 0, y.ptr, wt.ptr, N, xt.ptr, T, K, ws, cnt, s.ptr, n.ptr, rt.ptr, nt.ptr, eps, b.addNormDone())
 	return s, n
 }
