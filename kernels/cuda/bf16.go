@@ -186,9 +186,9 @@ const mmaWarpsTarget = 24
 
 // mmaBaseTiles is gemvTuning.baseTiles with COHORT_CUDA_GEMV=few (not yet
 // the default: measured in BenchmarkLinearBF16, not yet through the
-// engine): GEMVs of few tiles
-// (the 4b shape's N = 2560 projections, 160 tiles, split over K) take the
-// unbounded entries, the rest o6_. Measured side by side on the H200
+// engine): GEMVs of few tiles (the 4b shape's N = 2560 projections, 160
+// tiles, split over K) take the unbounded entries, the rest o6_. Measured
+// side by side on the H200
 // (BenchmarkLinearBF16, 2026-12-03, eleventh session), the unbounded
 // entries split by occupancy against o6_ at 1 and 8 rows: the down
 // projection (K 9216) 2,838 and 2,403 GB/s against 2,494 and 2,109, the
