@@ -93,11 +93,12 @@ __device__ __forceinline__ void gdn_mma3(float d[4], const float a[4], const uns
 	gdn_mma3s(d, ah, al, bh, bl);
 }
 
-// gdn_bfrag and gdn_mmap are the B-fragment rounding and the product of
-// a kernel templated on its precision P: 3 is 3xTF32 (gdn_split,
-// gdn_mma3), 1 one TF32 mma of the inputs rounded to TF32 (bl unused), a
+// gdn_bfrag and gdn_mmaps are the fragment rounding and the product of a
+// kernel templated on its precision P: 3 is 3xTF32 (gdn_split,
+// gdn_mma3s), 1 one TF32 mma of the inputs rounded to TF32 (lo unused), a
 // third of the tensor-core work and of the rounding instructions, at about
-// 11 bits of each input's mantissa (bf16 keeps 8).
+// 11 bits of each input's mantissa (bf16 keeps 8). gdn_mmap rounds the A
+// fragment itself, as gdn_mma3 does.
 template <int P>
 __device__ __forceinline__ void gdn_bfrag(float x, unsigned &hi, unsigned &lo) {
 	if constexpr (P == 3)
@@ -106,7 +107,6 @@ __device__ __forceinline__ void gdn_bfrag(float x, unsigned &hi, unsigned &lo) {
 		hi = gdn_tf32(x);
 }
 
-// gdn_mmaps is gdn_mmap on fragments already rounded (gdn_bfrag).
 template <int P>
 __device__ __forceinline__ void gdn_mmaps(float d[4], const unsigned ah[4], const unsigned al[4], const unsigned bh[2], const unsigned bl[2]) {
 	if constexpr (P == 3)
@@ -117,12 +117,10 @@ __device__ __forceinline__ void gdn_mmaps(float d[4], const unsigned ah[4], cons
 
 template <int P>
 __device__ __forceinline__ void gdn_mmap(float d[4], const float a[4], const unsigned bh[2], const unsigned bl[2]) {
-	if constexpr (P == 3) {
-		gdn_mma3(d, a, bh, bl);
-	} else {
-		const unsigned ah[4] = {gdn_tf32(a[0]), gdn_tf32(a[1]), gdn_tf32(a[2]), gdn_tf32(a[3])};
-		gdn_mma_tf32(d, ah, bh);
-	}
+	unsigned ah[4], al[4];
+#pragma unroll
+	for (int q = 0; q < 4; q++) gdn_bfrag<P>(a[q], ah[q], al[q]);
+	gdn_mmaps<P>(d, ah, al, bh, bl);
 }
 
 // gdn_prep_kq (phase 1 of the CUDA-core preps): thread (ty, tx) = (tid/16,
