@@ -147,11 +147,12 @@ type gemvTuning struct {
 	occ       bool // split by the entry's occupancy: one wave, the fewest chunks per warp
 }
 
-// gemvTuningFromEnv reads COHORT_CUDA_GEMV: empty for the default (the o6_
-// entries split by occupancy), "base" for the unbounded entries and the
+// gemvTuningFromEnv reads COHORT_CUDA_GEMV: empty (or "few") for the
+// default, the o6_ entries split by occupancy with the unbounded entries
+// where a launch has at most mmaBaseTiles tiles; "o6" for o6_ everywhere
+// (the default before 2026-12-03), "base" for the unbounded entries and the
 // warps-per-SM split, "occ" for the unbounded entries split by occupancy,
-// "few" for o6_ with the unbounded entries where a launch has at most
-// mmaBaseTiles tiles, or a variant (u2, o6, o7, o8) split by occupancy.
+// or a variant (u2, o6, o7, o8) split by occupancy.
 // Measured on the H200
 // (cohort bench, 4b-shape, one run): batch 1 3.91 ms/token with o6, 4.00
 // o7, 4.10 o8, 4.27 base; batch 8 4.92, 5.09, 5.32, 5.40. The unbounded
@@ -159,9 +160,7 @@ type gemvTuning struct {
 // 768-tile GEMV took two waves.
 func gemvTuningFromEnv() (gemvTuning, error) {
 	switch v := os.Getenv("COHORT_CUDA_GEMV"); v {
-	case "":
-		return gemvTuning{variant: "o6_", occ: true}, nil
-	case "few":
+	case "", "few":
 		return gemvTuning{variant: "o6_", occ: true, baseTiles: mmaBaseTiles}, nil
 	case "base":
 		return gemvTuning{}, nil
@@ -184,10 +183,13 @@ const mmaCounters = 1 << 14
 // 3.0–3.2 TB/s; 160 tiles of 8 warps (N = 2560) only reached 2.2 TB/s.
 const mmaWarpsTarget = 24
 
-// mmaBaseTiles is gemvTuning.baseTiles with COHORT_CUDA_GEMV=few (not yet
-// the default: measured in BenchmarkLinearBF16, not yet through the
-// engine): GEMVs of few tiles (the 4b shape's N = 2560 projections, 160
-// tiles, split over K) take the unbounded entries, the rest o6_. Measured
+// mmaBaseTiles is gemvTuning.baseTiles by default: GEMVs of few tiles (the
+// 4b shape's N = 2560 projections, 160 tiles, split over K) take the
+// unbounded entries, the rest o6_. Through cohort bench on the H200
+// (4b-shape, 2026-12-03, twelfth session, alternated with o6_ everywhere
+// twice): batch 1 3.234 and 3.208 ms/token against 3.305 and 3.238, batch
+// 8 3.890 and 3.824 against 3.999 and 3.912, batch 32 6.172 and 6.064
+// against 6.434 and 6.236. Measured
 // side by side on the H200
 // (BenchmarkLinearBF16, 2026-12-03, eleventh session), the unbounded
 // entries split by occupancy against o6_ at 1 and 8 rows: the down

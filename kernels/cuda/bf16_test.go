@@ -71,11 +71,11 @@ func TestLinearBF16(t *testing.T) {
 // the default and every entry variant, split by occupancy.
 var gemvTestVariants = []gemvTuning{{}, {occ: true}, {variant: "u2_", occ: true}, {warps: 8, occ: true},
 	{variant: "o6_", occ: true}, {variant: "o7_", occ: true}, {variant: "o8_", occ: true},
-	{variant: "o6_", occ: true, baseTiles: mmaBaseTiles}} // COHORT_CUDA_GEMV=few
+	{variant: "o6_", occ: true, baseTiles: mmaBaseTiles}} // the default
 
 // fusedGEMVVariants are the tunings the fused GEMVs' tests (conv, add+norm)
-// run: the default, and COHORT_CUDA_GEMV=few, whose small launches take
-// the unbounded entries.
+// run: COHORT_CUDA_GEMV=o6, and the default, whose small launches take the
+// unbounded entries.
 var fusedGEMVVariants = []gemvTuning{{variant: "o6_", occ: true}, {variant: "o6_", occ: true, baseTiles: mmaBaseTiles}}
 
 // tune sets the GEMV variant and returns what restores the one before.

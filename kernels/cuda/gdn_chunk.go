@@ -115,7 +115,8 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 	// Intermediates by batch row (rows of other sequences stay unused):
 	// W [T, nv, dk], U [T, nv, dv], gamma [T, nv], P [chunks, nv, 64, 64],
 	// and for the split scan the chunks' start states H [chunks, nv, dk, dv].
-	scanName := b.gdnScan()
+	kernels := b.gdnChunk()
+	scanName := kernels.scan
 	split := scanName == gdnScanSplit || scanName == gdnScanSplitTF32
 	sizes := []int64{int64(T) * int64(nv) * int64(dk), int64(T) * int64(nv) * int64(dv), int64(T) * int64(nv),
 		int64(nChunks) * int64(nv) * gdnChunkLen * gdnChunkLen, 0}
@@ -134,11 +135,11 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 	}
 	w, u, gamma, pm, hc := parts[0], parts[1], parts[2], parts[3], parts[4]
 	prepSmem := 0
-	if gdnKernels.prep == gdnPrepPipe || gdnKernels.prep == gdnPrepPipeTF32 {
+	if kernels.prep == gdnPrepPipe || kernels.prep == gdnPrepPipeTF32 {
 		prepSmem = gdnPrepPipeSmemBytes
-		b.allowSmem(op, gdnKernels.prep, prepSmem)
+		b.allowSmem(op, kernels.prep, prepSmem)
 	}
-	b.launch(op, gdnKernels.prep, [3]int{nChunks, nv, 1}, [3]int{gdnChunkThreads, 1, 1}, prepSmem,
+	b.launch(op, kernels.prep, [3]int{nChunks, nv, 1}, [3]int{gdnChunkThreads, 1, 1}, prepSmem,
 		w, u, gamma, pm, qh.ptr, kh.ptr, mixed.ptr, g.ptr, bs.ptr,
 		at(0), at(1), nk, nv, dk, dv, convDim)
 	scanSmem, scan := 0, p.kernel(scanName) // the scan reads and writes the state: the pool's entry
@@ -148,10 +149,7 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 		b.allowSmem(op, scan, gdnScanRingBytes)
 		b.launch(op, scan, [3]int{nSeq, nv, (dv + gdnChunkCols - 1) / gdnChunkCols}, [3]int{gdnChunkThreads, 1, 1}, gdnScanRingBytes,
 			hc, p.rec, w, u, gamma, kh.ptr, at(0), at(1), at(2), at(3), at(4), nk, nv, dk, dv, p.slots, layer)
-		outKernel := gdnKernels.out
-		if outKernel == "" {
-			outKernel = gdnOutKernel
-		}
+		outKernel := kernels.out
 		b.allowSmem(op, outKernel, gdnOutSmemBytes)
 		b.launch(op, outKernel, [3]int{nChunks, nv, (dv + gdnOutCols - 1) / gdnOutCols}, [3]int{gdnChunkThreads, 1, 1}, gdnOutSmemBytes,
 			out.ptr, hc, u, gamma, pm, qh.ptr, at(0), at(1), nk, nv, dk, dv)
@@ -169,13 +167,14 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 
 // gdnKernels are the entries of the chunked rule: by default the
 // tensor-core prep (gdnPrepDefault: gdn_chunk_prep_pipe_f32, or
-// gdn_chunk_prep_mma_f32 with COHORT_CUDA_GDN_PREP=old; blockwise inverse,
-// 3xTF32 products) and the split scan (the sequential state pass, then
-// gdn_chunk_out_mma_f32 for every chunk's outputs in parallel), its state
-// pass in the precision gdnScan picks for the weights (gdnScanAuto).
+// gdn_chunk_prep_mma_f32 with COHORT_CUDA_GDN_PREP=old; blockwise inverse)
+// and the split scan (the sequential state pass, then the outputs of every
+// chunk in parallel), in the precision Backend.gdnChunk picks for the
+// weights (gdnScanAuto: TF32 with bf16 weights, 3xTF32 with float32 ones).
 // COHORT_CUDA_GDN_CHUNK picks others for side-by-side runs: "exact" and
 // "tf32" the split scan's state pass in 3xTF32 (gdnScanSplit) or one TF32
-// mma a product (gdnScanSplitTF32) whatever the weights, "tf32out" both
+// mma a product (gdnScanSplitTF32) whatever the weights, the rest in
+// 3xTF32 (gdn_chunk_prep_pipe_f32, gdn_chunk_out_mma_f32), "tf32out" both
 // the state pass and the outputs (gdnOutTF32) in TF32, "tf32all" the prep's
 // products too (gdnPrepPipeTF32; its inverse stays float32), "mmascan" the
 // one-pass tensor-core scan (gdn_chunk_scan_mma_f32, an earlier default),
@@ -200,8 +199,8 @@ const (
 	// H200 (4b shape, 1,024 rows: 98.8 M instructions, 0.66 issued a cycle
 	// a scheduler, 16 warps an SM).
 	gdnScanSplitTF32 = "gdn_chunk_state_tf32_f32"
-	// gdnScanAuto is the default scan: gdnScanSplitTF32 with bf16 weights,
-	// gdnScanSplit in the exact mode (float32 weights), as Backend.gdnScan
+	// gdnScanAuto is the default: every product in TF32 with bf16 weights,
+	// in 3xTF32 in the exact mode (float32 weights), as Backend.gdnChunk
 	// says.
 	gdnScanAuto     = "auto"
 	gdnOutKernel    = "gdn_chunk_out_mma_f32"
@@ -273,25 +272,41 @@ func gdnKernelsFromEnv(v string) gdnKernelPair {
 	return k
 }
 
-// gdnScan returns the scan entry of a chunked op: gdnKernels' own, or for
-// gdnScanAuto the state pass in TF32 with bf16 weights and in 3xTF32 in the
-// exact mode (float32 weights, which keeps its 1e-4 agreement with HF
-// f32). Measured on the H200 (4b-shape, 2026-12-03, eleventh session):
-// BenchmarkGDNPrefill 0.288 against 0.385 ms a layer at 1,024 tokens and
-// 1.992 against 2.620 at 8,192; through cohort bench an 8k prefill 186.7
-// against 206.3 ms and a 1k prefill 25.6–25.8 against 27.1–28.6
-// (alternated runs); the distance to HF f32 (mean top-8 |Δlogprob|)
-// 0.128, 0.133, 0.132 at 128, 1,024 and 8,192 tokens against 0.135,
-// 0.130, 0.132 in 3xTF32 (HF bf16's own: 0.278, 0.292, 0.277).
-func (b *Backend) gdnScan() string {
+// gdnChunk returns the entries of a chunked op: gdnKernels' own, or for
+// gdnScanAuto every product in one TF32 mma with bf16 weights (the prep's
+// gdnPrepPipeTF32, its inverse float32; the state pass gdnScanSplitTF32;
+// the outputs gdnOutTF32) and in 3xTF32 in the exact mode (float32
+// weights, which keeps its 1e-4 agreement with HF f32). Measured on the
+// H200 (4b-shape, cohort bench):
+//   - the state pass alone in TF32 (2026-12-03, eleventh session): an 8k
+//     prefill 186.7 against 206.3 ms in 3xTF32, the distance to HF f32
+//     (mean top-8 |Δlogprob|) 0.128, 0.133, 0.132 at 128, 1,024 and
+//     8,192 tokens against 0.135, 0.130, 0.132;
+//   - all three in TF32 (twelfth session, one machine, side by side): a 1k
+//     prefill 22.5 against 27.1 ms with the state pass alone in TF32, 1k
+//     TTFT 23.6 against 27.4, 8k 183.1 against 196.8; BenchmarkGDNPrefill
+//     0.245 against 0.284 ms a layer at 1,024 tokens; the distance to HF
+//     f32 0.133, 0.120, 0.132 against 0.128, 0.133, 0.132 (HF bf16's own:
+//     0.278, 0.292, 0.277).
+func (b *Backend) gdnChunk() gdnKernelPair {
+	k := gdnKernels
 	switch {
-	case gdnKernels.scan != gdnScanAuto:
-		return gdnKernels.scan
+	case k.scan != gdnScanAuto:
 	case b.weights == "f32":
-		return gdnScanSplit
+		k.scan = gdnScanSplit
 	default:
-		return gdnScanSplitTF32
+		k.scan = gdnScanSplitTF32
+		if k.prep == gdnPrepPipe {
+			k.prep = gdnPrepPipeTF32
+		}
+		if k.out == "" {
+			k.out = gdnOutTF32
+		}
 	}
+	if k.out == "" {
+		k.out = gdnOutKernel
+	}
+	return k
 }
 
 // gdnWork holds each backend's workspace for the chunked rule's

@@ -69,9 +69,10 @@ var gdnVariants = []struct {
 	// One TF32 mma a product in the state pass: inputs keep 11 mantissa
 	// bits, not float32's (on the H200 the largest difference was 7.4e-4).
 	{"tf32state", gdnKernelPair{prep: gdnKernelsNew.prep, scan: gdnScanSplitTF32}, 4e-3},
-	// The outputs' products in TF32 too (bound not yet checked on a GPU).
+	// The outputs' products in TF32 too (passed on the H200, 2026-12-03).
 	{"tf32out", gdnKernelPair{prep: gdnKernelsNew.prep, scan: gdnScanSplitTF32, out: gdnOutTF32}, 4e-3},
-	// And the prep's products (bound not yet checked on a GPU).
+	// And the prep's products: the default with bf16 weights (passed on the
+	// H200, 2026-12-03).
 	{"tf32all", gdnKernelPair{prep: gdnPrepPipeTF32, scan: gdnScanSplitTF32, out: gdnOutTF32}, 4e-3},
 }
 
@@ -574,22 +575,27 @@ func BenchmarkGDNPrep(b *testing.B) {
 	}
 }
 
-// TestGDNScanByWeights: the default scan (gdnScanAuto) takes the TF32 state
-// pass with bf16 weights and the 3xTF32 one in the exact mode; an explicit
-// choice holds whatever the weights.
-func TestGDNScanByWeights(t *testing.T) {
+// TestGDNChunkByWeights: the default entries (gdnScanAuto) take TF32
+// products everywhere with bf16 weights and 3xTF32 in the exact mode; an
+// explicit choice holds whatever the weights.
+func TestGDNChunkByWeights(t *testing.T) {
+	exact := gdnKernelPair{prep: gdnPrepPipe, scan: gdnScanSplit, out: gdnOutKernel}
+	tf32 := gdnKernelPair{prep: gdnPrepPipeTF32, scan: gdnScanSplitTF32, out: gdnOutTF32}
 	for _, tc := range []struct {
-		scan, weights, want string
+		set     gdnKernelPair
+		weights string
+		want    gdnKernelPair
 	}{
-		{gdnScanAuto, "bf16", gdnScanSplitTF32},
-		{gdnScanAuto, "f32", gdnScanSplit},
-		{gdnScanSplit, "bf16", gdnScanSplit},
-		{gdnScanSplitTF32, "f32", gdnScanSplitTF32},
-		{gdnKernelsMMAScan.scan, "bf16", gdnKernelsMMAScan.scan},
+		{gdnKernelPair{prep: gdnPrepPipe, scan: gdnScanAuto}, "bf16", tf32},
+		{gdnKernelPair{prep: gdnPrepPipe, scan: gdnScanAuto}, "f32", exact},
+		{gdnKernelPair{prep: gdnPrepMMA, scan: gdnScanAuto}, "bf16", gdnKernelPair{prep: gdnPrepMMA, scan: gdnScanSplitTF32, out: gdnOutTF32}},
+		{gdnKernelPair{prep: gdnPrepPipe, scan: gdnScanSplit}, "bf16", exact},
+		{gdnKernelPair{prep: gdnPrepPipe, scan: gdnScanSplitTF32}, "f32", gdnKernelPair{prep: gdnPrepPipe, scan: gdnScanSplitTF32, out: gdnOutKernel}},
+		{gdnKernelsMMAScan, "bf16", gdnKernelPair{prep: gdnKernelsMMAScan.prep, scan: gdnKernelsMMAScan.scan, out: gdnOutKernel}},
 	} {
-		withGDNKernels(gdnKernelPair{prep: gdnPrepDefault, scan: tc.scan}, func() {
-			if got := (&Backend{weights: tc.weights}).gdnScan(); got != tc.want {
-				t.Errorf("scan %s, %s weights: got %s, want %s", tc.scan, tc.weights, got, tc.want)
+		withGDNKernels(tc.set, func() {
+			if got := (&Backend{weights: tc.weights}).gdnChunk(); got != tc.want {
+				t.Errorf("%+v, %s weights: got %+v, want %+v", tc.set, tc.weights, got, tc.want)
 			}
 		})
 	}

@@ -35,8 +35,8 @@ func BenchmarkLinearBF16(b *testing.B) {
 	}{
 		{"gate", 2560, 9216}, {"down", 9216, 2560}, {"gdn_in", 2560, 12288}, {"attn_o", 4096, 2560}, {"lm_head", 2560, 248320},
 	}
-	variants := []gemvVariant{{name: "default", mmaRows: mmaMaxRowsDefault, tune: gemvTuning{variant: "o6_", occ: true}},
-		{name: "few", mmaRows: mmaMaxRowsDefault, tune: gemvTuning{variant: "o6_", occ: true, baseTiles: mmaBaseTiles}},
+	variants := []gemvVariant{{name: "default", mmaRows: mmaMaxRowsDefault, tune: gemvTuning{variant: "o6_", occ: true, baseTiles: mmaBaseTiles}},
+		{name: "o6", mmaRows: mmaMaxRowsDefault, tune: gemvTuning{variant: "o6_", occ: true}},
 		{name: "base", mmaRows: mmaMaxRowsDefault}}
 	for _, v := range []string{"", "u2_", "o6_", "o7_", "o8_"} {
 		variants = append(variants, gemvVariant{name: v + "occ", mmaRows: mmaMaxRowsDefault, tune: gemvTuning{variant: v, occ: true}})
