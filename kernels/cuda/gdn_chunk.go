@@ -115,8 +115,8 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 	// Intermediates by batch row (rows of other sequences stay unused):
 	// W [T, nv, dk], U [T, nv, dv], gamma [T, nv], P [chunks, nv, 64, 64],
 	// and for the split scan the chunks' start states H [chunks, nv, dk, dv].
-	kernels := b.gdnChunk()
-	scanName := kernels.scan
+	entries := b.gdnChunk()
+	scanName := entries.scan
 	split := scanName == gdnScanSplit || scanName == gdnScanSplitTF32
 	sizes := []int64{int64(T) * int64(nv) * int64(dk), int64(T) * int64(nv) * int64(dv), int64(T) * int64(nv),
 		int64(nChunks) * int64(nv) * gdnChunkLen * gdnChunkLen, 0}
@@ -135,11 +135,11 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 	}
 	w, u, gamma, pm, hc := parts[0], parts[1], parts[2], parts[3], parts[4]
 	prepSmem := 0
-	if kernels.prep == gdnPrepPipe || kernels.prep == gdnPrepPipeTF32 {
+	if entries.prep == gdnPrepPipe || entries.prep == gdnPrepPipeTF32 {
 		prepSmem = gdnPrepPipeSmemBytes
-		b.allowSmem(op, kernels.prep, prepSmem)
+		b.allowSmem(op, entries.prep, prepSmem)
 	}
-	b.launch(op, kernels.prep, [3]int{nChunks, nv, 1}, [3]int{gdnChunkThreads, 1, 1}, prepSmem,
+	b.launch(op, entries.prep, [3]int{nChunks, nv, 1}, [3]int{gdnChunkThreads, 1, 1}, prepSmem,
 		w, u, gamma, pm, qh.ptr, kh.ptr, mixed.ptr, g.ptr, bs.ptr,
 		at(0), at(1), nk, nv, dk, dv, convDim)
 	scanSmem, scan := 0, p.kernel(scanName) // the scan reads and writes the state: the pool's entry
@@ -149,7 +149,7 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 		b.allowSmem(op, scan, gdnScanRingBytes)
 		b.launch(op, scan, [3]int{nSeq, nv, (dv + gdnChunkCols - 1) / gdnChunkCols}, [3]int{gdnChunkThreads, 1, 1}, gdnScanRingBytes,
 			hc, p.rec, w, u, gamma, kh.ptr, at(0), at(1), at(2), at(3), at(4), nk, nv, dk, dv, p.slots, layer)
-		outKernel := kernels.out
+		outKernel := entries.out
 		b.allowSmem(op, outKernel, gdnOutSmemBytes)
 		b.launch(op, outKernel, [3]int{nChunks, nv, (dv + gdnOutCols - 1) / gdnOutCols}, [3]int{gdnChunkThreads, 1, 1}, gdnOutSmemBytes,
 			out.ptr, hc, u, gamma, pm, qh.ptr, at(0), at(1), nk, nv, dk, dv)
