@@ -152,8 +152,7 @@ type gemvTuning struct {
 // where a launch has at most mmaBaseTiles tiles; "o6" for o6_ everywhere
 // (the default before 2026-12-03), "base" for the unbounded entries and the
 // warps-per-SM split, "occ" for the unbounded entries split by occupancy,
-// or a variant (u2, o6, o7, o8) split by occupancy.
-// Measured on the H200
+// or a variant (u2, o6, o7, o8) split by occupancy. Measured on the H200
 // (cohort bench, 4b-shape, one run): batch 1 3.91 ms/token with o6, 4.00
 // o7, 4.10 o8, 4.27 base; batch 8 4.92, 5.09, 5.32, 5.40. The unbounded
 // entries get 77+ registers a thread, 5 blocks of 4 warps an SM, so a
@@ -189,8 +188,7 @@ const mmaWarpsTarget = 24
 // (4b-shape, 2026-12-03, twelfth session, alternated with o6_ everywhere
 // twice): batch 1 3.234 and 3.208 ms/token against 3.305 and 3.238, batch
 // 8 3.890 and 3.824 against 3.999 and 3.912, batch 32 6.172 and 6.064
-// against 6.434 and 6.236. Measured
-// side by side on the H200
+// against 6.434 and 6.236. Measured side by side on the H200
 // (BenchmarkLinearBF16, 2026-12-03, eleventh session), the unbounded
 // entries split by occupancy against o6_ at 1 and 8 rows: the down
 // projection (K 9216) 2,838 and 2,403 GB/s against 2,494 and 2,109, the

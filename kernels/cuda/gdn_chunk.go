@@ -116,8 +116,7 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 	// W [T, nv, dk], U [T, nv, dv], gamma [T, nv], P [chunks, nv, 64, 64],
 	// and for the split scan the chunks' start states H [chunks, nv, dk, dv].
 	entries := b.gdnChunk()
-	scanName := entries.scan
-	split := scanName == gdnScanSplit || scanName == gdnScanSplitTF32
+	split := entries.scan == gdnScanSplit || entries.scan == gdnScanSplitTF32
 	sizes := []int64{int64(T) * int64(nv) * int64(dk), int64(T) * int64(nv) * int64(dv), int64(T) * int64(nv),
 		int64(nChunks) * int64(nv) * gdnChunkLen * gdnChunkLen, 0}
 	if split {
@@ -142,20 +141,19 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 	b.launch(op, entries.prep, [3]int{nChunks, nv, 1}, [3]int{gdnChunkThreads, 1, 1}, prepSmem,
 		w, u, gamma, pm, qh.ptr, kh.ptr, mixed.ptr, g.ptr, bs.ptr,
 		at(0), at(1), nk, nv, dk, dv, convDim)
-	scanSmem, scan := 0, p.kernel(scanName) // the scan reads and writes the state: the pool's entry
+	scanSmem, scan := 0, p.kernel(entries.scan) // the scan reads and writes the state: the pool's entry
 	if split {
 		// The state pass writes H and Vn (over U); the outputs follow for
 		// every chunk at once.
 		b.allowSmem(op, scan, gdnScanRingBytes)
 		b.launch(op, scan, [3]int{nSeq, nv, (dv + gdnChunkCols - 1) / gdnChunkCols}, [3]int{gdnChunkThreads, 1, 1}, gdnScanRingBytes,
 			hc, p.rec, w, u, gamma, kh.ptr, at(0), at(1), at(2), at(3), at(4), nk, nv, dk, dv, p.slots, layer)
-		outKernel := entries.out
-		b.allowSmem(op, outKernel, gdnOutSmemBytes)
-		b.launch(op, outKernel, [3]int{nChunks, nv, (dv + gdnOutCols - 1) / gdnOutCols}, [3]int{gdnChunkThreads, 1, 1}, gdnOutSmemBytes,
+		b.allowSmem(op, entries.out, gdnOutSmemBytes)
+		b.launch(op, entries.out, [3]int{nChunks, nv, (dv + gdnOutCols - 1) / gdnOutCols}, [3]int{gdnChunkThreads, 1, 1}, gdnOutSmemBytes,
 			out.ptr, hc, u, gamma, pm, qh.ptr, at(0), at(1), nk, nv, dk, dv)
 		return start, length, slot, nRest
 	}
-	if scanName == gdnKernelsMMAScan.scan {
+	if entries.scan == gdnKernelsMMAScan.scan {
 		scanSmem = gdnScanRingBytes
 		b.allowSmem(op, scan, scanSmem)
 	}
