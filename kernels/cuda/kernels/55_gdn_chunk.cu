@@ -951,9 +951,9 @@ __device__ __forceinline__ void gdn_chunk_prep_pipe(GDN_PP_ARGS) {
 	cp_async_wait<0>();
 }
 
-// gdn_chunk_prep_pipe_<prec>f32: the prep in 3xTF32 (the default, no
-// infix) or with its products in one TF32 mma each (tf32_,
-// COHORT_CUDA_GDN_CHUNK=tf32all).
+// gdn_chunk_prep_pipe_<prec>f32: the prep in 3xTF32 (no infix; the exact
+// mode's) or with its products in one TF32 mma each (tf32_, the default
+// with bf16 weights, Backend.gdnChunk).
 #define GDN_PP_ENTRY(PREC, PR) \
 	extern "C" __global__ void __launch_bounds__(GDN_THREADS, 4) gdn_chunk_prep_pipe_##PREC##f32(GDN_PP_ARGS) { \
 		PDL_LAUNCH(); \
@@ -1604,8 +1604,8 @@ __device__ __forceinline__ void gdn_chunk_state_mma(float *sS, float *sV, float 
 	__shared__ float sEgl;
 
 // gdn_chunk_state_<prec>_f32[_sbf16]: the state pass in 3xTF32 (mma, the
-// default) or one TF32 mma a product (tf32, COHORT_CUDA_GDN_CHUNK=tf32),
-// over a float32 or bf16 (_sbf16) state.
+// exact mode's) or one TF32 mma a product (tf32, the default with bf16
+// weights, Backend.gdnChunk), over a float32 or bf16 (_sbf16) state.
 #define GDN_STATE_ENTRY(PREC, SUF, ST, P) \
 	extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_state_##PREC##_f32##SUF(GDN_STATE_ARGS(ST)) { \
 		PDL_LAUNCH(); \
@@ -1722,8 +1722,9 @@ __device__ __forceinline__ void gdn_chunk_out(float *gdn_osm, GDN_OUT_ARGS) {
 	}
 }
 
-// gdn_chunk_out_<prec>_f32: the outputs in 3xTF32 (mma, the default) or
-// one TF32 mma a product (tf32, COHORT_CUDA_GDN_CHUNK=tf32out).
+// gdn_chunk_out_<prec>_f32: the outputs in 3xTF32 (mma, the exact mode's)
+// or one TF32 mma a product (tf32, the default with bf16 weights,
+// Backend.gdnChunk).
 #define GDN_OUT_ENTRY(PREC, PR) \
 	extern "C" __global__ void __launch_bounds__(GDN_THREADS, 2) gdn_chunk_out_##PREC##_f32(GDN_OUT_ARGS) { \
 		PDL_LAUNCH(); \
