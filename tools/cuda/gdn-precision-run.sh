@@ -13,7 +13,8 @@
 # fidelity.txt.
 OUT=${OUT:-/tmp/gdn-precision-run}
 . tools/cuda/run-lib.sh
-MODES=${MODES:-default COHORT_CUDA_GDN_CHUNK=tf32out COHORT_CUDA_GDN_CHUNK=tf32all COHORT_CUDA_GDN_CHUNK=exact}
+# The default is tf32all with bf16 weights (Backend.gdnChunk).
+MODES=${MODES:-default COHORT_CUDA_GDN_CHUNK=tf32 COHORT_CUDA_GDN_CHUNK=tf32out COHORT_CUDA_GDN_CHUNK=exact}
 make_model
 CUDA_TESTS=${CUDA_TESTS:-TestGDN} TEST_LIMIT=${TEST_LIMIT:-150} run_suite
 grep -A40 -E "=== RUN .*/tf32" $OUT/cuda-tests.txt | grep -oE "relative difference [0-9.e-]+ \(tol [^)]+\)" | sort -k3 -g | tail -2
