@@ -333,6 +333,34 @@ func SwiGLULinearFor(be Backend, readers []Tensor, x, gate, up Tensor) Tensor {
 	return SwiGLULinear(be, x, gate, up)
 }
 
+// GatedNorm is the gated RMSNorm that ends a Gated DeltaNet mixer: the
+// gate Z, the plain weight W (one head of columns), Eps, and the weights of
+// the Linears that alone read its output (as for GatedRMSNormFor).
+type GatedNorm struct {
+	Z, W    Tensor
+	Eps     float32
+	Readers []Tensor
+}
+
+// DeltaRuleNormer is implemented by backends that can run the gated delta
+// rule and the gated RMSNorm of its output in one pass (the CUDA backend's
+// batch-1 decode kernel).
+type DeltaRuleNormer interface {
+	// GatedDeltaRuleNorm is GatedRMSNormFor(n.Readers, GatedDeltaRule(…),
+	// n.Z, n.W, n.Eps).
+	GatedDeltaRuleNorm(n GatedNorm, mixed, beta, a, aLog, dtBias Tensor, states StatePool, layer int, b *Batch, cfg GDNConfig) Tensor
+}
+
+// GatedDeltaRuleNorm returns the gated RMSNorm n of be.GatedDeltaRule's
+// output: in one pass where be is a DeltaRuleNormer.
+func GatedDeltaRuleNorm(be Backend, n GatedNorm, mixed, beta, a, aLog, dtBias Tensor, states StatePool, layer int, b *Batch, cfg GDNConfig) Tensor {
+	if f, ok := be.(DeltaRuleNormer); ok {
+		return f.GatedDeltaRuleNorm(n, mixed, beta, a, aLog, dtBias, states, layer, b, cfg)
+	}
+	o := be.GatedDeltaRule(mixed, beta, a, aLog, dtBias, states, layer, b, cfg)
+	return GatedRMSNormFor(be, n.Readers, o, n.Z, n.W, n.Eps)
+}
+
 // LinearNormer is implemented by backends that end a residual block in one
 // pass for decode rows: the output projection, the residual add and the
 // next RMSNorm (the CUDA backend's GEMV epilogue). For one rank only: under

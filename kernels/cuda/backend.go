@@ -189,6 +189,8 @@ func New(o Options) (*Backend, error) {
 	// cohort bench, 4b-shape, two side-by-side pairs): batch 1 3.321
 	// against 3.403 and 3.298 against 3.332 ms/token, batch 8 4.022
 	// against 4.056 and 3.967 against 3.980 (runs spread about 2 %).
+	// The GDN decode kernels, which load their state before they wait, are
+	// launched so too (=gemvs: the GEMVs only).
 	// COHORT_CUDA_PDL=0 turns it off; =gemv launches so only a GEMV that
 	// follows a GEMV; =1 every kernel, which measured slower (batch 1
 	// 3.524 against 3.284 ms/token for the GEMVs only the same day, both
@@ -202,6 +204,8 @@ func New(o Options) (*Backend, error) {
 			b.pdl = pdlAll
 		case "gemv":
 			b.pdl = pdlGEMV
+		case "gemvs":
+			b.pdl = pdlGEMVs
 		default:
 			b.pdl = pdlWeights
 		}
@@ -865,12 +869,18 @@ const (
 	pdlOff     pdlMode = iota
 	pdlAll             // every launch
 	pdlGEMV            // a tensor-core GEMV launched right after another
-	pdlWeights         // every tensor-core GEMV
+	pdlWeights         // every kernel that loads before it waits (preloads)
+	pdlGEMVs           // every tensor-core GEMV
 )
 
 // isGEMV reports whether kernel name is a tensor-core GEMV (it issues its
 // weight loads before it waits for its predecessor).
 func isGEMV(name string) bool { return strings.HasPrefix(name, "gemv_mma") }
+
+// preloads reports whether kernel name loads what no kernel of the step
+// writes before it waits for its predecessor: the GEMVs their weights, the
+// GDN decode kernels their state.
+func preloads(name string) bool { return isGEMV(name) || strings.HasPrefix(name, "gdn_decode_") }
 
 // programmatic reports whether kernel name is launched with programmatic
 // dependent launch after b.lastLaunch.
@@ -881,6 +891,8 @@ func (b *Backend) programmatic(name string) bool {
 	case pdlGEMV:
 		return isGEMV(name) && isGEMV(b.lastLaunch)
 	case pdlWeights:
+		return preloads(name)
+	case pdlGEMVs:
 		return isGEMV(name)
 	}
 	return false

@@ -427,9 +427,7 @@ func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, st
 		// recurrent kernel itself (two launches fewer per layer).
 		start, length, slot := b.seqMeta(op, p, layer, bt)
 		b.launch(op, p.kernel(name), [3]int{len(bt.Seqs), nv, (dv + 31) / 32}, [3]int{32, w, 1},
-			(2*dk+2*32*w)*4+2*w*8,
-			out.ptr, mt.ptr, bt2.ptr, at.ptr, alt.ptr, dtt.ptr, p.rec, start, length, slot,
-			nk, nv, dk, dv, convDim, p.slots, layer, scale)
+			gdnDecodeShmem(dk, w), gdnDecodeArgs(out, mt, bt2, at, alt, dtt, p, start, length, slot, layer, cfg, convDim)...)
 		return out
 	}
 	qk := nk * dk

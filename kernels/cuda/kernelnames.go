@@ -22,12 +22,12 @@ var kernelNames = []string{
 	"argmax_rows", "argmax_ids", "sample_prep", "sample_exp", "sample_rows",
 	"conv1d_f32", "conv1d_tile8_f32", "conv1d_tile1_f32", "conv1d_pipe_f32", "gdn_qk_norm_f32", "gdn_qk_norm_rows_f32", "gdn_gates_f32",
 	"gdn_recurrent_f32", "gdn_recurrent_cols_f32", "gdn_recurrent_cols_wide_f32", "gdn_recurrent_cols_pipe_f32",
-	"gdn_decode_cols_f32", "gdn_decode_cols_wide_f32",
+	"gdn_decode_cols_f32", "gdn_decode_cols_wide_f32", "gdn_decode_norm_cols_f32",
 	"gdn_chunk_prep_f32", "gdn_chunk_prep_inv_f32", "gdn_chunk_prep_mma_f32", "gdn_chunk_prep_pipe_f32", "gdn_chunk_scan_f32", "gdn_chunk_scan_mma_f32",
 	"gdn_chunk_state_mma_f32", "gdn_chunk_out_mma_f32", "gdn_chunk_out_tf32_f32", "gdn_chunk_prep_pipe_tf32_f32",
 	// the bf16-state twins (COHORT_CUDA_GDN_STATE=bf16, gdn_state.go)
 	"gdn_recurrent_f32_sbf16", "gdn_recurrent_cols_f32_sbf16", "gdn_recurrent_cols_wide_f32_sbf16", "gdn_recurrent_cols_pipe_f32_sbf16",
-	"gdn_decode_cols_f32_sbf16", "gdn_decode_cols_wide_f32_sbf16", "gdn_chunk_scan_f32_sbf16", "gdn_chunk_scan_mma_f32_sbf16",
+	"gdn_decode_cols_f32_sbf16", "gdn_decode_cols_wide_f32_sbf16", "gdn_decode_norm_cols_f32_sbf16", "gdn_chunk_scan_f32_sbf16", "gdn_chunk_scan_mma_f32_sbf16",
 	"gdn_chunk_state_mma_f32_sbf16", "gdn_chunk_state_tf32_f32", "gdn_chunk_state_tf32_f32_sbf16",
 }
 

@@ -213,6 +213,6 @@ func (m *Model) attention(be kernels.Backend, l *layer, h kernels.Tensor, st *St
 func (m *Model) deltaNet(be kernels.Backend, l *layer, h kernels.Tensor, st *State, b *kernels.Batch) kernels.Tensor {
 	p := kernels.ConvLinears(be, h, l.conv, st.GDN, l.index, b, l.qkv, l.z, l.b, l.a)
 	mixed := p[0]
-	o := be.GatedDeltaRule(mixed, p[2], p[3], l.aLog, l.dtBias, st.GDN, l.index, b, m.gdn)
-	return kernels.GatedRMSNormFor(be, []kernels.Tensor{l.outProj}, o, p[1], l.gnorm, m.Config.Eps)
+	n := kernels.GatedNorm{Z: p[1], W: l.gnorm, Eps: m.Config.Eps, Readers: []kernels.Tensor{l.outProj}}
+	return kernels.GatedDeltaRuleNorm(be, n, mixed, p[2], p[3], l.aLog, l.dtBias, st.GDN, l.index, b, m.gdn)
 }

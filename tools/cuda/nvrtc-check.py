@@ -16,7 +16,7 @@ src = "".join(open(f).read() + "\n" for f in sorted(glob.glob("kernels/cuda/kern
 prog = ctypes.c_void_p()
 assert lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"k.cu", 0, None, None) == 0
 arch = sys.argv[1] if len(sys.argv) > 1 else "sm_90"
-opts = [("--gpu-architecture=" + arch).encode(), b"-default-device", b"-std=c++17", b"--ptxas-options=-v"]
+opts = [("--gpu-architecture=" + arch).encode(), b"-default-device", b"-std=c++17", b"--ptxas-options=-v"] + [d.encode() for d in sys.argv[2:]]
 rc = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
 n = ctypes.c_size_t()
 lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))

@@ -805,23 +805,78 @@ __device__ __forceinline__ void block_sum2_d(double &a, double &b, double *part,
 	}
 }
 
+// gdn_onorm is the gated RMSNorm (gated_rmsnorm_f32) that the decode
+// kernels' _norm entries apply to their output: y = o / rms(o) · w ·
+// silu(z) per v head of dv columns (y left out when null, its bf16 twin
+// yb when set). A head's column blocks each add the squares of their
+// columns of a token into ws[(row·nv + h)·gridDim.z + blockIdx.z]; the
+// last of them to finish (cnt[seq·nv + h] counts them and is reset by it)
+// sums the parts in block order and writes the head's y.
+struct gdn_onorm {
+	float *y;
+	unsigned short *yb;
+	const float *z, *w;
+	double *ws;
+	int *cnt;
+	float eps;
+};
+
+// gdn_onorm_part stores the squares of column c's output o of token row r
+// (warp 0 of the block, which holds the columns; every lane calls it).
+__device__ __forceinline__ void gdn_onorm_part(const gdn_onorm &n, long long r, int nv, int h, float o, int lane) {
+	double s = warp_sum_d((double)o * (double)o);
+	if (lane == 0) n.ws[(r * nv + h) * gridDim.z + blockIdx.z] = s;
+}
+
+// gdn_onorm_finish: after the block's tokens, the last of head h's column
+// blocks normalizes the head's outputs out of tokens start..start+len−1.
+__device__ __forceinline__ void gdn_onorm_finish(const gdn_onorm &n, const float *out, int s, int h, int nv, int dv,
+		long long start, int len, int tid, int nt) {
+	__shared__ int last;
+	__threadfence();
+	__syncthreads();
+	if (tid == 0) {
+		last = atomicAdd(n.cnt + s * nv + h, 1) == (int)gridDim.z - 1;
+		if (last) n.cnt[s * nv + h] = 0;
+	}
+	__syncthreads();
+	if (!last) return;
+	__threadfence();
+	for (int t = 0; t < len; t++) {
+		long long r = start + t;
+		double ss = 0;
+		for (int b = 0; b < (int)gridDim.z; b++) ss += __ldcg(n.ws + (r * nv + h) * gridDim.z + b);
+		float inv = inv_rms(ss, dv, n.eps);
+		long long off = (r * nv + h) * dv;
+		for (int j = tid; j < dv; j += nt) {
+			float v = __ldcg(out + off + j) * inv * n.w[j] * silu_ref(n.z[off + j]);
+			out1(n.y, off + j, v);
+			twin1(n.yb, off + j, v);
+		}
+	}
+}
+
 // gdn_decode_cols_f32 is gdn_qk_norm_f32, gdn_gates_f32 and
 // gdn_recurrent_cols_f32 in one kernel, for decode steps: each block
 // l2-normalizes its k head's q and k from the conv output and computes its
 // v head's gates itself (the same expressions, in the same precision), so a
 // GDN layer's decode needs two launches fewer. At most 16 warps (dk up to
 // 128), so that the state rows stay in registers. Dynamic shared memory:
-// (2*dk + 2*32*blockDim.y) floats and 2*blockDim.y doubles.
-template <int ROWS, typename ST>
+// (2*dk + 2*32*blockDim.y) floats and 2*blockDim.y doubles. The state is
+// loaded before PDL_WAIT: no kernel of the step writes it before this one.
+// With NORM the block also applies the gated RMSNorm (gdn_onorm), so the
+// layer's output projection follows it directly.
+template <int ROWS, typename ST, bool NORM>
 __device__ __forceinline__ void gdn_decode_cols(float *sm, float *out, const float *mixed,
 		const float *braw, const float *araw, const float *aLog, const float *dtBias, ST *rec,
 		const int *seqStart, const int *seqLen, const int *seqSlot,
-		int nk, int nv, int dk, int dv, int convDim, int slots, int layer, float scale) {
+		int nk, int nv, int dk, int dv, int convDim, int slots, int layer, float scale, const gdn_onorm &nrm) {
 	gdn_cols_at<ST> p = gdn_cols_place<ST>(sm, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, slots, layer);
 	if (p.len <= 0) return;
 	float st[ROWS];
 	double *part = (double *)(p.redO + 32 * p.nw);
 	gdn_cols_load<ROWS, ST>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
+	PDL_WAIT(); // mixed and the gates are the previous kernel's outputs
 	float gdecay = -(float)exp((double)aLog[p.h]), bias = dtBias[p.h];
 	for (int t = 0; t < p.len; t++) {
 		long long r = p.start + t;
@@ -848,28 +903,44 @@ __device__ __forceinline__ void gdn_decode_cols(float *sm, float *out, const flo
 			p.sk[i] = p.sk[i] * invk;
 		}
 		__syncthreads();
-		gdn_cols_token<ROWS>(st, p.sq, p.sk, p.redU, p.redO, dk, p.w, p.nw, p.lane, decay, bt, vj, p.col ? out + r * nv * dv + (long long)p.h * dv + p.c : nullptr);
+		float *o = p.col ? out + r * nv * dv + (long long)p.h * dv + p.c : nullptr;
+		gdn_cols_token<ROWS>(st, p.sq, p.sk, p.redU, p.redO, dk, p.w, p.nw, p.lane, decay, bt, vj, o);
+		if (NORM && p.w == 0) gdn_onorm_part(nrm, r, nv, p.h, o ? *o : 0.0f, p.lane);
 	}
 	gdn_cols_store<ROWS, ST>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
+	if (NORM) gdn_onorm_finish(nrm, out, p.s, p.h, nv, dv, p.start, p.len, p.tid, p.nt);
 }
 
 #define GDN_DECODE_ARGS(ST) float *out, const float *mixed, const float *braw, const float *araw, const float *aLog, \
 		const float *dtBias, ST *rec, const int *seqStart, const int *seqLen, const int *seqSlot, int nk, int nv, \
 		int dk, int dv, int convDim, int slots, int layer, float scale
 #define GDN_DECODE_PASS out, mixed, braw, araw, aLog, dtBias, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, convDim, slots, layer, scale
+#define GDN_ONORM_ARGS float *y, unsigned short *yb, const float *z, const float *w, double *ws, int *cnt, float eps
 
 extern "C" __global__ void __launch_bounds__(512) gdn_decode_cols_f32(GDN_DECODE_ARGS(float)) {
 	PDL_LAUNCH();
-	PDL_WAIT();
 	extern __shared__ float sm[];
-	gdn_decode_cols<GDN_ROWS_MAX, float>(sm, GDN_DECODE_PASS);
+	gdn_decode_cols<GDN_ROWS_MAX, float, false>(sm, GDN_DECODE_PASS, gdn_onorm{});
 }
 
 extern "C" __global__ void __launch_bounds__(512) gdn_decode_cols_f32_sbf16(GDN_DECODE_ARGS(unsigned short)) {
 	PDL_LAUNCH();
-	PDL_WAIT();
 	extern __shared__ float sm[];
-	gdn_decode_cols<GDN_ROWS_MAX, unsigned short>(sm, GDN_DECODE_PASS);
+	gdn_decode_cols<GDN_ROWS_MAX, unsigned short, false>(sm, GDN_DECODE_PASS, gdn_onorm{});
+}
+
+// gdn_decode_norm_cols_f32 is gdn_decode_cols_f32 followed by the gated
+// RMSNorm of its output (gdn_onorm) in the same launch.
+extern "C" __global__ void __launch_bounds__(512) gdn_decode_norm_cols_f32(GDN_DECODE_ARGS(float), GDN_ONORM_ARGS) {
+	PDL_LAUNCH();
+	extern __shared__ float sm[];
+	gdn_decode_cols<GDN_ROWS_MAX, float, true>(sm, GDN_DECODE_PASS, gdn_onorm{y, yb, z, w, ws, cnt, eps});
+}
+
+extern "C" __global__ void __launch_bounds__(512) gdn_decode_norm_cols_f32_sbf16(GDN_DECODE_ARGS(unsigned short), GDN_ONORM_ARGS) {
+	PDL_LAUNCH();
+	extern __shared__ float sm[];
+	gdn_decode_cols<GDN_ROWS_MAX, unsigned short, true>(sm, GDN_DECODE_PASS, gdn_onorm{y, yb, z, w, ws, cnt, eps});
 }
 
 // gdn_decode_cols_wide_f32 is gdn_decode_cols_f32 with the blocks of
@@ -877,14 +948,12 @@ extern "C" __global__ void __launch_bounds__(512) gdn_decode_cols_f32_sbf16(GDN_
 // thread), for decode batches whose grid takes more than one wave.
 extern "C" __global__ void __launch_bounds__(128, 4) gdn_decode_cols_wide_f32(GDN_DECODE_ARGS(float)) {
 	PDL_LAUNCH();
-	PDL_WAIT();
 	extern __shared__ float sm[];
-	gdn_decode_cols<GDN_ROWS_WIDE, float>(sm, GDN_DECODE_PASS);
+	gdn_decode_cols<GDN_ROWS_WIDE, float, false>(sm, GDN_DECODE_PASS, gdn_onorm{});
 }
 
 extern "C" __global__ void __launch_bounds__(128, 4) gdn_decode_cols_wide_f32_sbf16(GDN_DECODE_ARGS(unsigned short)) {
 	PDL_LAUNCH();
-	PDL_WAIT();
 	extern __shared__ float sm[];
-	gdn_decode_cols<GDN_ROWS_WIDE, unsigned short>(sm, GDN_DECODE_PASS);
+	gdn_decode_cols<GDN_ROWS_WIDE, unsigned short, false>(sm, GDN_DECODE_PASS, gdn_onorm{});
 }
