@@ -142,9 +142,12 @@ type gemvTuning struct {
 	rows    int    // most rows of the CUDA-core GEMV when the tensor-core one does not fit (default gemvMaxRows; -1: none)
 	variant string // entry variant where the module has one ("u2_", "o6_", "o7_", "o8_"; default none)
 	// baseTiles: launches of at most this many 16-row tiles take the
-	// unbounded entries instead of variant (0: none).
-	baseTiles int
-	occ       bool // split by the entry's occupancy: one wave, the fewest chunks per warp
+	// unbounded entries instead of variant (0: none), or the entries of
+	// fewVariant with fewWarps warps a block where those are set.
+	baseTiles  int
+	fewVariant string
+	fewWarps   int
+	occ        bool // split by the entry's occupancy: one wave, the fewest chunks per warp
 }
 
 // gemvTuningFromEnv reads COHORT_CUDA_GEMV: empty (or "few") for the
@@ -152,7 +155,9 @@ type gemvTuning struct {
 // where a launch has at most mmaBaseTiles tiles; "o6" for o6_ everywhere
 // (the default before 2026-12-03), "base" for the unbounded entries and the
 // warps-per-SM split, "occ" for the unbounded entries split by occupancy,
-// or a variant (u2, o6, o7, o8) split by occupancy. Measured on the H200
+// or a variant (u2, o6, o7, o8) split by occupancy; "fewu2" and "feww8"
+// are the default with the u2_ entries or blocks of 8 warps for the
+// launches of few tiles (A/B runs). Measured on the H200
 // (cohort bench, 4b-shape, one run): batch 1 3.91 ms/token with o6, 4.00
 // o7, 4.10 o8, 4.27 base; batch 8 4.92, 5.09, 5.32, 5.40. The unbounded
 // entries get 77+ registers a thread, 5 blocks of 4 warps an SM, so a
@@ -161,6 +166,10 @@ func gemvTuningFromEnv() (gemvTuning, error) {
 	switch v := os.Getenv("COHORT_CUDA_GEMV"); v {
 	case "", "few":
 		return gemvTuning{variant: "o6_", occ: true, baseTiles: mmaBaseTiles}, nil
+	case "fewu2":
+		return gemvTuning{variant: "o6_", occ: true, baseTiles: mmaBaseTiles, fewVariant: "u2_"}, nil
+	case "feww8":
+		return gemvTuning{variant: "o6_", occ: true, baseTiles: mmaBaseTiles, fewWarps: 8}, nil
 	case "base":
 		return gemvTuning{}, nil
 	case "occ":
@@ -168,7 +177,7 @@ func gemvTuningFromEnv() (gemvTuning, error) {
 	case "u2", "o6", "o7", "o8":
 		return gemvTuning{variant: v + "_", occ: true}, nil
 	default:
-		return gemvTuning{}, fmt.Errorf("cuda: COHORT_CUDA_GEMV=%q: want base, occ, few, u2, o6, o7 or o8", v)
+		return gemvTuning{}, fmt.Errorf("cuda: COHORT_CUDA_GEMV=%q: want base, occ, few, fewu2, feww8, u2, o6, o7 or o8", v)
 	}
 }
 
@@ -223,7 +232,10 @@ func (b *Backend) mmaLaunch(prefix string, T, tiles, K int) mmaPlan {
 	}
 	v := b.gemvTune.variant
 	if tiles <= b.gemvTune.baseTiles {
-		v = ""
+		v = b.gemvTune.fewVariant
+		if b.gemvTune.fewWarps > 0 {
+			w = b.gemvTune.fewWarps
+		}
 	}
 	name := b.mmaEntry(prefix, nt, w, v)
 	split := b.gemvTune.split

@@ -22,7 +22,7 @@ func TestGatedDeltaRuleNormMatchesCPU(t *testing.T) {
 			gdnNormFused = fused
 			for _, cfg := range []kernels.GDNConfig{
 				{KeyHeads: 16, ValueHeads: 32, KeyDim: 128, ValueDim: 128, ConvKernel: 4}, // the 4b shape
-				{KeyHeads: 2, ValueHeads: 4, KeyDim: 32, ValueDim: 48, ConvKernel: 4},    // a partial column block
+				{KeyHeads: 2, ValueHeads: 4, KeyDim: 32, ValueDim: 48, ConvKernel: 4},     // a partial column block
 				{KeyHeads: 3, ValueHeads: 3, KeyDim: 16, ValueDim: 8, ConvKernel: 2},
 			} {
 				name := fmt.Sprintf("fused=%v/nk%d/nv%d/dk%d/dv%d", fused, cfg.KeyHeads, cfg.ValueHeads, cfg.KeyDim, cfg.ValueDim)
