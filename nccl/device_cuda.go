@@ -25,7 +25,8 @@ import (
 // dead peer exit.
 type DeviceGroup struct {
 	id      [128]byte
-	devices []int
+	size    int   // ranks in the group, in this process and in others
+	devices []int // the ranks in this process (all of them unless joined)
 	local   *localGroup
 	comms   []*deviceComm
 }
@@ -40,7 +41,7 @@ func NewDeviceGroup(devices []int) (*DeviceGroup, error) {
 	if err := loadNCCL(); err != nil {
 		return nil, err
 	}
-	g := &DeviceGroup{devices: append([]int(nil), devices...), local: newLocalGroup(len(devices))}
+	g := &DeviceGroup{size: len(devices), devices: append([]int(nil), devices...), local: newLocalGroup(len(devices))}
 	if r := uniqueID(&g.id); r != nil {
 		return nil, r
 	}
@@ -50,8 +51,44 @@ func NewDeviceGroup(devices []int) (*DeviceGroup, error) {
 	return g, nil
 }
 
+// NewUniqueID loads NCCL (setting NCCL_NVLS_ENABLE=0 first) and makes a
+// unique id (ncclGetUniqueId) for a group whose ranks join it from other
+// processes (JoinGroup). This process hosts the group's bootstrap root: it
+// must stay up until every rank has joined, and the ranks must reach it.
+func NewUniqueID() ([]byte, error) {
+	if err := loadNCCL(); err != nil {
+		return nil, err
+	}
+	var id [UniqueIDBytes]byte
+	if err := uniqueID(&id); err != nil {
+		return nil, err
+	}
+	return id[:], nil
+}
+
+// JoinGroup makes this process's rank of a group of size ranks whose other
+// ranks live in other processes, on CUDA device device, from the group's
+// unique id (made by NewUniqueID elsewhere). Like a DeviceGroup's
+// communicators it connects when Init runs on the rank's device thread. It
+// does not implement LocalPeers (its peers are not in this process), so
+// kernels/cuda uses NCCL for every collective. Abort aborts this rank's NCCL
+// communicator; the other ranks' processes abort theirs.
+func JoinGroup(id []byte, rank, size, device int) (DeviceCommunicator, error) {
+	if err := checkJoin(id, rank, size, device); err != nil {
+		return nil, err
+	}
+	if err := loadNCCL(); err != nil {
+		return nil, err
+	}
+	g := &DeviceGroup{size: size, devices: []int{device}, local: newLocalGroup(1)}
+	copy(g.id[:], id)
+	c := &deviceComm{g: g, rank: rank, device: device}
+	g.comms = []*deviceComm{c}
+	return crossProcess{c}, nil
+}
+
 // Size is the number of ranks.
-func (g *DeviceGroup) Size() int { return len(g.devices) }
+func (g *DeviceGroup) Size() int { return g.size }
 
 // Comm returns rank's communicator. It panics if rank is out of range.
 func (g *DeviceGroup) Comm(rank int) DeviceCommunicator {
@@ -122,7 +159,7 @@ var (
 )
 
 func (c *deviceComm) Rank() int      { return c.rank }
-func (c *deviceComm) Size() int      { return len(c.g.devices) }
+func (c *deviceComm) Size() int      { return c.g.size }
 func (c *deviceComm) Device() int    { return c.device }
 func (c *deviceComm) Devices() []int { return append([]int(nil), c.g.devices...) }
 
@@ -209,7 +246,7 @@ func (c *deviceComm) Init(ctx context.Context) error {
 			c.mu.Unlock()
 			return err
 		}
-		comm, r := cInit(len(c.g.devices), &c.g.id, c.rank)
+		comm, r := cInit(c.g.size, &c.g.id, c.rank)
 		c.comm = comm
 		if r != ncclSuccess && r != ncclInProgress {
 			err := c.failLocked("ncclCommInitRankConfig", r)

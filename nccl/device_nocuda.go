@@ -34,3 +34,15 @@ func CUDADeviceCount() (int, error) { return 0, ErrNoCUDA }
 
 // Aborted returns nil.
 func (g *DeviceGroup) Aborted() error { return nil }
+
+// NewUniqueID returns ErrNoCUDA: this binary has no NCCL.
+func NewUniqueID() ([]byte, error) { return nil, ErrNoCUDA }
+
+// JoinGroup checks its arguments and returns ErrNoCUDA: this binary has no
+// NCCL.
+func JoinGroup(id []byte, rank, size, device int) (DeviceCommunicator, error) {
+	if err := checkJoin(id, rank, size, device); err != nil {
+		return nil, err
+	}
+	return nil, ErrNoCUDA
+}

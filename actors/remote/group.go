@@ -73,6 +73,9 @@ func (g *remoteGroup) run() {
 		}
 		placed, failed := g.prepareAll(workers)
 		if failed == "" {
+			if err := g.withID(placed); err != nil {
+				g.stopRanks()
+			}
 			g.deliver(placed)
 			return
 		}
@@ -92,9 +95,10 @@ func (g *remoteGroup) waitingFor(why string) {
 // checkpoint, ring listener). It returns the first failing worker, if any.
 func (g *remoteGroup) prepareAll(workers []string) ([]*rankPlaced, string) {
 	placed := make([]*rankPlaced, g.size)
+	local := localRanks(workers)
 	var wg sync.WaitGroup
 	for r, w := range workers {
-		wg.Go(func() { placed[r] = g.prepare(r, w) })
+		wg.Go(func() { placed[r] = g.prepare(r, local[r], w) })
 	}
 	wg.Wait()
 	ring := make([]string, g.size)
@@ -111,7 +115,21 @@ func (g *remoteGroup) prepareAll(workers []string) ([]*rankPlaced, string) {
 	return placed, ""
 }
 
-func (g *remoteGroup) prepare(rank int, worker string) *rankPlaced {
+// withID gives every rank of a placement the same fresh NCCL unique id (GPU
+// ranks; CPU ranks get none). If no id can be made, every rank's placement
+// fails with the reason, which the caller delivers.
+func (g *remoteGroup) withID(placed []*rankPlaced) error {
+	id, err := newPlacementID(g.pool.cfg.NCCL, g.gen)
+	for _, p := range placed {
+		p.ncclID = id
+		if err != nil {
+			p.pid, p.err = nil, err
+		}
+	}
+	return err
+}
+
+func (g *remoteGroup) prepare(rank, local int, worker string) *rankPlaced {
 	out := &rankPlaced{worker: worker}
 	name := fmt.Sprintf("rank-%s-g%d-r%d", g.pool.sys.ID, g.gen, rank)
 	res, err := g.pool.rem.SpawnNamed(worker, name, rankKind, g.pool.cfg.SpawnTimeout)
@@ -129,7 +147,7 @@ func (g *remoteGroup) prepare(rank int, worker string) *rankPlaced {
 	owner := g.proxies[rank]
 	g.mu.Unlock()
 	msg := &rankpb.PrepareRank{Identity: g.pool.ident, Generation: g.gen, Rank: int32(rank), Size: int32(g.size),
-		OwnerAddress: owner.Address, OwnerId: owner.Id}
+		OwnerAddress: owner.Address, OwnerId: owner.Id, LocalRank: int32(local)}
 	ans, err := g.pool.sys.Root.RequestFuture(res.Pid, msg, g.pool.cfg.SpawnTimeout).Result()
 	if err != nil {
 		out.err = fmt.Errorf("worker %s: preparing rank %d: %w", worker, rank, err)

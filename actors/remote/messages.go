@@ -24,6 +24,7 @@ type rankPlaced struct {
 	worker string
 	ring   []string
 	group  string
+	ncclID []byte // GPU ranks: the placement's NCCL unique id
 	err    error
 }
 
@@ -33,10 +34,11 @@ type workerDown struct {
 	err  error
 }
 
-// ringDialed reports DialRing's outcome to the remote rank.
+// ringDialed reports the outcome of joining the collective (DialRing, or
+// the NCCL join) to the remote rank.
 type ringDialed struct {
 	load *rankpb.LoadShard
-	comm *nccl.TCPComm
+	comm nccl.Communicator
 	err  error
 }
 

@@ -57,7 +57,7 @@ func newWorkerPool(sys *actor.ActorSystem, cfg Config) (*workerPool, error) {
 		return nil, err
 	}
 	p := &workerPool{cfg: cfg, sys: sys, rem: rem, changed: make(chan struct{}), stop: make(chan struct{}),
-		ident: &rankpb.Identity{Build: cfg.Build, ModelDir: cfg.ModelDir, ModelChecksum: sum}}
+		ident: &rankpb.Identity{Build: cfg.Build, ModelDir: cfg.ModelDir, ModelChecksum: sum, Device: cfg.engineDevice()}}
 	for _, a := range cfg.Workers {
 		p.workers = append(p.workers, &workerView{addr: a, reason: "not contacted yet", proxies: map[string]*actor.PID{}})
 	}

@@ -83,10 +83,16 @@ func (p *rankProxy) start(ctx actor.Context) {
 	p.remote = p.placed.pid
 	ctx.Watch(p.remote)
 	p.group.pool.track(p.placed.worker, ctx.Self())
-	cfg := p.group.pool.cfg
-	ctx.Send(p.remote, &rankpb.LoadShard{Generation: p.gen, Rank: int32(p.rank), Size: int32(p.load.Shard.Size),
-		RingAddrs: p.placed.ring, RingGroup: p.placed.group, DialTimeoutMs: cfg.RingDialTimeout.Milliseconds(),
-		OpTimeoutMs: cfg.RingOpTimeout.Milliseconds(), Capacity: capacityInputToPB(p.load.Capacity)})
+	ctx.Send(p.remote, loadToPB(p.gen, p.rank, p.load, p.placed, &p.group.pool.cfg))
+}
+
+// loadToPB is the LoadShard of a placed rank: the ring's addresses and
+// token (CPU ranks) or the placement's NCCL unique id (GPU ranks), the
+// timeouts and the capacity input.
+func loadToPB(gen uint64, rank int, load *actors.LoadShard, placed *rankPlaced, cfg *Config) *rankpb.LoadShard {
+	return &rankpb.LoadShard{Generation: gen, Rank: int32(rank), Size: int32(load.Shard.Size),
+		RingAddrs: placed.ring, RingGroup: placed.group, NcclUniqueId: placed.ncclID, DialTimeoutMs: cfg.RingDialTimeout.Milliseconds(),
+		OpTimeoutMs: cfg.RingOpTimeout.Milliseconds(), Capacity: capacityInputToPB(load.Capacity)}
 }
 
 func (p *rankProxy) step(ctx actor.Context, msg *actors.RunStep) {

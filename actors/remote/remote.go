@@ -30,7 +30,7 @@ import (
 // ProtocolVersion names the rank protocol (rankpb); it is part of
 // the build string, so an engine and a worker that speak different versions
 // refuse each other.
-const ProtocolVersion = 3 // 2: steps carry diffs (admissions once, then new tokens and pages); 3: a step's results in output-row order, without ids
+const ProtocolVersion = 4 // 2: steps carry diffs (admissions once, then new tokens and pages); 3: a step's results in output-row order, without ids; 4: GPU ranks (device, local rank, NCCL unique id)
 
 // Well-known names on a worker.
 const (
@@ -60,6 +60,11 @@ type Config struct {
 	RingDialTimeout time.Duration // the TCP ring must form within it [10s]
 	RingOpTimeout   time.Duration // bound on one collective [actors.Config.StepDeadline]
 	Build           string        // this build's identity [Build()]
+	// NCCL, if set, makes the ranks GPU ranks joined by NCCL: the workers
+	// must host GPU ranks (WorkerConfig.GPU), and every placement of a
+	// generation gets a fresh unique id from it, sent to every rank. Nil:
+	// CPU ranks, joined by the TCP ring.
+	NCCL UniqueIDSource
 	// Security authenticates the engine's actor port and its links to the
 	// workers; nil refuses to start (see Security).
 	Security *Security

@@ -77,8 +77,13 @@ func TestMain(m *testing.M) {
 }
 
 func runTestWorker(listen string) int {
-	w, err := StartWorker(WorkerConfig{Listen: listen, NewBackend: cpuBackends(1), ModelDir: os.Getenv(workerModelEnv),
-		AnyModelDir: os.Getenv(workerModelEnv) == "", Security: testSecurity()})
+	cfg := WorkerConfig{Listen: listen, NewBackend: cpuBackends(1), ModelDir: os.Getenv(workerModelEnv),
+		AnyModelDir: os.Getenv(workerModelEnv) == "", Security: testSecurity()}
+	gpu := os.Getenv(workerGPUEnv) != ""
+	if gpu {
+		cfg.GPU, cfg.NewBackend = fakeGPURanks(), nil
+	}
+	w, err := StartWorker(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 1
@@ -100,6 +105,7 @@ type workerProc struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stderr *bytes.Buffer
+	out    *lineLog // the lines it printed after its address
 }
 
 func startWorkerProc(t testing.TB, listen string, prefix []string, env ...string) *workerProc {
@@ -129,12 +135,16 @@ func (w *workerProc) start(listen string) error {
 		return err
 	}
 	line := make(chan string, 1)
+	w.out = newLineLog()
 	go func() {
 		sc := bufio.NewScanner(out)
 		if sc.Scan() {
 			line <- sc.Text()
 		}
 		close(line)
+		for sc.Scan() {
+			w.out.add(sc.Text())
+		}
 		io.Copy(io.Discard, out)
 	}()
 	select {

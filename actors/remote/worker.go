@@ -32,9 +32,13 @@ type WorkerConfig struct {
 	ModelDir    string
 	AnyModelDir bool
 	// Security authenticates the worker's actor port; nil refuses to start.
-	Security       *Security
-	Build          string // [Build()]
-	NewBackend     actors.BackendFactory
+	Security   *Security
+	Build      string                // [Build()]
+	NewBackend actors.BackendFactory // CPU ranks' backends (unused with GPU)
+	// GPU, if set, makes the hosted ranks GPU ranks joined by NCCL (the
+	// engine must send NCCL unique ids, remote.Config.NCCL); nil: CPU
+	// ranks joined by the TCP ring.
+	GPU            *GPURanks
 	LockThread     bool
 	TracerProvider trace.TracerProvider // nil: no tracing
 }
@@ -71,8 +75,8 @@ type sharedCheckpoint struct {
 // StartWorker starts a worker's actor system and remoting; rank actors are
 // spawned in it by engines, as the remote kind "cohort.rank".
 func StartWorker(cfg WorkerConfig) (*Worker, error) {
-	if cfg.NewBackend == nil {
-		return nil, fmt.Errorf("remote: worker needs a backend factory")
+	if err := cfg.checkBackends(); err != nil {
+		return nil, err
 	}
 	if cfg.Build == "" {
 		cfg.Build = Build()
@@ -110,6 +114,20 @@ func StartWorker(cfg WorkerConfig) (*Worker, error) {
 	// that whatever runs it restarts it, instead of lingering unusable.
 	sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &hostWatcher{w: w, host: host} }))
 	return w, nil
+}
+
+// checkBackends requires what makes the hosted ranks' backends.
+func (cfg *WorkerConfig) checkBackends() error {
+	g := cfg.GPU
+	switch {
+	case g == nil && cfg.NewBackend == nil:
+		return fmt.Errorf("remote: worker needs a backend factory")
+	case g == nil:
+		return nil
+	case len(g.Devices) == 0 || g.NewBackend == nil || g.Join == nil:
+		return fmt.Errorf("remote: a GPU worker needs its devices, a backend factory and an NCCL join")
+	}
+	return nil
 }
 
 // quietLogger silences protoactor's own logging.
@@ -217,6 +235,9 @@ func (st *workerState) modelDir(engineDir string) string {
 func (st *workerState) check(id *rankpb.Identity, cached bool) error {
 	if id.GetBuild() != st.cfg.Build {
 		return fmt.Errorf("worker %s runs build %q but the engine runs %q: deploy the same build everywhere", st.addr, st.cfg.Build, id.GetBuild())
+	}
+	if dev := st.cfg.device(); id.GetDevice() != dev {
+		return fmt.Errorf("worker %s hosts %s ranks but the engine places %s ranks: start both with the same --device", st.addr, dev, id.GetDevice())
 	}
 	dir := st.modelDir(id.GetModelDir())
 	st.mu.Lock()

@@ -84,6 +84,7 @@ type Identity struct {
 	Build         string                 `protobuf:"bytes,1,opt,name=build,proto3" json:"build,omitempty"`                                      // the engine's build string (cohort version, VCS revision, protocol)
 	ModelDir      string                 `protobuf:"bytes,2,opt,name=model_dir,json=modelDir,proto3" json:"model_dir,omitempty"`                // checkpoint directory on the worker's file system
 	ModelChecksum string                 `protobuf:"bytes,3,opt,name=model_checksum,json=modelChecksum,proto3" json:"model_checksum,omitempty"` // model.Fingerprint of that directory
+	Device        string                 `protobuf:"bytes,4,opt,name=device,proto3" json:"device,omitempty"`                                    // the ranks' backend: "cpu" (TCP ring) or "cuda" (NCCL)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -135,6 +136,13 @@ func (x *Identity) GetModelDir() string {
 func (x *Identity) GetModelChecksum() string {
 	if x != nil {
 		return x.ModelChecksum
+	}
+	return ""
+}
+
+func (x *Identity) GetDevice() string {
+	if x != nil {
+		return x.Device
 	}
 	return ""
 }
@@ -256,13 +264,16 @@ func (x *Pong) GetError() string {
 // PrepareRank is the first message to a newly spawned rank actor: check the
 // identity, open the checkpoint and listen for the ring.
 type PrepareRank struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Identity      *Identity              `protobuf:"bytes,1,opt,name=identity,proto3" json:"identity,omitempty"`
-	Generation    uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
-	Rank          int32                  `protobuf:"varint,3,opt,name=rank,proto3" json:"rank,omitempty"`
-	Size          int32                  `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
-	OwnerAddress  string                 `protobuf:"bytes,5,opt,name=owner_address,json=ownerAddress,proto3" json:"owner_address,omitempty"` // the engine-side proxy; the rank watches it
-	OwnerId       string                 `protobuf:"bytes,6,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Identity     *Identity              `protobuf:"bytes,1,opt,name=identity,proto3" json:"identity,omitempty"`
+	Generation   uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	Rank         int32                  `protobuf:"varint,3,opt,name=rank,proto3" json:"rank,omitempty"`
+	Size         int32                  `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
+	OwnerAddress string                 `protobuf:"bytes,5,opt,name=owner_address,json=ownerAddress,proto3" json:"owner_address,omitempty"` // the engine-side proxy; the rank watches it
+	OwnerId      string                 `protobuf:"bytes,6,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
+	// The rank's index among this generation's ranks on the same worker: a
+	// GPU worker runs it on the local_rank-th GPU of its --devices.
+	LocalRank     int32 `protobuf:"varint,7,opt,name=local_rank,json=localRank,proto3" json:"local_rank,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -339,7 +350,15 @@ func (x *PrepareRank) GetOwnerId() string {
 	return ""
 }
 
-// RankPrepared answers PrepareRank with the rank's ring address.
+func (x *PrepareRank) GetLocalRank() int32 {
+	if x != nil {
+		return x.LocalRank
+	}
+	return 0
+}
+
+// RankPrepared answers PrepareRank with the rank's ring address (CPU
+// ranks; a GPU rank joins NCCL instead and has none).
 type RankPrepared struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Generation    uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
@@ -605,7 +624,7 @@ type LoadShard struct {
 	RingGroup     string                 `protobuf:"bytes,5,opt,name=ring_group,json=ringGroup,proto3" json:"ring_group,omitempty"` // ring token: a stale generation never joins
 	DialTimeoutMs int64                  `protobuf:"varint,6,opt,name=dial_timeout_ms,json=dialTimeoutMs,proto3" json:"dial_timeout_ms,omitempty"`
 	OpTimeoutMs   int64                  `protobuf:"varint,7,opt,name=op_timeout_ms,json=opTimeoutMs,proto3" json:"op_timeout_ms,omitempty"`
-	NcclUniqueId  []byte                 `protobuf:"bytes,8,opt,name=nccl_unique_id,json=ncclUniqueId,proto3" json:"nccl_unique_id,omitempty"` // GPU ranks: ncclUniqueId, opaque (see docs/remote.md)
+	NcclUniqueId  []byte                 `protobuf:"bytes,8,opt,name=nccl_unique_id,json=ncclUniqueId,proto3" json:"nccl_unique_id,omitempty"` // GPU ranks: the generation's ncclUniqueId (128 bytes, opaque), the same for every rank
 	Capacity      *CapacityInput         `protobuf:"bytes,9,opt,name=capacity,proto3" json:"capacity,omitempty"`
 	Trace         *Trace                 `protobuf:"bytes,10,opt,name=trace,proto3" json:"trace,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1475,18 +1494,19 @@ const file_rank_proto_rawDesc = "" +
 	"\vtraceparent\x18\x01 \x01(\tR\vtraceparent\x12\x1e\n" +
 	"\n" +
 	"tracestate\x18\x02 \x01(\tR\n" +
-	"tracestate\"d\n" +
+	"tracestate\"|\n" +
 	"\bIdentity\x12\x14\n" +
 	"\x05build\x18\x01 \x01(\tR\x05build\x12\x1b\n" +
 	"\tmodel_dir\x18\x02 \x01(\tR\bmodelDir\x12%\n" +
-	"\x0emodel_checksum\x18\x03 \x01(\tR\rmodelChecksum\"<\n" +
+	"\x0emodel_checksum\x18\x03 \x01(\tR\rmodelChecksum\x12\x16\n" +
+	"\x06device\x18\x04 \x01(\tR\x06device\"<\n" +
 	"\x04Ping\x124\n" +
 	"\bidentity\x18\x01 \x01(\v2\x18.cohort.rank.v1.IdentityR\bidentity\"b\n" +
 	"\x04Pong\x12\x14\n" +
 	"\x05build\x18\x01 \x01(\tR\x05build\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
 	"\x05ranks\x18\x03 \x01(\x05R\x05ranks\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xcb\x01\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xea\x01\n" +
 	"\vPrepareRank\x124\n" +
 	"\bidentity\x18\x01 \x01(\v2\x18.cohort.rank.v1.IdentityR\bidentity\x12\x1e\n" +
 	"\n" +
@@ -1495,7 +1515,9 @@ const file_rank_proto_rawDesc = "" +
 	"\x04rank\x18\x03 \x01(\x05R\x04rank\x12\x12\n" +
 	"\x04size\x18\x04 \x01(\x05R\x04size\x12#\n" +
 	"\rowner_address\x18\x05 \x01(\tR\fownerAddress\x12\x19\n" +
-	"\bowner_id\x18\x06 \x01(\tR\aownerId\"u\n" +
+	"\bowner_id\x18\x06 \x01(\tR\aownerId\x12\x1d\n" +
+	"\n" +
+	"local_rank\x18\a \x01(\x05R\tlocalRank\"u\n" +
 	"\fRankPrepared\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
