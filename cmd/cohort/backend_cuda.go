@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"cohort/actors"
+	"cohort/actors/remote"
 	"cohort/cmd/cohort/gpuranks"
 	"cohort/kernels/cuda"
 	"cohort/nccl"
@@ -68,4 +69,36 @@ func configureDevices(cfg *actors.Config, device, list string) error {
 	}
 	cfg.NewComms = gpuranks.Comms(devices)
 	return nil
+}
+
+// workerGPU is the GPU configuration of `cohort worker --device cuda
+// --devices list`: the listed GPUs (default: every GPU of the host), each
+// rank's backend made by the factory of in-process GPU ranks, and the rank's
+// NCCL communicator joined from the engine's unique id.
+func workerGPU(list string) (*remote.GPURanks, error) {
+	count, err := nccl.CUDADeviceCount()
+	if err != nil {
+		return nil, fmt.Errorf("worker: --device cuda: %w", err)
+	}
+	devices, err := parseWorkerDevices(list, count)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := nccl.Version(); err != nil {
+		return nil, fmt.Errorf("worker: --device cuda: %w", err)
+	}
+	join := func(id []byte, rank, size, device int) (nccl.Communicator, error) {
+		return nccl.JoinGroup(id, rank, size, device)
+	}
+	return &remote.GPURanks{Devices: devices, NewBackend: gpuranks.OnDevice, Join: join}, nil
+}
+
+// engineNCCL is the unique-id source of `serve --device cuda --workers`:
+// ncclGetUniqueId in this process, which hosts each group's NCCL bootstrap
+// root (the workers must reach it).
+func engineNCCL() (remote.UniqueIDSource, error) {
+	if _, _, err := nccl.Version(); err != nil {
+		return nil, fmt.Errorf("--device cuda --workers: %w", err)
+	}
+	return remote.UniqueIDFunc(nccl.NewUniqueID), nil
 }

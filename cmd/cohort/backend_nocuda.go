@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"cohort/actors"
+	"cohort/actors/remote"
 )
 
 // defaultCUDAFactory is backendFactory's "cuda", which this binary lacks.
@@ -26,3 +27,12 @@ func configureDevices(cfg *actors.Config, device, list string) error {
 	}
 	return nil
 }
+
+// workerGPU refuses `worker --device cuda`: this binary has no CUDA.
+func workerGPU(string) (*remote.GPURanks, error) {
+	return nil, errors.New("worker: --device cuda: this binary was built without -tags cuda; run make build-cuda")
+}
+
+// engineNCCL refuses `serve --device cuda --workers`: this binary has no
+// CUDA.
+func engineNCCL() (remote.UniqueIDSource, error) { return nil, errNoCUDA }

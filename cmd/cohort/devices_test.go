@@ -38,3 +38,35 @@ func TestParseDevices(t *testing.T) {
 		}
 	}
 }
+
+// TestParseWorkerDevices: `worker --devices` gives the worker's GPUs (any
+// number of them), or an error saying why not.
+func TestParseWorkerDevices(t *testing.T) {
+	for _, c := range []struct {
+		list  string
+		count int
+		want  []int  // the GPUs, when why is empty
+		why   string // what the error says
+	}{
+		{"", 2, []int{0, 1}, ""},
+		{"", 8, []int{0, 1, 2, 3, 4, 5, 6, 7}, ""},
+		{"1,0", 2, []int{1, 0}, ""},
+		{" 3 , 5", 8, []int{3, 5}, ""},
+		{"7", -1, []int{7}, ""}, // unknown count: not checked
+		{"", -1, []int{}, ""},
+		{"", 0, nil, "this host has no GPU"},
+		{"0,0", 2, nil, "lists GPU 0 twice"},
+		{"0,x", 2, nil, `"x" is not a device ordinal`},
+		{"-1", 2, nil, `"-1" is not a device ordinal`},
+		{"0,", 2, nil, `"" is not a device ordinal`},
+		{"0,2", 2, nil, "GPU 2 does not exist: this host has 2 GPU(s)"},
+	} {
+		got, err := parseWorkerDevices(c.list, c.count)
+		switch {
+		case c.why == "" && (err != nil || !slices.Equal(got, c.want)):
+			t.Errorf("parseWorkerDevices(%q, %d) = %v, %v; want %v", c.list, c.count, got, err, c.want)
+		case c.why != "" && (err == nil || !strings.Contains(err.Error(), c.why)):
+			t.Errorf("parseWorkerDevices(%q, %d) error %v, want one saying %q", c.list, c.count, err, c.why)
+		}
+	}
+}

@@ -117,8 +117,12 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("serve: --workers: %w", err)
 		}
+		ids, err := workerCollective(run.device)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
 		cfg.Placement = remote.Placement(remote.Config{Workers: list, Listen: *remoteListen, ModelDir: modelDir, RanksPerWorker: *ranksPerWorker,
-			Security: security})
+			Security: security, NCCL: ids})
 		logf("placing %d ranks on workers %s (this engine at %s)", run.tp, strings.Join(list, ", "), *remoteListen)
 	}
 	if err := cache.apply(&cfg); err != nil {
@@ -179,6 +183,16 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 		cause = fmt.Errorf("serve: %w", err)
 	}
 	return cause
+}
+
+// workerCollective is the NCCL unique-id source of ranks on workers: none
+// for CPU ranks (the TCP ring), ncclGetUniqueId in this process for GPU
+// ranks (every generation's group gets a fresh id).
+func workerCollective(device string) (remote.UniqueIDSource, error) {
+	if device != "cuda" {
+		return nil, nil
+	}
+	return engineNCCL()
 }
 
 // The shape of serve's engine: concurrent requests (and sequences per

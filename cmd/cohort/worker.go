@@ -24,16 +24,18 @@ func runWorker(ctx context.Context, args []string, stdout io.Writer) error {
 	listen := fs.String("listen", "127.0.0.1:7400", "host:port of this worker's actor remote (port 0 picks one); engines list it in --workers")
 	ringHost := fs.String("ring-host", "", "address the ranks' TCP ring listeners bind (default: the --listen host)")
 	dir := fs.String("model", "", "checkpoint directory this worker serves (required: engines cannot name another; the checksum must match the engine's)")
-	device := fs.String("device", "cpu", "backend of the hosted ranks: cpu (NCCL across processes is not built yet, see docs/remote.md)")
+	device := fs.String("device", "cpu", "backend of the hosted ranks: cpu (TCP ring), or cuda (NCCL; a binary built with make build-cuda; the engine needs serve --device cuda)")
+	devices := fs.String("devices", "", "with --device cuda: the GPUs of the hosted ranks, comma-separated, e.g. 0,1 (the worker's first rank of a generation on the first; default: every GPU)")
 	threads := fs.Int("threads", 0, "compute threads per hosted rank (0: all cores)")
 	var sec securityFlags
 	sec.register(fs)
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
+	if err := checkWorkerDevice(*device, *devices); err != nil {
+		return err
+	}
 	switch {
-	case *device != "cpu":
-		return fmt.Errorf("worker: --device %s: only cpu ranks can run in worker processes so far (GPU ranks need NCCL across processes, see docs/remote.md)", *device)
 	case *threads < 0:
 		return errors.New("worker: --threads must not be negative")
 	case *dir == "":
@@ -53,12 +55,11 @@ func runWorker(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("worker: %w", err)
 	}
 	defer shutdownTracing()
-	newBackend, lockThread, _, err := backendFactory(*device, *threads)
-	if err != nil {
-		return fmt.Errorf("worker: %w", err)
+	cfg := remote.WorkerConfig{Listen: *listen, RingHost: *ringHost, ModelDir: *dir, TracerProvider: tracing, Security: security}
+	if err := workerBackends(&cfg, *device, *devices, *threads); err != nil {
+		return err
 	}
-	w, err := remote.StartWorker(remote.WorkerConfig{Listen: *listen, RingHost: *ringHost, ModelDir: *dir,
-		NewBackend: newBackend, LockThread: lockThread, TracerProvider: tracing, Security: security})
+	w, err := remote.StartWorker(cfg)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
@@ -73,6 +74,23 @@ func runWorker(ctx context.Context, args []string, stdout io.Writer) error {
 	case <-w.Done():
 		return errors.New("worker: the host actor stopped: this worker can no longer serve engines")
 	}
+}
+
+// workerBackends sets how the worker makes its ranks' backends: CPU
+// backends with threads workers each, or (cuda) GPU ranks on the listed
+// GPUs, made by the factory of in-process GPU ranks and joined by NCCL.
+func workerBackends(cfg *remote.WorkerConfig, device, devices string, threads int) error {
+	if device == "cuda" {
+		gpu, err := workerGPU(devices)
+		cfg.GPU, cfg.LockThread = gpu, true
+		return err
+	}
+	newBackend, lockThread, _, err := backendFactory(device, threads)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	cfg.NewBackend, cfg.LockThread = newBackend, lockThread
+	return nil
 }
 
 // workerList parses --workers: comma-separated host:port addresses.

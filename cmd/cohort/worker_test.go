@@ -115,18 +115,29 @@ func serveOneCompletion(t *testing.T, args []string) {
 	}
 }
 
+// TestWorkerFlags: bad worker flags are refused with errors that say what
+// is wrong, GPU workers included (their port needs TLS or --insecure too).
 func TestWorkerFlags(t *testing.T) {
-	for _, args := range [][]string{
-		{"worker", "--device", "cuda"},
-		{"worker", "--threads", "-1"},
-		{"worker", "extra"},
-		{"worker", "--listen", "not-an-address", "--model", "x", "--insecure"},
-		{"worker", "--listen", "127.0.0.1:0", "--insecure"},                      // no --model
-		{"worker", "--listen", "127.0.0.1:0", "--model", "x"},                    // neither TLS nor --insecure
-		{"worker", "--listen", "127.0.0.1:0", "--model", "x", "--tls-cert", "c"}, // TLS flags go together
+	for _, c := range []struct {
+		args []string
+		why  string // what the error says
+	}{
+		{[]string{"worker", "--device", "cuda"}, "--model is required"},
+		{[]string{"worker", "--device", "tpu", "--model", "x", "--insecure"}, `unknown --device "tpu" (want cpu or cuda)`},
+		{[]string{"worker", "--devices", "0", "--model", "x", "--insecure"}, "--devices applies only to --device cuda"},
+		{[]string{"worker", "--device", "cuda", "--devices", "0,0", "--model", "x", "--insecure"}, "lists GPU 0 twice"},
+		{[]string{"worker", "--device", "cuda", "--devices", "0,gpu1", "--model", "x", "--insecure"}, `"gpu1" is not a device ordinal`},
+		{[]string{"worker", "--device", "cuda", "--listen", "127.0.0.1:0", "--model", "x"}, "or --insecure"}, // a GPU worker's port is not open either
+		{[]string{"worker", "--threads", "-1"}, "--threads must not be negative"},
+		{[]string{"worker", "extra"}, "unexpected arguments"},
+		{[]string{"worker", "--listen", "not-an-address", "--model", "x", "--insecure"}, "not-an-address"},
+		{[]string{"worker", "--listen", "127.0.0.1:0", "--insecure"}, "--model is required"},
+		{[]string{"worker", "--listen", "127.0.0.1:0", "--model", "x"}, "or --insecure"},
+		{[]string{"worker", "--listen", "127.0.0.1:0", "--model", "x", "--tls-cert", "c"}, "go together"},
 	} {
-		if err := dispatch(context.Background(), args, io.Discard); err == nil {
-			t.Errorf("%q: no error", args)
+		err := dispatch(context.Background(), c.args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), c.why) {
+			t.Errorf("%q: error %v, want one saying %q", c.args, err, c.why)
 		}
 	}
 }

@@ -28,16 +28,30 @@ func Factory(devices []int) actors.BackendFactory {
 			}
 			dev = devices[shard.Rank]
 		}
-		be, err := cuda.New(cuda.Options{Device: dev, Comm: comm})
-		if err != nil {
-			return nil, fmt.Errorf("rank %d on GPU %d: %w", shard.Rank, dev, err)
-		}
-		if err := be.InitCollectives(context.Background()); err != nil {
-			be.Close()
-			return nil, fmt.Errorf("rank %d on GPU %d: %w", shard.Rank, dev, err)
-		}
-		return be, nil
+		return newRank(shard, comm, dev)
 	}
+}
+
+// OnDevice makes a rank's CUDA backend on GPU dev, whatever its rank, the
+// way Factory does: for a worker process (cohort worker --device cuda),
+// which picks its ranks' GPUs itself.
+func OnDevice(dev int) actors.BackendFactory {
+	return func(shard model.Shard, comm nccl.Communicator) (kernels.Backend, error) {
+		return newRank(shard, comm, dev)
+	}
+}
+
+// newRank makes the backend on GPU dev and initialises its collectives.
+func newRank(shard model.Shard, comm nccl.Communicator, dev int) (kernels.Backend, error) {
+	be, err := cuda.New(cuda.Options{Device: dev, Comm: comm})
+	if err != nil {
+		return nil, fmt.Errorf("rank %d on GPU %d: %w", shard.Rank, dev, err)
+	}
+	if err := be.InitCollectives(context.Background()); err != nil {
+		be.Close()
+		return nil, fmt.Errorf("rank %d on GPU %d: %w", shard.Rank, dev, err)
+	}
+	return be, nil
 }
 
 // Comms is actors.Config.NewComms for GPU ranks: a new NCCL group (and
