@@ -117,6 +117,7 @@ type Backend struct {
 	pdl         pdlMode            // which launches use programmatic dependent launch (sm_90+, COHORT_CUDA_PDL)
 	profile     profileWindow      // steps a profiler collects (COHORT_CUDA_PROFILE_ROWS)
 	lastLaunch  string             // the kernel launched last (for pdlGEMV)
+	bulkCopies  bool               // the module's gemv_bulk_nt1 runs (sm_90, NVRTC 12+)
 	fuse        bool               // fused decode kernels (COHORT_CUDA_FUSE=0 turns them off)
 	kvBF16      bool               // NewKVCache makes bf16 caches (kvType: the default with bf16 weights)
 	det         bool               // deterministic mode (deterministic.go)
@@ -266,6 +267,9 @@ func (b *Backend) init() error {
 		return err
 	}
 	b.image = desc
+	if vmaj, _, err := nvrtcVersion(); err == nil {
+		b.bulkCopies = b.ccMaj >= 9 && vmaj >= 12 // gemv_bulk_nt1's bulk copies
+	}
 
 	mode := os.Getenv("COHORT_CUDA_GEMM")
 	switch mode {

@@ -147,6 +147,7 @@ type gemvTuning struct {
 	baseTiles  int
 	fewVariant string
 	fewWarps   int
+	bulk       bool // one-row Linears take gemv_bulk_nt1 (gemv_bulk.go)
 	occ        bool // split by the entry's occupancy: one wave, the fewest chunks per warp
 }
 
@@ -157,7 +158,8 @@ type gemvTuning struct {
 // warps-per-SM split, "occ" for the unbounded entries split by occupancy,
 // or a variant (u2, o6, o7, o8) split by occupancy; "fewu2" and "feww8"
 // are the default with the u2_ entries or blocks of 8 warps for the
-// launches of few tiles (A/B runs). Measured on the H200
+// launches of few tiles, "bulk" the default with one-row Linears on
+// gemv_bulk_nt1 (A/B runs). Measured on the H200
 // (cohort bench, 4b-shape, one run): batch 1 3.91 ms/token with o6, 4.00
 // o7, 4.10 o8, 4.27 base; batch 8 4.92, 5.09, 5.32, 5.40. The unbounded
 // entries get 77+ registers a thread, 5 blocks of 4 warps an SM, so a
@@ -170,6 +172,8 @@ func gemvTuningFromEnv() (gemvTuning, error) {
 		return gemvTuning{variant: "o6_", occ: true, baseTiles: mmaBaseTiles, fewVariant: "u2_"}, nil
 	case "feww8":
 		return gemvTuning{variant: "o6_", occ: true, baseTiles: mmaBaseTiles, fewWarps: 8}, nil
+	case "bulk":
+		return gemvTuning{variant: "o6_", occ: true, baseTiles: mmaBaseTiles, bulk: true}, nil
 	case "base":
 		return gemvTuning{}, nil
 	case "occ":
@@ -177,7 +181,7 @@ func gemvTuningFromEnv() (gemvTuning, error) {
 	case "u2", "o6", "o7", "o8":
 		return gemvTuning{variant: v + "_", occ: true}, nil
 	default:
-		return gemvTuning{}, fmt.Errorf("cuda: COHORT_CUDA_GEMV=%q: want base, occ, few, fewu2, feww8, u2, o6, o7 or o8", v)
+		return gemvTuning{}, fmt.Errorf("cuda: COHORT_CUDA_GEMV=%q: want base, occ, few, fewu2, feww8, bulk, u2, o6, o7 or o8", v)
 	}
 }
 
@@ -367,6 +371,9 @@ func (b *Backend) gemvFits(T, K int) bool {
 // cuBLASLt GEMM with fp32 accumulation and output.
 func (b *Backend) linearBF16(op string, y, x, w *Tensor, T, K, N int) {
 	switch {
+	case b.bulkFits(T, K):
+		needF32(op, x)
+		b.gemvBulk(op, y, x, w, K, N)
 	case b.mmaFits(T, K):
 		needF32(op, x)
 		b.mmaGroups(op, "gemv_mma", T, (N+15)/16, K, 1, func(p mmaPlan, t0, n int, ws, cnt devptr) {

@@ -37,7 +37,8 @@ func BenchmarkLinearBF16(b *testing.B) {
 	}
 	variants := []gemvVariant{{name: "default", mmaRows: mmaMaxRowsDefault, tune: gemvTuning{variant: "o6_", occ: true, baseTiles: mmaBaseTiles}},
 		{name: "o6", mmaRows: mmaMaxRowsDefault, tune: gemvTuning{variant: "o6_", occ: true}},
-		{name: "base", mmaRows: mmaMaxRowsDefault}}
+		{name: "base", mmaRows: mmaMaxRowsDefault},
+		{name: "bulk", mmaRows: mmaMaxRowsDefault, tune: gemvTuning{variant: "o6_", occ: true, baseTiles: mmaBaseTiles, bulk: true}}}
 	for _, v := range []string{"", "u2_", "o6_", "o7_", "o8_"} {
 		variants = append(variants, gemvVariant{name: v + "occ", mmaRows: mmaMaxRowsDefault, tune: gemvTuning{variant: v, occ: true}})
 	}
