@@ -53,6 +53,15 @@ type RankLost struct {
 	Err        error
 }
 
+// RankCommFailed reports that the communicator of a rank in another
+// process reported an asynchronous error (its worker polls it); its proxy,
+// the engine root's child, sends it.
+type RankCommFailed struct {
+	Generation uint64
+	Rank       int
+	Err        error
+}
+
 // --- engine family: supervision's own events ---
 
 type (
@@ -111,6 +120,7 @@ type resetPrefixCache struct{}
 func (*ShardReady) engineMessage()           {}
 func (*StepCompleted) engineMessage()        {}
 func (*RankLost) engineMessage()             {}
+func (*RankCommFailed) engineMessage()       {}
 func (*stepDeadlineExceeded) engineMessage() {}
 func (*rebuildTimedOut) engineMessage()      {}
 func (*commFailed) engineMessage()           {}

@@ -43,6 +43,8 @@ func (r *engineRoot) Receive(ctx actor.Context) {
 		r.fail(ctx, &supervision.RankFailure{Rank: msg.rank, Generation: msg.gen, Cause: supervision.CauseComm, Err: msg.err})
 	case *RankLost:
 		r.fail(ctx, &supervision.RankFailure{Rank: msg.Rank, Generation: msg.Generation, Cause: supervision.CauseTerminated, Err: msg.Err})
+	case *RankCommFailed:
+		r.fail(ctx, &supervision.RankFailure{Rank: msg.Rank, Generation: msg.Generation, Cause: supervision.CauseComm, Err: msg.Err})
 	case *rankPanicked:
 		r.fail(ctx, &supervision.RankFailure{Rank: msg.rank, Generation: msg.gen, Cause: supervision.CausePanic, Err: msg.reason})
 	case *InjectFault:

@@ -1,9 +1,11 @@
 package remote
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"cohort/actors"
 	"cohort/nccl"
+	"cohort/supervision"
 )
 
 // The remote tests' GPU workers: worker processes whose ranks take the GPU
@@ -29,17 +32,61 @@ func fakeGPURanks() *GPURanks {
 		NewBackend: func(int) actors.BackendFactory { return cpuBackends(1) },
 		Join: func(id []byte, rank, size, device int) (nccl.Communicator, error) {
 			fmt.Printf("joined rank=%d size=%d device=%d id=%x\n", rank, size, device, id[:8])
-			return &fakeNCCL{id: id, rank: rank, size: size}, nil
+			c := &fakeNCCL{id: id, rank: rank, size: size}
+			fakeComms.add(c)
+			return c, nil
 		}}
+}
+
+// fakeComms are the fakeNCCL communicators a test GPU worker made.
+var fakeComms fakeRegistry
+
+type fakeRegistry struct {
+	mu    sync.Mutex
+	comms []*fakeNCCL
+}
+
+func (f *fakeRegistry) add(c *fakeNCCL) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.comms = append(f.comms, c)
+}
+
+// fail makes every communicator not aborted yet report err as its
+// asynchronous error.
+func (f *fakeRegistry) fail(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.comms {
+		c.fail(err)
+	}
+}
+
+// obeyStdin runs the test's commands to a GPU worker, one a line, until
+// stdin closes: "async-error" makes the worker's communicators report an
+// asynchronous error.
+func obeyStdin() {
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		if sc.Text() == "async-error" {
+			fakeComms.fail(errors.New("injected: ncclRemoteError"))
+		}
+	}
 }
 
 var errFakeNCCL = errors.New("fake NCCL: no collectives (serve the echo model)")
 
-// fakeNCCL is a test GPU worker's communicator; it prints its abort.
+// fakeNCCL is a test GPU worker's communicator: it prints its abort and
+// reports the asynchronous error it is given until then (as NCCL, it
+// reports none once aborted).
 type fakeNCCL struct {
 	id         []byte
 	rank, size int
 	abortOnce  sync.Once
+
+	mu      sync.Mutex
+	async   error
+	aborted bool
 }
 
 func (c *fakeNCCL) Rank() int                                             { return c.rank }
@@ -47,10 +94,28 @@ func (c *fakeNCCL) Size() int                                             { retu
 func (c *fakeNCCL) AllReduceSum(context.Context, []float32) error         { return errFakeNCCL }
 func (c *fakeNCCL) AllGather(context.Context, []float32, []float32) error { return errFakeNCCL }
 func (c *fakeNCCL) Broadcast(context.Context, []float32, int) error       { return errFakeNCCL }
-func (c *fakeNCCL) AsyncError() error                                     { return nil }
+
+func (c *fakeNCCL) AsyncError() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.async
+}
+
+func (c *fakeNCCL) fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.aborted {
+		c.async = err
+	}
+}
 
 func (c *fakeNCCL) Abort(reason error) {
-	c.abortOnce.Do(func() { fmt.Printf("aborted rank=%d id=%x: %v\n", c.rank, c.id[:8], reason) })
+	c.abortOnce.Do(func() {
+		c.mu.Lock()
+		c.aborted, c.async = true, nil
+		c.mu.Unlock()
+		fmt.Printf("aborted rank=%d id=%x: %v\n", c.rank, c.id[:8], reason)
+	})
 }
 
 // lineLog collects a worker process's output lines.
@@ -153,6 +218,72 @@ func TestRemoteGPUGroups(t *testing.T) {
 			for r := range c.devices {
 				line := procs[r%c.workers].out.wait(t, fmt.Sprintf("aborted rank=%d id=%x", r, first[:8]), time.Minute)
 				t.Logf("generation 1: %s", line)
+			}
+		})
+	}
+}
+
+// TestRemoteGPUFailures: GPU ranks in two worker processes (fake NCCL).
+// When rank 1's communicator reports an asynchronous error (told through
+// its worker's stdin), the worker's poll reports it and the engine takes it
+// as that rank's communicator failure; when rank 1's worker is killed with
+// SIGKILL, the engine sees the rank terminate. Either way the surviving
+// workers' communicators of the generation are aborted (a peer blocked in
+// a collective returns) and the group is rebuilt with a fresh NCCL unique
+// id. The test waits on the engine's failure hook and the workers' output.
+func TestRemoteGPUFailures(t *testing.T) {
+	tm := presetModel(t, "echo")
+	cases := []struct {
+		name    string
+		fault   func(t *testing.T, w *workerProc)
+		cause   supervision.Cause
+		says    string
+		aborted []int // ranks whose workers live on and print the abort
+	}{
+		{"async error", func(t *testing.T, w *workerProc) {
+			if _, err := fmt.Fprintln(w.stdin, "async-error"); err != nil {
+				t.Fatal(err)
+			}
+		}, supervision.CauseComm, "nccl: asynchronous error: injected: ncclRemoteError", []int{0, 1}},
+		{"kill -9", func(t *testing.T, w *workerProc) { w.kill(); w.restart() }, supervision.CauseTerminated, "rank 1", []int{0}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if isolate(t) {
+				return
+			}
+			procs := []*workerProc{startWorkerProc(t, "127.0.0.1:0", nil, workerGPUEnv+"=1"), startWorkerProc(t, "127.0.0.1:0", nil, workerGPUEnv+"=1")}
+			src := &fakeIDs{}
+			failures := newFailureLog()
+			rc := func(rc *Config) { rc.NCCL, rc.SpawnTimeout = src, 2*chaosDeadline }
+			e := remoteEngine(t, tm, 2, []string{procs[0].addr, procs[1].addr}, rc, failures.hook)
+			req := actors.Request{Prompt: []int32{1, 2, 3}, MaxTokens: 4, IgnoreEOS: true}
+			if ids, _, _ := collect(t, mustSubmit(t, e, req)); len(ids) != req.MaxTokens {
+				t.Fatalf("%d tokens, want %d", len(ids), req.MaxTokens)
+			}
+			first := src.ids()[0]
+			at := time.Now()
+			c.fault(t, procs[1])
+			f := failures.first(t, time.Minute).f
+			t.Logf("detected in %v: %v", time.Since(at).Round(time.Millisecond), f)
+			if f.Cause != c.cause || f.Rank != 1 || f.Generation != 1 || !strings.Contains(f.Error(), c.says) {
+				t.Fatalf("failure %v (cause %s, rank %d), want a %s failure of rank 1 in generation 1 saying %q", f, f.Cause, f.Rank, c.cause, c.says)
+			}
+			for _, r := range c.aborted {
+				procs[r].out.wait(t, fmt.Sprintf("aborted rank=%d id=%x", r, first[:8]), time.Minute)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := e.WaitReady(ctx); err != nil {
+				t.Fatal(err)
+			}
+			ids := src.ids()
+			last := ids[len(ids)-1]
+			if len(ids) < 2 || string(last) == string(first) {
+				t.Fatalf("ids %x…: the rebuilt group has no fresh id", ids)
+			}
+			for r, p := range procs {
+				p.out.wait(t, fmt.Sprintf("joined rank=%d size=2 device=0 id=%x", r, last[:8]), time.Minute)
 			}
 		})
 	}

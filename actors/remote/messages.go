@@ -42,6 +42,11 @@ type ringDialed struct {
 	err  error
 }
 
-func (*rankPlaced) proxyMessage()      {}
-func (*workerDown) proxyMessage()      {}
-func (*ringDialed) remoteRankMessage() {}
+// commAsyncError reports the rank's communicator's asynchronous error to
+// the remote rank (from its poller, watchComm).
+type commAsyncError struct{ err error }
+
+func (*rankPlaced) proxyMessage()          {}
+func (*commAsyncError) remoteRankMessage() {}
+func (*workerDown) proxyMessage()          {}
+func (*ringDialed) remoteRankMessage()     {}

@@ -14,7 +14,9 @@ import (
 // root's child like a local rank and takes the same messages, so supervision
 // is the same for both. It translates them to protobuf for the rank on its
 // worker, watches that rank, and reports its loss (the worker died, or
-// stopped answering heartbeats) to the engine root as actors.RankLost.
+// stopped answering heartbeats) to the engine root as actors.RankLost and
+// its communicator's asynchronous errors (which the worker polls) as
+// actors.RankCommFailed.
 type rankProxy struct {
 	rank    int
 	gen     uint64
@@ -42,6 +44,10 @@ func (p *rankProxy) Receive(ctx actor.Context) {
 		p.step(ctx, msg)
 	case *rankpb.StepCompleted:
 		ctx.Send(p.replyTo, completedFromPB(msg, p.where()))
+	case *rankpb.CommFailed:
+		if msg.Generation == p.gen {
+			ctx.Send(ctx.Parent(), &actors.RankCommFailed{Generation: p.gen, Rank: p.rank, Err: remoteErr(p.where(), msg.Error, false)})
+		}
 	case *actor.Terminated:
 		if p.remote != nil && msg.Who.Equal(p.remote) {
 			err := fmt.Errorf("%s: rank actor terminated (%s)", p.where(), msg.Why)

@@ -33,6 +33,9 @@ type remoteRank struct {
 	device int          // GPU ranks: the rank's GPU, chosen by prepare
 	ring   ringSlot
 	halt   supervision.Poison // the executor poison of this rank (set on abort)
+	// unwatched ends the watch of the communicator (commwatch.go).
+	unwatched   chan struct{}
+	unwatchOnce sync.Once
 }
 
 // ringSlot holds the rank's communicator (the dialed TCP ring, or the NCCL
@@ -46,7 +49,7 @@ type ringSlot struct {
 }
 
 func newRemoteRank(w *workerState) *remoteRank {
-	r := &remoteRank{w: w}
+	r := &remoteRank{w: w, unwatched: make(chan struct{})}
 	r.Rank = actors.NewRank(actors.RankHost{NewBackend: r.backend, LockThread: w.cfg.LockThread,
 		Tracer: w.tracer, Executors: &w.executors, Reply: r.replyPB})
 	return r
@@ -72,6 +75,8 @@ func (r *remoteRank) Receive(ctx actor.Context) {
 		r.connect(ctx, msg)
 	case *ringDialed:
 		r.joined(ctx, msg)
+	case *commAsyncError:
+		r.reportComm(ctx, msg.err)
 	case *rankpb.RunStep:
 		step, err := stepFromPB(msg)
 		if err != nil {
@@ -229,12 +234,16 @@ func (r *remoteRank) joined(ctx actor.Context, msg *ringDialed) {
 			Err: fmt.Errorf("worker %s: rank %d: %s: %w", r.w.addr, r.Index(), r.w.collective(), msg.err)})
 		return
 	}
+	r.watchComm(ctx, msg.comm)
 	r.Load(ctx, &actors.LoadShard{Checkpoint: r.ck, Shard: model.Shard{Rank: r.Index(), Size: int(msg.load.Size)}, Comm: msg.comm,
 		Capacity: capacityInputFromPB(msg.load.Capacity), Poison: &r.halt, ReplyTo: r.owner})
 }
 
+// abort poisons the rank's executor and aborts its communicator (or the
+// ring being dialed), so that peers blocked in a collective return.
 func (r *remoteRank) abort(reason error) {
 	r.halt.Set(reason)
+	r.unwatch()
 	r.ring.shut(reason)
 }
 

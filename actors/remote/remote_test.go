@@ -89,6 +89,9 @@ func runTestWorker(listen string) int {
 		return 1
 	}
 	fmt.Println("listening", w.Addr())
+	if gpu {
+		obeyStdin() // until the test closes stdin
+	}
 	io.Copy(io.Discard, os.Stdin) // the test closes stdin (or dies) to end the worker
 	// The process ends here: the OS closes what is left. (Worker.Close is
 	// exercised by the in-process workers of the other tests.)
@@ -429,9 +432,12 @@ func TestRemoteKillWorker(t *testing.T) {
 			f := failures.first(t, 10*time.Second)
 			t.Logf("kill -9 → detected in %v: %v", f.at.Sub(killed).Round(time.Millisecond), f.f)
 			// Either the proxy sees the worker's address terminate, or the
-			// surviving rank's TCP ring sees its peer's connection drop.
-			if f.f.Cause != supervision.CauseTerminated && f.f.Cause != supervision.CauseError {
-				t.Errorf("cause %s, want terminated or error", f.f.Cause)
+			// surviving rank's TCP ring sees its peer's connection drop (in
+			// a step: error; found by the worker's poll: comm).
+			switch f.f.Cause {
+			case supervision.CauseTerminated, supervision.CauseError, supervision.CauseComm:
+			default:
+				t.Errorf("cause %s, want terminated, error or comm", f.f.Cause)
 			}
 			if !strings.Contains(f.f.Error(), "rank 1") {
 				t.Errorf("the failure does not name rank 1: %v", f.f)
@@ -547,7 +553,8 @@ func (l *failureLog) waitCause(t testing.TB, c supervision.Cause, timeout time.D
 }
 
 // TestRemoteRefusesMismatch: an engine refuses to start on a worker that
-// runs another build or holds another model, and says which and why.
+// runs another build, holds another model or hosts ranks of another
+// backend (GPU ranks for an engine of CPU ranks), and says which and why.
 func TestRemoteRefusesMismatch(t *testing.T) {
 	tm := openPreset(t, "tiny")
 	other := t.TempDir()
@@ -569,6 +576,7 @@ func TestRemoteRefusesMismatch(t *testing.T) {
 	}{
 		{"build", "COHORT_BUILD_ID=cohort v0.0.0-other", []string{"runs build", "cohort v0.0.0-other", "deploy the same build"}},
 		{"model", workerModelEnv + "=" + other, []string{"has checksum", other, "a different model"}},
+		{"device", workerGPUEnv + "=1", []string{"hosts cuda ranks but the engine places cpu ranks", "the same --device"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if isolate(t) {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
@@ -38,7 +39,11 @@ type WorkerConfig struct {
 	// GPU, if set, makes the hosted ranks GPU ranks joined by NCCL (the
 	// engine must send NCCL unique ids, remote.Config.NCCL); nil: CPU
 	// ranks joined by the TCP ring.
-	GPU            *GPURanks
+	GPU *GPURanks
+	// CommPoll is how often each rank's communicator is polled for
+	// asynchronous errors (a broken TCP ring, ncclCommGetAsyncError),
+	// which are reported to the engine as rank failures [100ms].
+	CommPoll       time.Duration
 	LockThread     bool
 	TracerProvider trace.TracerProvider // nil: no tracing
 }
@@ -83,6 +88,9 @@ func StartWorker(cfg WorkerConfig) (*Worker, error) {
 	}
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = noop.NewTracerProvider()
+	}
+	if cfg.CommPoll <= 0 {
+		cfg.CommPoll = 100 * time.Millisecond
 	}
 	if cfg.RingHost == "" {
 		host, _, err := net.SplitHostPort(cfg.Listen)

@@ -1484,6 +1484,69 @@ func (x *AbortComm) GetReason() string {
 	return ""
 }
 
+// CommFailed tells the engine that a rank's communicator reported an
+// asynchronous error (its worker polls it): a rank failure, like a lost
+// rank, that the engine's supervision answers with a rebuild.
+type CommFailed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Generation    uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	Rank          int32                  `protobuf:"varint,2,opt,name=rank,proto3" json:"rank,omitempty"`
+	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommFailed) Reset() {
+	*x = CommFailed{}
+	mi := &file_rank_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommFailed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommFailed) ProtoMessage() {}
+
+func (x *CommFailed) ProtoReflect() protoreflect.Message {
+	mi := &file_rank_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommFailed.ProtoReflect.Descriptor instead.
+func (*CommFailed) Descriptor() ([]byte, []int) {
+	return file_rank_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *CommFailed) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *CommFailed) GetRank() int32 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
+func (x *CommFailed) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_rank_proto protoreflect.FileDescriptor
 
 const file_rank_proto_rawDesc = "" +
@@ -1625,7 +1688,14 @@ const file_rank_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
 	"generation\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reasonB\x1dZ\x1bcohort/actors/remote/rankpbb\x06proto3"
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"V\n" +
+	"\n" +
+	"CommFailed\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\x12\x12\n" +
+	"\x04rank\x18\x02 \x01(\x05R\x04rank\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05errorB\x1dZ\x1bcohort/actors/remote/rankpbb\x06proto3"
 
 var (
 	file_rank_proto_rawDescOnce sync.Once
@@ -1639,7 +1709,7 @@ func file_rank_proto_rawDescGZIP() []byte {
 	return file_rank_proto_rawDescData
 }
 
-var file_rank_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_rank_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_rank_proto_goTypes = []any{
 	(*Trace)(nil),         // 0: cohort.rank.v1.Trace
 	(*Identity)(nil),      // 1: cohort.rank.v1.Identity
@@ -1660,6 +1730,7 @@ var file_rank_proto_goTypes = []any{
 	(*Result)(nil),        // 16: cohort.rank.v1.Result
 	(*StepCompleted)(nil), // 17: cohort.rank.v1.StepCompleted
 	(*AbortComm)(nil),     // 18: cohort.rank.v1.AbortComm
+	(*CommFailed)(nil),    // 19: cohort.rank.v1.CommFailed
 }
 var file_rank_proto_depIdxs = []int32{
 	1,  // 0: cohort.rank.v1.Ping.identity:type_name -> cohort.rank.v1.Identity
@@ -1693,7 +1764,7 @@ func file_rank_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rank_proto_rawDesc), len(file_rank_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
