@@ -9,7 +9,8 @@ import (
 )
 
 // addNormOn turns on the fused end of a residual block for decode rows
-// (COHORT_CUDA_ADDNORM=1; not yet run on a GPU, so off by default).
+// (COHORT_CUDA_ADDNORM=1; off by default: measured slower through the
+// engine on the H200, docs/gpu.md phase 12).
 var addNormOn = os.Getenv("COHORT_CUDA_ADDNORM") == "1"
 
 // LinearAddRMSNormFor returns sum = residual + x·wᵀ and normed, sum's

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Compile kernels/cuda/kernels/*.cu with NVRTC on a machine without a GPU.
 
-nvrtc-check.py [ARCH]   (default sm_90; run from the repository root)
+nvrtc-check.py [ARCH [-DNAME=VALUE ...]]   (default sm_90; run from the repository root)
 
 Needs libnvrtc and libnvrtc-builtins (Debian's libnvrtc11.2 and
-libnvrtc-builtins11.8 .debs unpack with `dpkg-deb -x`); NVRTC_LIB names the
+libnvrtc-builtins11.8 .debs unpack with `dpkg-deb -x`; NVRTC 11.8 leaves out
+the sm_90 bulk-copy GEMV, whose PTX needs NVRTC 12: Debian trixie's
+libnvrtc12 and libnvrtc-builtins12.4 .debs, checked with ARCH sm_90a);
+further arguments are passed to NVRTC as options; NVRTC_LIB names the
 libnvrtc.so to load and LD_LIBRARY_PATH must reach the builtins. Prints
 NVRTC's log with ptxas's registers, shared memory and spills per entry; the
 backend's TestCompileKernels wants an empty log of warnings.
