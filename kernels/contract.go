@@ -104,15 +104,18 @@ func CheckRows(x []int, rows []int) error {
 
 // CheckBatch checks that the batch's sequences tile rows [0, T) in order,
 // that every row has a position and, if distinctSlots, that no two
-// sequences share a slot (their states are updated concurrently).
+// sequences share a slot (their states are updated concurrently), pad rows
+// excepted, which may share theirs with other pad rows only (nothing reads
+// their state).
 func CheckBatch(bt *Batch, T int, distinctSlots bool) error {
 	next := 0
-	slots := make(map[int]bool, len(bt.Seqs))
+	owner := make(map[int]bool, len(bt.Seqs)) // slot -> taken by a pad row
 	for _, s := range bt.Seqs {
-		if s.Start != next || s.Len < 0 || (distinctSlots && slots[s.Slot]) {
+		pad, taken := owner[s.Slot]
+		if s.Start != next || s.Len < 0 || (distinctSlots && taken && !(pad && s.Pad)) {
 			return fmt.Errorf("sequences %+v do not tile %d rows with distinct slots", bt.Seqs, T)
 		}
-		slots[s.Slot] = true
+		owner[s.Slot] = s.Pad
 		next = s.End()
 	}
 	if next != T || len(bt.Positions) != T {

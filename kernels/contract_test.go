@@ -63,6 +63,8 @@ func TestContract(t *testing.T) {
 		{"batch/gap", CheckBatch(&Batch{Positions: []int32{0}, Seqs: []Seq{{Start: 1, Len: 1}}}, 1, false), "do not tile 1 rows"},
 		{"batch/shared slot", CheckBatch(twoSeqs, 2, true), "with distinct slots"},
 		{"batch/shared slot allowed", CheckBatch(twoSeqs, 2, false), ""},
+		{"batch/pads share a slot", CheckBatch(padSeqs(false), 3, true), ""},
+		{"batch/a pad in a request's slot", CheckBatch(padSeqs(true), 3, true), "with distinct slots"},
 		{"attention", CheckAttention([]int{3, 32}, []int{3, 16}, []int{3, 16}, []int{3, 32}, 3, attn, cache, 1), ""},
 		{"attention/layer", CheckAttention([]int{3, 32}, []int{3, 16}, []int{3, 16}, []int{3, 32}, 3, attn, cache, 2), "layer 2"},
 		{"attention/v", CheckAttention([]int{3, 32}, []int{3, 16}, []int{3, 8}, []int{3, 32}, 3, attn, cache, 0), "v [3 8]"},
@@ -93,4 +95,15 @@ func TestContract(t *testing.T) {
 			t.Errorf("%s: error %q does not contain %q", c.name, c.err, c.want)
 		}
 	}
+}
+
+// padSeqs is a decode batch of one request (slot 0) and two pad rows in
+// slot 5, or, with inRequestSlot, the pads in the request's slot.
+func padSeqs(inRequestSlot bool) *Batch {
+	padSlot := 5
+	if inRequestSlot {
+		padSlot = 0
+	}
+	return &Batch{Positions: []int32{4, 0, 0}, Seqs: []Seq{
+		{Slot: 0, Start: 0, Len: 1}, {Slot: padSlot, Start: 1, Len: 1, Pad: true}, {Slot: padSlot, Start: 2, Len: 1, Pad: true}}}
 }

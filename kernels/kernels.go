@@ -25,6 +25,9 @@ type Seq struct {
 	Len    int     // number of new tokens in this step
 	Cached int     // tokens already processed (the position of the first new token)
 	Pages  []int32 // KV pages holding positions [0, Cached+Len), in order
+	// Pad marks a pad row's sequence (DecodePadder): it shares its slot
+	// and page with the step's other pad rows, and its output is dropped.
+	Pad bool
 }
 
 // End returns one past the sequence's last row in the flat batch.
@@ -332,6 +335,27 @@ func SwiGLULinearFor(be Backend, readers []Tensor, x, gate, up Tensor) Tensor {
 	}
 	return SwiGLULinear(be, x, gate, up)
 }
+
+// DecodePadder is implemented by backends that record decode steps for a
+// few batch sizes (buckets) and run a smaller decode step as its bucket's:
+// the extra rows are pad rows (Seq.Pad), one-token sequences at position 0
+// in a state slot and a KV page that no request owns (PadSlotter,
+// PadPager), their tokens 0 and their logits dropped (Head).
+type DecodePadder interface {
+	// DecodeBucket returns how many rows a decode step of rows rows runs
+	// as: rows itself when such a step is not padded.
+	DecodeBucket(rows int) int
+	// Head returns the first rows rows of t without a copy.
+	Head(t Tensor, rows int) Tensor
+}
+
+// PadSlotter is implemented by state pools that keep a slot for pad rows
+// beyond their Slots.
+type PadSlotter interface{ PadSlot() int }
+
+// PadPager is implemented by KV caches that keep a page for pad rows
+// beyond their Pages.
+type PadPager interface{ PadPage() int32 }
 
 // GatedNorm is the gated RMSNorm that ends a Gated DeltaNet mixer: the
 // gate Z, the plain weight W (one head of columns), Eps, and the weights of

@@ -31,24 +31,45 @@ func DecodeStepKey(family string, b *kernels.Batch, outputRows []int, modelID, s
 // inputs in) on be, after checking that every row has a token. A backend
 // that records steps (kernels.Stepper) replays its recording of the step's
 // DecodeStepKey when it has one, and otherwise sees run bracketed by
-// BeginStep and EndStep so that it may record it. Other backends just run
-// it.
-func RunStep(be kernels.Backend, family string, modelID, stateID uint64, in kernels.StepInputs, run func() (kernels.Tensor, error)) (kernels.Tensor, error) {
+// BeginStep and EndStep so that it may record it. A decode step on a
+// backend that pads them (kernels.DecodePadder) runs as its bucket's, with
+// pad rows in pad's place (nil: never padded), and returns the logits of
+// its own rows. Other backends just run it.
+func RunStep(be kernels.Backend, family string, modelID, stateID uint64, in kernels.StepInputs, pad *Pad,
+	run func(in kernels.StepInputs) (kernels.Tensor, error)) (kernels.Tensor, error) {
 	if len(in.Tokens) != in.Batch.Rows() {
 		return nil, fmt.Errorf("%s: %d tokens for a batch of %d rows", family, len(in.Tokens), in.Batch.Rows())
 	}
 	key := DecodeStepKey(family, in.Batch, in.Rows, modelID, stateID)
 	stepper, ok := be.(kernels.Stepper)
 	if !ok {
-		return run()
+		return run(in)
 	}
+	rows := in.Batch.Rows()
+	padder, _ := be.(kernels.DecodePadder)
+	if key != "" && pad != nil && padder != nil {
+		if n := padder.DecodeBucket(rows); n > rows {
+			in = PadDecode(in, n, *pad)
+			key = DecodeStepKey(family, in.Batch, in.Rows, modelID, stateID)
+		}
+	}
+	logits, err := recordedStep(stepper, key, in, run)
+	if err != nil || logits == nil || in.Batch.Rows() == rows {
+		return logits, err
+	}
+	return padder.Head(logits, rows), nil
+}
+
+// recordedStep replays the recording of key when the backend has one, and
+// otherwise runs the step between BeginStep and EndStep.
+func recordedStep(stepper kernels.Stepper, key string, in kernels.StepInputs, run func(in kernels.StepInputs) (kernels.Tensor, error)) (kernels.Tensor, error) {
 	if key != "" {
 		if logits, ok := stepper.ReplayStep(key, in); ok {
 			return logits, nil
 		}
 	}
 	stepper.BeginStep(key, in)
-	logits, err := run()
+	logits, err := run(in)
 	if err != nil {
 		return nil, err
 	}

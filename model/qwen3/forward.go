@@ -85,7 +85,9 @@ func (m *Model) Forward(be kernels.Backend, state model.State, tokens []int32, b
 		return nil, fmt.Errorf("qwen3: state %T was not made by a Qwen3 model", state)
 	}
 	in := kernels.StepInputs{Tokens: tokens, Batch: b, Rows: outputRows}
-	return model.RunStep(be, "qwen3", m.ID, st.ID, in, func() (kernels.Tensor, error) { return m.decoder(be, st, tokens, b, outputRows) })
+	return model.RunStep(be, "qwen3", m.ID, st.ID, in, model.PadOf(st.KV, nil), func(in kernels.StepInputs) (kernels.Tensor, error) {
+		return m.decoder(be, st, in.Tokens, in.Batch, in.Rows)
+	})
 }
 
 // decoder is the forward pass proper: pre-norm residual blocks of

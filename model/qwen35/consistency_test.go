@@ -32,3 +32,8 @@ func TestBatchedSequencesMatchAlone(t *testing.T) {
 	be, m, cfg := tinyModel(t)
 	archtest.BatchedSequences(t, be, m, cfg.VocabSize)
 }
+
+func TestPaddedDecodeMatchesPlain(t *testing.T) {
+	be, m, cfg := tinyModel(t)
+	archtest.PaddedDecode(t, be, m, cfg.VocabSize)
+}

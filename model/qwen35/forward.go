@@ -132,7 +132,9 @@ func (m *Model) Forward(be kernels.Backend, state model.State, tokens []int32, b
 		return nil, fmt.Errorf("qwen35: state %T was not made by a Qwen3.5 model", state)
 	}
 	in := kernels.StepInputs{Tokens: tokens, Batch: b, Rows: outputRows}
-	return model.RunStep(be, "qwen35", m.ID, st.ID, in, func() (kernels.Tensor, error) { return m.decoder(be, st, tokens, b, outputRows) })
+	return model.RunStep(be, "qwen35", m.ID, st.ID, in, model.PadOf(st.KV, st.GDN), func(in kernels.StepInputs) (kernels.Tensor, error) {
+		return m.decoder(be, st, in.Tokens, in.Batch, in.Rows)
+	})
 }
 
 // decoder is the forward pass proper: the layers' residual blocks (gated

@@ -1,0 +1,50 @@
+package model
+
+import (
+	"slices"
+
+	"cohort/kernels"
+)
+
+// Pad says where a model's state keeps the pad rows of a padded decode step
+// (kernels.DecodePadder): their GDN state slot (0 for a model without one)
+// and their KV page.
+type Pad struct {
+	Slot int
+	Page int32
+}
+
+// PadOf returns the pad place of a state's KV cache and GDN pool (nil when
+// the model has none), or nil when either keeps no place for pad rows.
+func PadOf(kv kernels.KVCache, gdn kernels.StatePool) *Pad {
+	pp, ok := kv.(kernels.PadPager)
+	if !ok {
+		return nil
+	}
+	p := &Pad{Page: pp.PadPage()}
+	if gdn != nil {
+		ps, ok := gdn.(kernels.PadSlotter)
+		if !ok {
+			return nil
+		}
+		p.Slot = ps.PadSlot()
+	}
+	return p
+}
+
+// PadDecode returns the decode step in grown to rows rows by pad rows:
+// token 0, position 0, each a one-token sequence (Seq.Pad) in the pad slot
+// whose one page is the pad page, each an output row.
+func PadDecode(in kernels.StepInputs, rows int, pad Pad) kernels.StepInputs {
+	n := in.Batch.Rows()
+	b := &kernels.Batch{
+		Positions: append(slices.Clone(in.Batch.Positions), make([]int32, rows-n)...),
+		Seqs:      slices.Clone(in.Batch.Seqs),
+	}
+	out := slices.Clone(in.Rows)
+	for i := n; i < rows; i++ {
+		b.Seqs = append(b.Seqs, kernels.Seq{Slot: pad.Slot, Start: i, Len: 1, Pages: []int32{pad.Page}, Pad: true})
+		out = append(out, i)
+	}
+	return kernels.StepInputs{Tokens: append(slices.Clone(in.Tokens), make([]int32, rows-n)...), Batch: b, Rows: out}
+}
