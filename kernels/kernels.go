@@ -349,12 +349,13 @@ type DecodePadder interface {
 	Head(t Tensor, rows int) Tensor
 }
 
-// PadSlotter is implemented by state pools that keep a slot for pad rows
-// beyond their Slots.
+// PadSlotter is implemented by state pools that can keep a slot for pad
+// rows beyond their Slots: PadSlot returns it, or -1 when this one keeps
+// none.
 type PadSlotter interface{ PadSlot() int }
 
-// PadPager is implemented by KV caches that keep a page for pad rows
-// beyond their Pages.
+// PadPager is implemented by KV caches that can keep a page for pad rows
+// beyond their Pages: PadPage returns it, or -1 when this one keeps none.
 type PadPager interface{ PadPage() int32 }
 
 // GatedNorm is the gated RMSNorm that ends a Gated DeltaNet mixer: the

@@ -15,16 +15,17 @@ type Pad struct {
 }
 
 // PadOf returns the pad place of a state's KV cache and GDN pool (nil when
-// the model has none), or nil when either keeps no place for pad rows.
+// the model has none), or nil when either keeps no place for pad rows (no
+// PadPager or PadSlotter, or a negative page or slot).
 func PadOf(kv kernels.KVCache, gdn kernels.StatePool) *Pad {
 	pp, ok := kv.(kernels.PadPager)
-	if !ok {
+	if !ok || pp.PadPage() < 0 {
 		return nil
 	}
 	p := &Pad{Page: pp.PadPage()}
 	if gdn != nil {
 		ps, ok := gdn.(kernels.PadSlotter)
-		if !ok {
+		if !ok || ps.PadSlot() < 0 {
 			return nil
 		}
 		p.Slot = ps.PadSlot()

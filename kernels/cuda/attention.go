@@ -15,7 +15,8 @@ import (
 // [layer][page][pageSize][kvHeads][headDim] for k and for v (as in the CPU
 // oracle), of float32 elements, or bf16 ones when bf16 (kvtype.go).
 type KVCache struct {
-	layers, pages, pageSize, kvHeads, headDim int
+	layers, pages, pageSize, kvHeads, headDim int // pages: all of them, the pad page included
+	visible                                   int // the pages requests may take (Pages); a pad page follows them when pages > visible
 	k, v                                      devptr
 	bf16                                      bool
 }
@@ -25,8 +26,16 @@ var _ kernels.KVCache = (*KVCache)(nil)
 // PageSize returns the number of positions per page.
 func (c *KVCache) PageSize() int { return c.pageSize }
 
-// Pages returns the number of pages per layer.
-func (c *KVCache) Pages() int { return c.pages }
+// Pages returns the number of pages per layer requests may take.
+func (c *KVCache) Pages() int { return c.visible }
+
+// PadPage returns the page of pad rows (kernels.PadPager), -1 without one.
+func (c *KVCache) PadPage() int32 {
+	if c.pages > c.visible {
+		return int32(c.visible)
+	}
+	return -1
+}
 
 // shape returns the cache's geometry for the kernels contract's checks.
 func (c *KVCache) shape() kernels.CacheShape {
@@ -40,10 +49,11 @@ func (c *KVCache) shape() kernels.CacheShape {
 // could add are not used yet).
 func (b *Backend) NewKVCache(layers, pages, pageSize, kvHeads, headDim int) kernels.KVCache {
 	const op = "NewKVCache"
-	n := int64(numel(op, []int{layers, pages, pageSize, kvHeads, headDim}))
+	all := pages + b.padPlaces()
+	n := int64(numel(op, []int{layers, all, pageSize, kvHeads, headDim}))
 	eb := kvElemBytes(b.kvBF16)
 	bytes := (n*eb + 3) / 4 * 4 // whole 32-bit words for the memset
-	c := &KVCache{layers: layers, pages: pages, pageSize: pageSize, kvHeads: kvHeads, headDim: headDim, bf16: b.kvBF16,
+	c := &KVCache{layers: layers, pages: all, visible: pages, pageSize: pageSize, kvHeads: kvHeads, headDim: headDim, bf16: b.kvBF16,
 		k: b.allocPermanent(op, bytes), v: b.allocPermanent(op, bytes)}
 	for _, p := range []devptr{c.k, c.v} {
 		if err := memsetD32(p, 0, bytes/4); err != nil {
@@ -240,7 +250,7 @@ func (b *Backend) attentionMeta(op string, bt *kernels.Batch, c *KVCache) (pos, 
 	offGen := b.stepBatch(bt, func(in *kernels.StepInputs) []int32 { off, _ := pageLayout(in.Batch, c); return off })
 	allGen := b.stepBatch(bt, func(in *kernels.StepInputs) []int32 { _, all := pageLayout(in.Batch, c); return all })
 	pageOff = b.sharedMeta(key("pageOff"), func() devptr { return b.uploadInts(op, off, offGen) })
-	pages = b.sharedMeta(key("pages"), func() devptr { return b.uploadIntsCap(op, all, c.pages, allGen) })
+	pages = b.sharedMeta(key("pages"), func() devptr { return b.uploadIntsCap(op, all, c.pages+decodeMaxPads, allGen) })
 	return pos, pageOff, pages
 }
 

@@ -240,6 +240,14 @@ func bf16Backend(t testing.TB) *Backend {
 // batch shrinks), and returns every step's logits.
 func decodeRun(t *testing.T, be *Backend, m model.Model, vocab int, prompts [][]int32, steps int) [][]float32 {
 	t.Helper()
+	return decodeRunFed(t, be, m, vocab, prompts, steps, true)
+}
+
+// decodeRunFed is decodeRun, each decode step fed its rows' greedy tokens,
+// or with greedy false fixed tokens (so that two runs whose logits differ
+// in their last bits still decode the same tokens).
+func decodeRunFed(t *testing.T, be *Backend, m model.Model, vocab int, prompts [][]int32, steps int, greedy bool) [][]float32 {
+	t.Helper()
 	const pageSize = 16
 	st := m.NewState(be, len(prompts), 64, pageSize)
 	cached := make([]int, len(prompts))
@@ -290,6 +298,9 @@ func decodeRun(t *testing.T, be *Backend, m model.Model, vocab int, prompts [][]
 		be.ResetScratch()
 		for i, s := range live {
 			next[s] = int32(sample.Argmax(host[i*vocab : (i+1)*vocab]))
+			if !greedy {
+				next[s] = int32((7*s + step + 1) % vocab)
+			}
 			cached[s]++
 		}
 		out = append(out, host)

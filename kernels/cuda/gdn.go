@@ -17,7 +17,8 @@ import (
 // float32, or bf16 with COHORT_CUDA_GDN_STATE=bf16 (gdn_state.go).
 type StatePool struct {
 	b             *Backend
-	layers, slots int
+	layers, slots int // slots: all of them, the pad slot included (stride of the layout)
+	visible       int // the slots requests may take (Slots); a pad slot follows them when slots > visible
 	cfg           kernels.GDNConfig
 	bf16          bool   // the recurrent state is stored as bf16 (gdnStateBF16 when made)
 	conv, rec     devptr // [layer][slot][K-1][convDim] float32, [layer][slot][vHeads][dk][dv] float32 or bf16
@@ -48,10 +49,10 @@ func (b *Backend) NewStatePool(layers, slots int, cfg kernels.GDNConfig) kernels
 	if cfg.ConvKernel > convMaxKernel {
 		panic(fmt.Sprintf("cuda: NewStatePool: conv kernel %d, at most %d", cfg.ConvKernel, convMaxKernel))
 	}
-	p := &StatePool{b: b, layers: layers, slots: slots, cfg: cfg, bf16: gdnStateBF16}
+	p := &StatePool{b: b, layers: layers, slots: slots + b.padPlaces(), visible: slots, cfg: cfg, bf16: gdnStateBF16}
 	check(op, gdnStateCheck(p.recSize(), p.bf16))
-	nConv := int64(layers) * int64(slots) * p.convSize()
-	nRec := int64(layers) * int64(slots) * p.recSize()
+	nConv := int64(layers) * int64(p.slots) * p.convSize()
+	nRec := int64(layers) * int64(p.slots) * p.recSize()
 	p.conv, p.rec = b.allocPermanent(op, nConv*4), b.allocPermanent(op, nRec*p.recElem())
 	if err := memsetD32(p.conv, 0, nConv); err != nil {
 		panic(fmt.Sprintf("cuda: %s: %v", op, err))
@@ -62,8 +63,16 @@ func (b *Backend) NewStatePool(layers, slots int, cfg kernels.GDNConfig) kernels
 	return p
 }
 
-// Slots returns the number of slots.
-func (p *StatePool) Slots() int { return p.slots }
+// Slots returns the number of slots requests may take.
+func (p *StatePool) Slots() int { return p.visible }
+
+// PadSlot returns the slot of pad rows (kernels.PadSlotter), -1 without one.
+func (p *StatePool) PadSlot() int {
+	if p.slots > p.visible {
+		return p.visible
+	}
+	return -1
+}
 
 func (p *StatePool) convSize() int64 { return int64(p.cfg.ConvKernel-1) * int64(p.cfg.ConvDim()) }
 func (p *StatePool) recSize() int64 {
@@ -83,7 +92,7 @@ func (p *StatePool) recAt(i int64) devptr  { return p.rec + devptr(i*p.recSize()
 func (p *StatePool) kernel(name string) string { return gdnStateKernel(name, p.bf16) }
 
 func (p *StatePool) check(layer, slot int) {
-	check("StatePool", kernels.CheckSlot(layer, slot, p.layers, p.slots))
+	check("StatePool", kernels.CheckSlot(layer, slot, p.layers, p.visible))
 }
 
 // Reset zeroes a slot's conv and recurrent state in every layer. It runs on
