@@ -93,16 +93,22 @@ func (b *Backend) Attention(q, k, v, gate kernels.Tensor, cache kernels.KVCache,
 	}
 
 	dpos, dpageOff, dpages := b.attentionMeta(op, bt, c)
+	scale := 1 / float32(math.Sqrt(float64(hd)))
+	flash := b.useFlash(bt, cfg)
+	if !flash && b.useDecodeAttn(cfg) && decodeKVFused && allDecode(bt) {
+		// The decode kernel stores each row's k and v itself (attn_decode_store).
+		b.attentionDecode(op, out, qt, gt, c, dpos, dpageOff, dpages, layer, T, cfg, scale, kt.ptr, vt.ptr)
+		return out
+	}
 	kvw := KV * hd
 	b.launch(op, kvEntry("kv_write_f32", c.bf16), [3]int{T, 1, 1}, [3]int{min(256, (kvw+31)/32*32), 1, 1}, 0,
 		c.k, c.v, kt.ptr, vt.ptr, dpos, dpageOff, dpages, kvw, c.pageSize, c.pages, layer)
-	scale := 1 / float32(math.Sqrt(float64(hd)))
-	if b.useFlash(bt, cfg) { // long sequences on tensor cores (attention_prefill.go)
+	if flash { // long sequences on tensor cores (attention_prefill.go)
 		b.attentionFlash(op, out, qt, gt, c, dpos, dpageOff, dpages, layer, bt, cfg, scale)
 		return out
 	}
 	if b.useDecodeAttn(cfg) {
-		b.attentionDecode(op, out, qt, gt, c, dpos, dpageOff, dpages, layer, T, cfg, scale)
+		b.attentionDecode(op, out, qt, gt, c, dpos, dpageOff, dpages, layer, T, cfg, scale, 0, 0)
 		return out
 	}
 	b.launch(op, kvEntry("attention_f32", c.bf16), [3]int{T, H, 1}, [3]int{128, 1, 1}, 0,
@@ -212,10 +218,16 @@ func (b *Backend) useDecodeAttn(cfg kernels.AttnConfig) bool {
 		cfg.HeadDim%4 == 0 && cfg.HeadDim <= attnMaxHeadDim
 }
 
+// decodeKVFused has the decode attention kernel store a decode step's k and
+// v (one launch fewer in each attention layer); COHORT_CUDA_KV_FUSE=0 keeps
+// kv_write first (A/B runs).
+var decodeKVFused = os.Getenv("COHORT_CUDA_KV_FUSE") != "0"
+
 // attentionDecode computes Attention's output out for its T rows after
-// kv_write_f32 has stored the step's k and v (see the comment above).
+// kv_write_f32 has stored the step's k and v (see the comment above), or,
+// for decode rows, storing them itself from knew and vnew (0: stored).
 func (b *Backend) attentionDecode(op string, out, qt, gt *Tensor, c *KVCache, dpos, dpageOff, dpages devptr,
-	layer, T int, cfg kernels.AttnConfig, scale float32) {
+	layer, T int, cfg kernels.AttnConfig, scale float32, knew, vnew devptr) {
 	hd, H, KV := cfg.HeadDim, cfg.Heads, cfg.KVHeads
 	g := H / KV
 	gm, name := decodeAttnGroup(g)
@@ -233,7 +245,7 @@ func (b *Backend) attentionDecode(op string, out, qt, gt *Tensor, c *KVCache, dp
 		ml = part + devptr(int64(T)*int64(H)*int64(S)*int64(hd)*4)
 	}
 	b.launch(op, name, [3]int{T, KV * hg, S}, [3]int{decodeAttnThreads, 1, 1}, 0,
-		out.ptr, part, ml, qt.ptr, gt.ptr, c.k, c.v, dpos, dpageOff, dpages, H, KV, hd, c.pageSize, c.pages, layer, scale, S)
+		out.ptr, part, ml, qt.ptr, gt.ptr, c.k, c.v, dpos, dpageOff, dpages, H, KV, hd, c.pageSize, c.pages, layer, scale, S, knew, vnew)
 	if S > 1 {
 		b.launch(op, "attention_decode_combine", [3]int{T, H, 1}, [3]int{decodeCombineBlock(hd, S), 1, 1}, 0,
 			out.ptr, gt.ptr, part, ml, H, hd, S)

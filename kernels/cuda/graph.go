@@ -329,21 +329,30 @@ func (b *Backend) ReplayStep(key string, in kernels.StepInputs) (kernels.Tensor,
 	return &out, true
 }
 
-// graphPack turns on replayPacked (COHORT_CUDA_GRAPH_PACK=1; not yet run
-// on a GPU, so off by default).
+// graphPack turns on replayPacked (COHORT_CUDA_GRAPH_PACK=1; off by
+// default: in phase 12 it halved the host's forward call of a replay but
+// the steps were not faster, docs/gpu.md; runs now end at packGap).
 var graphPack = os.Getenv("COHORT_CUDA_GRAPH_PACK") == "1"
+
+// packGap is the most unused capacity of an input that a packed copy
+// carries to reach the next input: a run of inputs ends after one with
+// more (a page list sized for the whole cache, say), so that no copy moves
+// kilobytes of zeros.
+const packGap = 1024
 
 // replayPacked copies a replayed graph's metadata into its input buffers
 // with one cuMemcpyHtoDAsync for each run of inputs whose buffers follow
 // one another in the arena (allocations are arenaAlign-rounded, so the next
-// buffer starts where the rounded capacity ends). Each value lands at its
+// buffer starts where the rounded capacity ends) and leave at most packGap
+// bytes of their capacity unused. Each value lands at its
 // buffer's offset in one zeroed staging span; the rest of a capacity and
 // the padding between buffers, which no kernel reads, get zeros instead of
 // the previous step's values.
 func (b *Backend) replayPacked(key string, inputs []graphInput, vals [][]int32) {
 	for i := 0; i < len(inputs); {
 		j := i + 1
-		for j < len(inputs) && inputs[j].ptr == inputs[j-1].ptr+devptr(roundArena(inputs[j-1].bytes)) {
+		for j < len(inputs) && inputs[j].ptr == inputs[j-1].ptr+devptr(roundArena(inputs[j-1].bytes)) &&
+			inputs[j-1].bytes-4*int64(len(vals[j-1])) <= packGap {
 			j++
 		}
 		start := inputs[i].ptr

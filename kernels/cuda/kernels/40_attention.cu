@@ -186,10 +186,26 @@ __device__ __forceinline__ void attn_store_gated(float *out, const float *gate, 
 	((float4 *)(out + off))[j] = y;
 }
 
+// attn_decode_store writes row r's new key and value of KV head kvh
+// (knew, vnew [rows][KV·hd]) into the cache at its position p, as
+// kv_write does, for the block whose slice holds p: it alone reads p, after
+// the barrier. For decode rows only (a row of a prefill chunk would read
+// positions that other rows' blocks write).
+template <typename KT>
+__device__ __forceinline__ void attn_decode_store(KT *kc, KT *vc, const float *knew, const float *vnew, const int *pg,
+		int r, int p, long long kvw, long long hoff, long long base, int hd, int pageSize) {
+	long long off = ((base + pg[p / pageSize]) * pageSize + p % pageSize) * kvw + hoff;
+	for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+		kv_store(&kc[off + i], knew[r * kvw + hoff + i]);
+		kv_store(&vc[off + i], vnew[r * kvw + hoff + i]);
+	}
+	__syncthreads();
+}
+
 template <int GM, typename KT>
 __device__ __forceinline__ void attn_decode(float *out, float *part, float *ml, const float *q, const float *gate,
-		const KT *kc, const KT *vc, const int *pos, const int *pageOff, const int *pages,
-		int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S) {
+		KT *kc, KT *vc, const int *pos, const int *pageOff, const int *pages,
+		int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S, const float *knew, const float *vnew) {
 	PDL_LAUNCH();
 	PDL_WAIT();
 	__shared__ float4 sm_acc[DA_WARPS][GM][DA_V4 * 32];
@@ -213,6 +229,8 @@ __device__ __forceinline__ void attn_decode(float *out, float *part, float *ml, 
 		return;
 	}
 	const int *pg = pages + pageOff[r];
+	long long kvw = (long long)KV * hd, base = (long long)layer * numPages, hoff = (long long)kvh * hd;
+	if (knew && n - 1 >= lo && n - 1 < hi) attn_decode_store(kc, vc, knew, vnew, pg, r, n - 1, kvw, hoff, base, hd, pageSize);
 	float4 qr[GM][DA_V4], acc[GM][DA_V4];
 	float m[GM], l[GM];
 #pragma unroll
@@ -227,7 +245,6 @@ __device__ __forceinline__ void attn_decode(float *out, float *part, float *ml, 
 		m[g] = NEG_INF;
 		l[g] = 0.0f;
 	}
-	long long kvw = (long long)KV * hd, base = (long long)layer * numPages, hoff = (long long)kvh * hd;
 	float scale2 = scale * 1.4426950408889634f; // scores in log2 units: exp2f
 	// t0's page-list entry tq and place tr in the page, and the pages pa of
 	// t0 and pb of t0+1, loaded an iteration ahead (no divisions in the loop).
@@ -336,38 +353,44 @@ __device__ __forceinline__ void attn_decode(float *out, float *part, float *ml, 
 
 // The entries: GM = 1, 2, 4 query heads a block.
 extern "C" __global__ void __launch_bounds__(DA_WARPS * 32) attention_decode_g1(float *out, float *part, float *ml,
-		const float *q, const float *gate, const float *kc, const float *vc, const int *pos, const int *pageOff,
-		const int *pages, int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S) {
-	attn_decode<1, float>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S);
+		const float *q, const float *gate, float *kc, float *vc, const int *pos, const int *pageOff,
+		const int *pages, int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S,
+		const float *knew, const float *vnew) {
+	attn_decode<1, float>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S, knew, vnew);
 }
 extern "C" __global__ void __launch_bounds__(DA_WARPS * 32) attention_decode_g2(float *out, float *part, float *ml,
-		const float *q, const float *gate, const float *kc, const float *vc, const int *pos, const int *pageOff,
-		const int *pages, int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S) {
-	attn_decode<2, float>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S);
+		const float *q, const float *gate, float *kc, float *vc, const int *pos, const int *pageOff,
+		const int *pages, int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S,
+		const float *knew, const float *vnew) {
+	attn_decode<2, float>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S, knew, vnew);
 }
 extern "C" __global__ void __launch_bounds__(DA_WARPS * 32) attention_decode_g4(float *out, float *part, float *ml,
-		const float *q, const float *gate, const float *kc, const float *vc, const int *pos, const int *pageOff,
-		const int *pages, int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S) {
-	attn_decode<4, float>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S);
+		const float *q, const float *gate, float *kc, float *vc, const int *pos, const int *pageOff,
+		const int *pages, int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S,
+		const float *knew, const float *vnew) {
+	attn_decode<4, float>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S, knew, vnew);
 }
 
 // attention_decode_kvbf16_g1, _g2, _g4: attention_decode_g* over a bf16 cache
 // (g4 with a minimum of one block an SM: 137 registers, where ptxas would
 // otherwise keep 128 and spill 4 bytes; NVRTC 11.8, sm_90).
 extern "C" __global__ void __launch_bounds__(DA_WARPS * 32) attention_decode_kvbf16_g1(float *out, float *part, float *ml,
-		const float *q, const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff,
-		const int *pages, int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S) {
-	attn_decode<1, unsigned short>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S);
+		const float *q, const float *gate, unsigned short *kc, unsigned short *vc, const int *pos, const int *pageOff,
+		const int *pages, int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S,
+		const float *knew, const float *vnew) {
+	attn_decode<1, unsigned short>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S, knew, vnew);
 }
 extern "C" __global__ void __launch_bounds__(DA_WARPS * 32) attention_decode_kvbf16_g2(float *out, float *part, float *ml,
-		const float *q, const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff,
-		const int *pages, int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S) {
-	attn_decode<2, unsigned short>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S);
+		const float *q, const float *gate, unsigned short *kc, unsigned short *vc, const int *pos, const int *pageOff,
+		const int *pages, int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S,
+		const float *knew, const float *vnew) {
+	attn_decode<2, unsigned short>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S, knew, vnew);
 }
 extern "C" __global__ void __launch_bounds__(DA_WARPS * 32, 1) attention_decode_kvbf16_g4(float *out, float *part, float *ml,
-		const float *q, const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff,
-		const int *pages, int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S) {
-	attn_decode<4, unsigned short>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S);
+		const float *q, const float *gate, unsigned short *kc, unsigned short *vc, const int *pos, const int *pageOff,
+		const int *pages, int H, int KV, int hd, int pageSize, int numPages, int layer, float scale, int S,
+		const float *knew, const float *vnew) {
+	attn_decode<4, unsigned short>(out, part, ml, q, gate, kc, vc, pos, pageOff, pages, H, KV, hd, pageSize, numPages, layer, scale, S, knew, vnew);
 }
 
 // attention_decode_combine: block (row r, head h) merges the S slices
