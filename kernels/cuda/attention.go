@@ -219,9 +219,11 @@ func (b *Backend) useDecodeAttn(cfg kernels.AttnConfig) bool {
 }
 
 // decodeKVFused has the decode attention kernel store a decode step's k and
-// v (one launch fewer in each attention layer); COHORT_CUDA_KV_FUSE=0 keeps
-// kv_write first (A/B runs).
-var decodeKVFused = os.Getenv("COHORT_CUDA_KV_FUSE") != "0"
+// v (COHORT_CUDA_KV_FUSE=1: one launch fewer in each attention layer).
+// Off by default: on the H200 (cohort bench, 4b-shape, one run each,
+// 2026-12-03) the steady decode step took 3.073, 3.670 and 5.212 ms at
+// batch 1, 8 and 32 with it against 3.083, 3.655 and 5.111 without.
+var decodeKVFused = os.Getenv("COHORT_CUDA_KV_FUSE") == "1"
 
 // attentionDecode computes Attention's output out for its T rows after
 // kv_write_f32 has stored the step's k and v (see the comment above), or,

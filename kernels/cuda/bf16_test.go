@@ -311,7 +311,7 @@ func decodeRunFed(t *testing.T, be *Backend, m model.Model, vocab int, prompts [
 // TestGraphReplayMatchesEager: decode steps replayed from CUDA graphs give
 // bit-identical logits to the same steps run eagerly, as the batch size
 // changes and the sequences' page lists grow; with the replays' metadata
-// copied one input at a time (the default) and packed (graphPack), which
+// copied one input at a time and packed (graphPack, the default), which
 // never takes more copies (how many fewer depends on how many input buffers
 // the arena placed side by side: logged).
 func TestGraphReplayMatchesEager(t *testing.T) {

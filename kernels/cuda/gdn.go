@@ -95,6 +95,16 @@ func (p *StatePool) check(layer, slot int) {
 	check("StatePool", kernels.CheckSlot(layer, slot, p.layers, p.visible))
 }
 
+// checkSeq checks a batch sequence's slot: one of the requests', or the pad
+// slot for a pad row.
+func (p *StatePool) checkSeq(layer int, s kernels.Seq) {
+	if s.Pad && s.Slot == p.PadSlot() {
+		check("StatePool", kernels.CheckSlot(layer, s.Slot, p.layers, p.slots))
+		return
+	}
+	p.check(layer, s.Slot)
+}
+
 // Reset zeroes a slot's conv and recurrent state in every layer. It runs on
 // the device (the caller's thread must have the backend's context, as for
 // every op).
@@ -228,7 +238,7 @@ func seqLayout(p *StatePool, layer int, bt *kernels.Batch) (st, ln, sl []int32) 
 	n := len(bt.Seqs)
 	st, ln, sl = make([]int32, n), make([]int32, n), make([]int32, n)
 	for i, s := range bt.Seqs {
-		p.check(layer, s.Slot)
+		p.checkSeq(layer, s)
 		st[i], ln[i], sl[i] = int32(s.Start), int32(s.Len), int32(s.Slot)
 	}
 	return st, ln, sl

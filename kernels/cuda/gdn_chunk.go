@@ -81,7 +81,7 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 	// [chunkRow | chunkLen | seqChunk0 | seqChunks | seqSlot | rest start | rest len | rest slot].
 	var chunkRow, chunkLen, seqChunk0, seqChunks, seqSlot, rStart, rLen, rSlot []int32
 	for _, s := range bt.Seqs {
-		p.check(layer, s.Slot)
+		p.checkSeq(layer, s)
 		if !gdnChunked(s.Len, cfg) {
 			rStart, rLen, rSlot = append(rStart, int32(s.Start)), append(rLen, int32(s.Len)), append(rSlot, int32(s.Slot))
 			continue

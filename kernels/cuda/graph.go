@@ -329,10 +329,13 @@ func (b *Backend) ReplayStep(key string, in kernels.StepInputs) (kernels.Tensor,
 	return &out, true
 }
 
-// graphPack turns on replayPacked (COHORT_CUDA_GRAPH_PACK=1; off by
-// default: in phase 12 it halved the host's forward call of a replay but
-// the steps were not faster, docs/gpu.md; runs now end at packGap).
-var graphPack = os.Getenv("COHORT_CUDA_GRAPH_PACK") == "1"
+// graphPack turns on replayPacked, the default since its runs end at
+// packGap: on the H200 (cohort bench, 4b-shape, one run each, 2026-12-03)
+// the host's forward call of a replay took 34.7, 34.5 and 84.0 µs at
+// batch 1, 8 and 32 against 35.3, 73.5 and 121.1 copied one input at a
+// time, and the steps 3.202, 3.916 and 6.284 ms/token against 3.239, 3.946
+// and 6.455. COHORT_CUDA_GRAPH_PACK=0 copies one input at a time.
+var graphPack = os.Getenv("COHORT_CUDA_GRAPH_PACK") != "0"
 
 // packGap is the most unused capacity of an input that a packed copy
 // carries to reach the next input: a run of inputs ends after one with
