@@ -25,6 +25,17 @@ import (
 // workerGPUEnv makes a test worker host fake GPU ranks (fakeGPURanks).
 const workerGPUEnv = "COHORT_TEST_WORKER_GPU"
 
+// workerCUDAEnv makes a test worker host real GPU ranks on the listed GPUs
+// ("1": one GPU, ordinal 1), joined by NCCL (a binary built with -tags
+// cuda: gpucuda_test.go).
+const workerCUDAEnv = "COHORT_TEST_WORKER_CUDA"
+
+// cudaWorkerGPU is the GPU configuration of a test worker with real GPU
+// ranks on the listed GPUs; gpucuda_test.go sets it in a cuda build.
+var cudaWorkerGPU = func(devices string) (*GPURanks, error) {
+	return nil, errors.New("test worker: real GPU ranks need a test binary built with -tags cuda")
+}
+
 // fakeGPURanks is the GPU configuration of a test worker: two "GPUs", CPU
 // backends, and fakeNCCL communicators that print what they joined.
 func fakeGPURanks() *GPURanks {

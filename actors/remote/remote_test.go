@@ -83,6 +83,14 @@ func runTestWorker(listen string) int {
 	if gpu {
 		cfg.GPU, cfg.NewBackend = fakeGPURanks(), nil
 	}
+	if devs := os.Getenv(workerCUDAEnv); devs != "" {
+		g, err := cudaWorkerGPU(devs)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "worker:", err)
+			return 1
+		}
+		cfg.GPU, cfg.NewBackend, cfg.LockThread = g, nil, true
+	}
 	w, err := StartWorker(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
