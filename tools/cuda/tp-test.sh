@@ -7,10 +7,12 @@
 #   CGO_ENABLED=1 go test -c -tags cuda -ldflags='-s -w' -o out/nccl.test  ./nccl
 #   CGO_ENABLED=1 go test -c -tags cuda -ldflags='-s -w' -o out/cuda.test  ./kernels/cuda
 #   CGO_ENABLED=1 go test -c -tags cuda -ldflags='-s -w' -o out/chaos.test ./cmd/cohort/gpuchaos
+#   CGO_ENABLED=1 go test -c -tags cuda -ldflags='-s -w' -o out/remote.test ./actors/remote
 #
-#   tools/cuda/tp-test.sh            # everything, about 6-7 minutes
+#   tools/cuda/tp-test.sh            # everything, about 8-10 minutes
 #   tools/cuda/tp-test.sh tests      # steps 1-4 (about 3 minutes)
 #   tools/cuda/tp-test.sh bench      # step 5 (about 3-4 minutes)
+#   tools/cuda/tp-test.sh workers    # step 6 (about 2-3 minutes; needs out/remote.test, out/nccl.test)
 #
 # Steps (each with its own time limit; logs in $OUT, or /tmp/tp-test):
 #   1. nccl:    NCCL all-reduce/all-gather on 2 and all GPUs, abort of a rank
@@ -24,6 +26,12 @@
 #               recovery detect -> ready
 #   5. bench:   `cohort bench` batch 1/32/128 decode on the 4b-shape preset,
 #               TP=1 vs TP=2 (one-shot) vs TP=2 (COHORT_ALLREDUCE=nccl)
+#   6. workers: GPU ranks in `cohort worker`-style processes (issue 19), one
+#               GPU each, NCCL between them: TP=2 logprobs and tokens against
+#               in-process TP=2 (f32 weights; TestRemoteGPUMatchesInProcess),
+#               kill -9 of a worker under 16 streaming clients
+#               (TestRemoteGPUKillWorker), and NCCL all-reduce µs per call,
+#               4-256 KiB, in one process vs two (workers-latency.log)
 set -u
 OUT=${OUT:-/tmp/tp-test}
 mkdir -p "$OUT"
@@ -60,11 +68,18 @@ nvidia-smi --query-gpu=index,name,driver_version,memory.used,memory.total --form
 nvidia-smi topo -m >"$OUT/topo.txt" 2>&1
 ls "$nccl_dir" 2>/dev/null | tr '\n' ' ' | tee -a "$summary"
 echo | tee -a "$summary"
-for f in cohort nccl.test cuda.test chaos.test; do
+case $what in
+all) need="cohort nccl.test cuda.test chaos.test remote.test" ;;
+tests) need="nccl.test cuda.test chaos.test" ;;
+bench) need="cohort" ;;
+workers) need="nccl.test remote.test" ;;
+*) note "usage: $0 [all|tests|bench|workers]"; exit 2 ;;
+esac
+for f in $need; do
 	[ -x "$bin/$f" ] || { note "missing $bin/$f: build it first (see the top of this script)"; exit 1; }
 done
 
-if [ "$what" != bench ]; then
+if [ "$what" = all ] || [ "$what" = tests ]; then
 	step nccl 120 "$root/nccl" "$bin/nccl.test" -test.v -test.count=1 -test.run 'Device|AsDevice|Local' -test.timeout 110s
 	step tp 180 "$root/kernels/cuda" "$bin/cuda.test" -test.v -test.count=1 \
 		-test.run '^(TestCompileKernels|TestTensorParallelMatchesSingleGPU|TestOneShotAllReduce|TestOneShotAbort)$' -test.timeout 170s
@@ -72,7 +87,13 @@ if [ "$what" != bench ]; then
 	step chaos 180 "$root/cmd/cohort/gpuchaos" "$bin/chaos.test" -test.v -test.count=1 -test.run '^TestGPUChaos$' -test.timeout 170s
 fi
 
-if [ "$what" != tests ]; then
+if [ "$what" = all ] || [ "$what" = workers ]; then
+	step workers 300 "$root/actors/remote" "$bin/remote.test" -test.v -test.count=1 \
+		-test.run '^(TestRemoteGPUMatchesInProcess|TestRemoteGPUKillWorker)$' -test.timeout 290s
+	step workers-latency 90 "$root/nccl" "$bin/nccl.test" -test.v -test.count=1 -test.run '^TestAllReduceLatencyProcesses$' -test.timeout 80s
+fi
+
+if [ "$what" = all ] || [ "$what" = bench ]; then
 	model=/tmp/m4b
 	if [ ! -f "$model/model.safetensors" ]; then
 		step make-model 90 "$root" "$bin/cohort" make-model --preset 4b-shape --out "$model"
