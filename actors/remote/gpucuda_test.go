@@ -375,19 +375,7 @@ func TestRemoteGPUKillWorker(t *testing.T) {
 	t.Logf("surviving worker: %s; %s", aborted, returned)
 
 	procs[1].restart()
-	for i, s := range streams {
-		want := alone[i]
-		if i == 0 {
-			want = want[3:]
-		}
-		wg.Go(func() {
-			got, _, last := collect(t, s)
-			if last.Err != nil || !slices.Equal(got, want) {
-				t.Errorf("request %d: err %v, tokens %v, want %v", i, last.Err, got, want)
-			}
-		})
-	}
-	wg.Wait()
+	checkStreamsGive(t, streams, alone)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := e.WaitReady(ctx); err != nil {

@@ -501,9 +501,20 @@ func waitTokens(t testing.TB, s *actors.Stream, n int) {
 // first stream already delivered 3 tokens (waitTokens).
 func checkReplayed(t testing.TB, tm testModel, reqs []actors.Request, streams []*actors.Stream) {
 	t.Helper()
+	alone := make([][]int32, len(reqs))
+	for i, r := range reqs {
+		alone[i] = aloneTokens(t, tm, r)
+	}
+	checkStreamsGive(t, streams, alone)
+}
+
+// checkStreamsGive: every stream completes with its request's tokens alone;
+// the first stream already delivered 3 of them (waitTokens).
+func checkStreamsGive(t testing.TB, streams []*actors.Stream, alone [][]int32) {
+	t.Helper()
 	var wg sync.WaitGroup
 	for i, s := range streams {
-		want := aloneTokens(t, tm, reqs[i])
+		want := alone[i]
 		if i == 0 {
 			want = want[3:]
 		}
