@@ -419,6 +419,29 @@ func convLanes(bt *kernels.Batch) int {
 // take 32 token lanes.
 const convWideSeqs = 2
 
+// deltaRuleOperands are a gated delta rule's operands, checked: the conv
+// output mixed [T, convDim], beta and a, the heads' aLog and dtBias, and
+// the state pool.
+type deltaRuleOperands struct {
+	mixed, beta, a, aLog, dtBias *Tensor
+	p                            *StatePool
+	T, convDim                   int
+}
+
+func (b *Backend) deltaRuleOperands(op string, mixed, beta, a, aLog, dtBias kernels.Tensor, states kernels.StatePool,
+	bt *kernels.Batch, cfg kernels.GDNConfig) deltaRuleOperands {
+	d := deltaRuleOperands{mixed: b.tensor(op, mixed), beta: b.tensor(op, beta), a: b.tensor(op, a),
+		aLog: b.tensor(op, aLog), dtBias: b.tensor(op, dtBias), p: asStatePool(op, states)}
+	check(op, kernels.CheckDeltaRule(d.mixed.shape, d.beta.shape, d.a.shape, d.aLog.shape, d.dtBias.shape, cfg, d.p.cfg))
+	d.T, d.convDim = d.mixed.dims()
+	check(op, kernels.CheckBatch(bt, d.T, true))
+	return d
+}
+
+// gdnWarps is the warps a block of the column-split recurrent kernels for
+// key dim dk.
+func gdnWarps(dk int) int { return min(max((dk+7)/8, 1), 32) }
+
 // GatedDeltaRule runs the gated delta rule on mixed [T, convDim] = [q | k | v]
 // with beta and a [T, valueHeads] (raw), continuing each sequence from its
 // recurrent state and storing the final state. Sequences of more than
@@ -428,25 +451,21 @@ const convWideSeqs = 2
 // [T, valueHeads·dv].
 func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, states kernels.StatePool, layer int, bt *kernels.Batch, cfg kernels.GDNConfig) kernels.Tensor {
 	const op = "GatedDeltaRule"
-	mt, bt2, at := b.tensor(op, mixed), b.tensor(op, beta), b.tensor(op, a)
-	alt, dtt := b.tensor(op, aLog), b.tensor(op, dtBias)
-	p := asStatePool(op, states)
+	d := b.deltaRuleOperands(op, mixed, beta, a, aLog, dtBias, states, bt, cfg)
+	mt, bt2, at, alt, dtt, p, T, convDim := d.mixed, d.beta, d.a, d.aLog, d.dtBias, d.p, d.T, d.convDim
 	nk, nv, dk, dv := cfg.KeyHeads, cfg.ValueHeads, cfg.KeyDim, cfg.ValueDim
-	check(op, kernels.CheckDeltaRule(mt.shape, bt2.shape, at.shape, alt.shape, dtt.shape, cfg, p.cfg))
-	T, convDim := mt.dims()
-	check(op, kernels.CheckBatch(bt, T, true))
 	out := b.newTensor(op, T, nv*dv)
 	if T == 0 || len(bt.Seqs) == 0 {
 		return out
 	}
 	scale := 1 / float32(math.Sqrt(float64(dk)))
-	warps := min(max((dk+7)/8, 1), 32)
+	warps := gdnWarps(dk)
 	if name, w := b.gdnDecodeKernel(bt, cfg, warps); name != "" {
 		// Decode rows: the q/k norms and the gates are computed by the
 		// recurrent kernel itself (two launches fewer per layer).
 		start, length, slot := b.seqMeta(op, p, layer, bt)
 		b.launch(op, p.kernel(name), [3]int{len(bt.Seqs), nv, (dv + 31) / 32}, [3]int{32, w, 1},
-			gdnDecodeShmem(dk, w), gdnDecodeArgs(out, mt, bt2, at, alt, dtt, p, start, length, slot, layer, cfg, convDim)...)
+			gdnDecodeShmem(dk, w), gdnDecodeArgs(out, d, start, length, slot, layer, cfg)...)
 		return out
 	}
 	qk := nk * dk
