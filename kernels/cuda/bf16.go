@@ -530,6 +530,9 @@ func (b *Backend) swiGLULinear(op string, x, gate, up kernels.Tensor, readers []
 	xt, gt, ut := b.linearInput(op, x), b.weight(op, gate), b.weight(op, up)
 	T, K := xt.dims()
 	if pair := []kernels.Tensor{gate, up}; gt.shape[0] == ut.shape[0] && b.ltFits(op, xt, pair) {
+		if swigluBF16 {
+			return b.swiGLULtBF16(op, xt, gt, ut, readers)
+		}
 		gu := b.linearsLt(op, xt, pair)
 		return b.swiGLU(op, gu[0], gu[1], readers)
 	}
@@ -542,6 +545,37 @@ func (b *Backend) swiGLULinear(op string, x, gate, up kernels.Tensor, readers []
 	b.mmaGroups(op, "gemv_mma_swiglu", T, (N+15)/16, K, 2, func(p mmaPlan, t0, n int, ws, cnt devptr) {
 		b.launch(op, p.name, p.grid, p.block, 0, rowPtr(y.ptr, t0, N), gt.ptr, ut.ptr, N, rowPtr(xt.ptr, t0, K), n, K, ws, cnt)
 	})
+	return y
+}
+
+// swigluBF16 makes SwiGLULinear on cuBLASLt write the gate and up
+// products in bf16 (float32 accumulation, rounded once at the end, as a
+// bf16 GEMM in torch does) and SwiGLU read them: half the bytes of the
+// widest activations of a prefill step, written and read again.
+// COHORT_CUDA_SWIGLU_BF16=1 turns it on.
+var swigluBF16 = os.Getenv("COHORT_CUDA_SWIGLU_BF16") == "1"
+
+// swiGLULtBF16 is SwiGLULinear of x [T, K] on cuBLASLt with the gate and
+// up products [T, N] in bf16 scratch, and SwiGLU (swiglu4_bf16in) reading
+// them into the float32 output and its twin (readers as in swiGLULinear).
+func (b *Backend) swiGLULtBF16(op string, xt, gt, ut *Tensor, readers []kernels.Tensor) kernels.Tensor {
+	T, K := xt.dims()
+	N := gt.shape[0]
+	xb := b.rowsBF16(op, xt, T, K)
+	n := int64(T) * int64(N)
+	g, u := b.allocScratch(op, n*2), b.allocScratch(op, n*2)
+	for _, p := range [2]struct {
+		w *Tensor
+		d devptr
+	}{{gt, g}, {ut, u}} {
+		b.ltGemm(op, ltKey{bf16: true, outBF16: true, transA: true, m: N, n: T, k: K, lda: K, ldb: K, ldd: N}, p.w.ptr, xb, p.d)
+	}
+	y := b.newTensor(op, T, N)
+	yp, yb := b.outputs(op, y, readers)
+	if n%4 != 0 {
+		panic(fmt.Sprintf("cuda: %s: SwiGLU of bf16 products needs a multiple of 4 elements, not %d", op, n))
+	}
+	b.launch(op, "swiglu4_bf16in", [3]int{b.grid1(n/4, 256), 1, 1}, [3]int{256, 1, 1}, 0, yp, yb, g, u, n/4)
 	return y
 }
 

@@ -433,3 +433,53 @@ func meanP99(v []float64) (mean, p99 float64) {
 	}
 	return sum / float64(len(s)), s[min(len(s)-1, int(math.Ceil(0.99*float64(len(s))))-1)]
 }
+
+// TestSwiGLULinearBF16Products: with COHORT_CUDA_SWIGLU_BF16=1,
+// SwiGLULinear on cuBLASLt equals SwiGLU of the oracle's gate and up
+// products rounded to bf16 (all but the few elements where the GEMM's and
+// the oracle's float32 sums round to neighbouring bf16 values), differs
+// from the unrounded products' SwiGLU (so the bf16 path ran), and its twin
+// read by a Linear gives the float32 output's Linear.
+func TestSwiGLULinearBF16Products(t *testing.T) {
+	g := bf16Backend(t)
+	c := cpu.New(cpu.Options{})
+	defer func(old bool) { swigluBF16 = old }(swigluBF16)
+	swigluBF16 = true
+	const T, K, N = 300, 256, 512
+	r := newRand(11)
+	x := roundBF16(randSlice(r, T*K, 1))
+	gate, up, down := roundBF16(randSlice(r, N*K, 0.1)), roundBF16(randSlice(r, N*K, 0.1)), roundBF16(randSlice(r, 64*N, 0.1))
+	gx, gg, gu, gd := g.Upload(x, T, K), g.UploadWeight(gate, N, K), g.UploadWeight(up, N, K), g.UploadWeight(down, 64, N)
+	if !g.ltFits("test", g.tensor("test", gx), []kernels.Tensor{gg, gu}) {
+		t.Fatalf("%d rows do not run on cuBLASLt", T)
+	}
+	cx := c.Upload(x, T, K)
+	gp, up32 := c.Download(c.Linear(cx, c.Upload(gate, N, K))), c.Download(c.Linear(cx, c.Upload(up, N, K)))
+	rounded := c.Download(c.SwiGLU(c.Upload(roundBF16(gp), T, N), c.Upload(roundBF16(up32), T, N)))
+	exact := c.Download(c.SwiGLU(c.Upload(gp, T, N), c.Upload(up32, T, N)))
+
+	got := g.Download(g.SwiGLULinear(gx, gg, gu))
+	checkClose(t, "SwiGLULinear (bf16 products)", got, rounded, 5e-3)
+	var m float64
+	for _, v := range rounded {
+		m = max(m, math.Abs(float64(v)))
+	}
+	same := 0
+	for i := range got {
+		if math.Abs(float64(got[i]-rounded[i])) <= 1e-6*m {
+			same++
+		}
+	}
+	if same < len(got)*98/100 {
+		t.Errorf("%d of %d elements equal SwiGLU of the bf16-rounded products; want at least 98 %%", same, len(got))
+	}
+	if d := relDiff(got, exact); d < 1e-5 {
+		t.Errorf("SwiGLULinear is %.3g from SwiGLU of the float32 products: the bf16 products were not used", d)
+	}
+	actL := g.SwiGLULinearFor([]kernels.Tensor{gd}, gx, gg, gu)
+	bitEqual(t, "Linear(SwiGLULinearFor)", g.Download(g.Linear(actL, gd)), g.Download(g.Linear(g.Upload(got, T, N), gd)))
+	for _, w := range []kernels.Tensor{gg, gu, gd} {
+		g.Free(w)
+	}
+	g.ResetScratch()
+}

@@ -267,10 +267,10 @@ static void cw_lt_plan_free(cw_lt_plan *p) {
 	free(p);
 }
 
-// cw_lt_plan_new prepares D[m, n] (fp32, column-major, ld ldd) = op(A)·op(B)
-// with A and B of type ab (CUDA_R_32F or CUDA_R_16BF) and fp32
-// accumulation (CUBLAS_COMPUTE_32F: no TF32).
-static int cw_lt_plan_new(uintptr_t handle, int ab, int transa, int transb, uint64_t m, uint64_t n, uint64_t k,
+// cw_lt_plan_new prepares D[m, n] (of type dt, CUDA_R_32F or CUDA_R_16BF;
+// column-major, ld ldd) = op(A)·op(B) with A and B of type ab (CUDA_R_32F
+// or CUDA_R_16BF) and fp32 accumulation (CUBLAS_COMPUTE_32F: no TF32).
+static int cw_lt_plan_new(uintptr_t handle, int ab, int dt, int transa, int transb, uint64_t m, uint64_t n, uint64_t k,
 		int64_t lda, int64_t ldb, int64_t ldd, size_t wsSize, cw_lt_plan **out, const char **stage) {
 	cublasLtHandle_t lt = (cublasLtHandle_t)handle;
 	cw_lt_plan *p = (cw_lt_plan *)calloc(1, sizeof(cw_lt_plan));
@@ -295,7 +295,7 @@ static int cw_lt_plan_new(uintptr_t handle, int ab, int transa, int transb, uint
 	*stage = "cublasLtMatrixLayoutCreate(B)";
 	if ((r = p_cublasLtMatrixLayoutCreate(&p->lb, abType, transb ? n : k, transb ? k : n, ldb)) != CUBLAS_STATUS_SUCCESS) goto fail;
 	*stage = "cublasLtMatrixLayoutCreate(D)";
-	if ((r = p_cublasLtMatrixLayoutCreate(&p->ld, CUDA_R_32F, m, n, ldd)) != CUBLAS_STATUS_SUCCESS) goto fail;
+	if ((r = p_cublasLtMatrixLayoutCreate(&p->ld, (cudaDataType_t)dt, m, n, ldd)) != CUBLAS_STATUS_SUCCESS) goto fail;
 	*stage = "cublasLtMatmulPreferenceCreate";
 	if ((r = p_cublasLtMatmulPreferenceCreate(&pref)) != CUBLAS_STATUS_SUCCESS) goto fail;
 	*stage = "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)";
@@ -814,9 +814,10 @@ func graphDestroy(g graphExec) error {
 // ltPlan is a prepared cuBLASLt matmul of one shape (see cw_lt_plan_new).
 type ltPlan struct{ p *C.cw_lt_plan }
 
-// ltKey identifies a GEMM shape for the plan cache.
+// ltKey identifies a GEMM shape for the plan cache: bf16 inputs, and
+// outBF16 a bf16 output (else float32).
 type ltKey struct {
-	bf16           bool
+	bf16, outBF16  bool
 	transA, transB bool
 	m, n, k        int
 	lda, ldb, ldd  int
@@ -829,16 +830,20 @@ func cbool(v bool) C.int {
 	return 0
 }
 
-// newLtPlan prepares D[m,n] = op(A)·op(B) (column-major, fp32 output, fp32
-// accumulation; A and B fp32 or, if key.bf16, bf16).
+// newLtPlan prepares D[m,n] = op(A)·op(B) (column-major, fp32 output
+// unless key.outBF16, fp32 accumulation; A and B fp32 or, if key.bf16,
+// bf16).
 func newLtPlan(h ltHandle, key ltKey, wsSize int64) (ltPlan, error) {
-	ab := C.int(C.CUDA_R_32F)
+	ab, dt := C.int(C.CUDA_R_32F), C.int(C.CUDA_R_32F)
 	if key.bf16 {
 		ab = C.int(C.CUDA_R_16BF)
 	}
+	if key.outBF16 {
+		dt = C.int(C.CUDA_R_16BF)
+	}
 	var p *C.cw_lt_plan
 	var stage *C.char
-	r := C.cw_lt_plan_new(C.uintptr_t(h), ab, cbool(key.transA), cbool(key.transB),
+	r := C.cw_lt_plan_new(C.uintptr_t(h), ab, dt, cbool(key.transA), cbool(key.transB),
 		C.uint64_t(key.m), C.uint64_t(key.n), C.uint64_t(key.k),
 		C.int64_t(key.lda), C.int64_t(key.ldb), C.int64_t(key.ldd), C.size_t(wsSize), &p, &stage)
 	if r != 0 {

@@ -34,6 +34,24 @@ extern "C" __global__ void swiglu4_f32(float4 *__restrict__ y, unsigned short *_
 	}
 }
 
+// swiglu4_bf16in is swiglu4_f32 of bf16 gate and up (four of each a
+// thread: n4 groups of 4, the pointers 8-byte aligned): the products of
+// SwiGLULinear on cuBLASLt with COHORT_CUDA_SWIGLU_BF16=1.
+extern "C" __global__ void swiglu4_bf16in(float4 *__restrict__ y, unsigned short *__restrict__ yb, const uint2 *__restrict__ gate,
+		const uint2 *__restrict__ up, long long n4) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n4; i += (long long)gridDim.x * blockDim.x) {
+		uint2 a = gate[i], b = up[i];
+		float4 v = make_float4(silu_ref(__uint_as_float(a.x << 16)) * __uint_as_float(b.x << 16),
+		                       silu_ref(__uint_as_float(a.x & 0xffff0000u)) * __uint_as_float(b.x & 0xffff0000u),
+		                       silu_ref(__uint_as_float(a.y << 16)) * __uint_as_float(b.y << 16),
+		                       silu_ref(__uint_as_float(a.y & 0xffff0000u)) * __uint_as_float(b.y & 0xffff0000u));
+		if (y) y[i] = v;
+		twin4(yb, 4 * i, v);
+	}
+}
+
 __device__ __forceinline__ float to_f32(float v) { return v; }
 __device__ __forceinline__ float to_f32(unsigned short v) { return __uint_as_float((unsigned)v << 16); } // bf16 bits
 
