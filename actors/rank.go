@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"log"
 	"sync"
 	"time"
 
@@ -152,7 +153,7 @@ func (r *Rank) send(ctx actor.Context, to *actor.PID, msg EngineMessage) {
 
 func (r *Rank) load(ctx actor.Context, msg *LoadShard) {
 	r.poison, r.faults = msg.Poison, msg.Faults
-	self, root, newBackend := ctx.Self(), ctx.ActorSystem().Root, r.newBackend
+	self, root, newBackend, index := ctx.Self(), ctx.ActorSystem().Root, r.newBackend, r.index
 	r.exec.submit(func() {
 		out := &rankBound{replyTo: msg.ReplyTo}
 		out.err = protect("load shard", func() error {
@@ -180,7 +181,7 @@ func (r *Rank) load(ctx actor.Context, msg *LoadShard) {
 			out.capacity.Scratch = scratch
 			out.st = out.m.NewState(out.be, out.capacity.Slots, out.capacity.Pages, out.capacity.PageSize)
 			allocSnapshots(out.st, &out.capacity)
-			return nil
+			return warmDecode(index, out.be, out.m, out.st, out.capacity.Slots)
 		})
 		if out.be != nil && out.err != nil {
 			closeBackend(out.be)
@@ -346,6 +347,18 @@ func plainArgmax(rows []drawRow) bool {
 		}
 	}
 	return true
+}
+
+// warmDecode records the decode steps of every batch-size bucket up to
+// slots rows before the rank serves (model.WarmDecode), and logs it.
+func warmDecode(rank int, be kernels.Backend, m model.Model, st model.State, slots int) error {
+	t0 := time.Now()
+	buckets, err := model.WarmDecode(be, m, st, slots)
+	if err == nil && len(buckets) > 0 {
+		log.Printf("actors: rank %d recorded the decode steps of %d batch-size buckets (%d to %d rows) in %.2fs",
+			rank, len(buckets), buckets[0], buckets[len(buckets)-1], time.Since(t0).Seconds())
+	}
+	return err
 }
 
 // allocSnapshots makes the prefix cache's snapshot places the capacity

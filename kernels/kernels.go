@@ -345,6 +345,10 @@ type DecodePadder interface {
 	// DecodeBucket returns how many rows a decode step of rows rows runs
 	// as: rows itself when such a step is not padded.
 	DecodeBucket(rows int) int
+	// DecodeBuckets lists, in ascending order, the buckets that steps of
+	// at most maxRows rows run as (nil when decode steps are not padded):
+	// what a rank records ahead of its first request (model.WarmDecode).
+	DecodeBuckets(maxRows int) []int
 	// Head returns the first rows rows of t without a copy.
 	Head(t Tensor, rows int) Tensor
 }

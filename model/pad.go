@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"slices"
 
 	"cohort/kernels"
@@ -48,4 +49,41 @@ func PadDecode(in kernels.StepInputs, rows int, pad Pad) kernels.StepInputs {
 		out = append(out, i)
 	}
 	return kernels.StepInputs{Tokens: append(slices.Clone(in.Tokens), make([]int32, rows-n)...), Batch: b, Rows: out}
+}
+
+// PaddedState is implemented by states that can say where their pad rows
+// go (PadOf over their pools).
+type PaddedState interface {
+	State
+	Pad() *Pad // nil: no place for pad rows
+}
+
+// WarmDecode records the decode step of every bucket the backend pads
+// steps of up to maxRows rows to (kernels.DecodePadder.DecodeBuckets), as
+// vLLM captures its CUDA graphs before it serves: each bucket's step of
+// pad rows alone runs twice through m.Forward (a recording backend runs a
+// new step eagerly once, then records it), so no request's step pays for a
+// recording later. It returns the buckets warmed: none where the backend
+// does not pad or st keeps no pad place. Pad rows touch only the pad slot
+// and page, which no request owns.
+func WarmDecode(be kernels.Backend, m Model, st State, maxRows int) ([]int, error) {
+	padder, ok := be.(kernels.DecodePadder)
+	ps, ok2 := st.(PaddedState)
+	if !ok || !ok2 || ps.Pad() == nil {
+		return nil, nil
+	}
+	pad := *ps.Pad()
+	buckets := padder.DecodeBuckets(maxRows)
+	for _, n := range buckets {
+		in := PadDecode(kernels.StepInputs{Batch: &kernels.Batch{}}, n, pad)
+		for range 2 {
+			if _, err := m.Forward(be, st, in.Tokens, in.Batch, in.Rows); err != nil {
+				return nil, fmt.Errorf("model: warming the decode step of %d rows: %w", n, err)
+			}
+			if sr, ok := be.(kernels.ScratchResetter); ok {
+				sr.ResetScratch()
+			}
+		}
+	}
+	return buckets, nil
 }

@@ -24,6 +24,13 @@ func (p *padStepper) ReplayStep(key string, _ kernels.StepInputs) (kernels.Tenso
 	return nil, false
 }
 func (p *padStepper) DecodeBucket(rows int) int { return (rows + 3) / 4 * 4 }
+func (p *padStepper) DecodeBuckets(maxRows int) []int {
+	var out []int
+	for n := 4; n < maxRows+4; n += 4 {
+		out = append(out, n)
+	}
+	return out
+}
 func (p *padStepper) Head(t kernels.Tensor, rows int) kernels.Tensor {
 	p.headRows = rows
 	return t
@@ -107,5 +114,68 @@ func TestPadDecode(t *testing.T) {
 	}
 	if err := kernels.CheckBatch(got.Batch, 5, true); err != nil {
 		t.Errorf("CheckBatch: %v", err)
+	}
+}
+
+// padState is a state with a pad place (or none: nil).
+type padState struct{ pad *Pad }
+
+func (padState) Reset(int)   {}
+func (s padState) Pad() *Pad { return s.pad }
+
+// stepModel runs its steps through RunStep (family "m", model 1, state 2)
+// and keeps what run saw.
+type stepModel struct{ seen []kernels.StepInputs }
+
+func (m *stepModel) Forward(be kernels.Backend, st State, tokens []int32, b *kernels.Batch, rows []int) (kernels.Tensor, error) {
+	in := kernels.StepInputs{Tokens: tokens, Batch: b, Rows: rows}
+	return RunStep(be, "m", 1, 2, in, st.(PaddedState).Pad(), func(in kernels.StepInputs) (kernels.Tensor, error) {
+		m.seen = append(m.seen, in)
+		return fakeLogits{}, nil
+	})
+}
+
+func (m *stepModel) NewState(kernels.Backend, int, int, int) State { return nil }
+
+func TestWarmDecode(t *testing.T) {
+	pad := &Pad{Slot: 7, Page: 99}
+	be, m := &padStepper{}, &stepModel{}
+	buckets, err := WarmDecode(be, m, padState{pad}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(buckets, []int{4, 8}) {
+		t.Fatalf("warmed buckets %v, want [4 8]", buckets)
+	}
+	want := []string{"m/decode/4/model-1/state-2", "m/decode/4/model-1/state-2", "m/decode/8/model-1/state-2", "m/decode/8/model-1/state-2"}
+	if !slices.Equal(be.begun, want) {
+		t.Errorf("BeginStep keys %q, want %q (each bucket run eagerly, then recorded)", be.begun, want)
+	}
+	for i, in := range m.seen {
+		for j, s := range in.Batch.Seqs {
+			if !s.Pad || s.Slot != pad.Slot || !slices.Equal(s.Pages, []int32{pad.Page}) || s.Start != j || s.Len != 1 {
+				t.Errorf("step %d seq %d: %+v, want a pad row in the pad place", i, j, s)
+			}
+		}
+		if err := kernels.CheckBatch(in.Batch, in.Batch.Rows(), true); err != nil {
+			t.Errorf("step %d: %v", i, err)
+		}
+	}
+	if be.headRows != 0 {
+		t.Errorf("Head asked for %d rows: a bucket's own step is not padded", be.headRows)
+	}
+
+	for _, tc := range []struct {
+		name string
+		be   kernels.Backend
+		st   State
+	}{
+		{"no pad place", &padStepper{}, padState{}},
+		{"a backend that does not pad", struct{ kernels.Backend }{}, padState{pad}},
+	} {
+		m := &stepModel{}
+		if got, err := WarmDecode(tc.be, m, tc.st, 7); err != nil || got != nil || len(m.seen) != 0 {
+			t.Errorf("%s: warmed %v (%d steps), err %v; want nothing", tc.name, got, len(m.seen), err)
+		}
 	}
 }

@@ -171,6 +171,9 @@ func New(o Options) (*Backend, error) {
 	if b.weights, err = weightType(o.Weights); err != nil {
 		return nil, err
 	}
+	if ltAlgosErr != nil {
+		return nil, ltAlgosErr
+	}
 	if b.mmaRows, err = mmaRowsFromEnv(); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,6 +14,29 @@ func TestDecodeBucket(t *testing.T) {
 	for rows, want := range map[int]int{1: 1, 2: 2, 3: 4, 4: 4, 5: 8, 8: 8, 9: 16, 31: 32, 32: 32, 505: 512, 512: 512, 513: 513} {
 		if got := decodeBucket(rows); got != want || got-rows > decodeMaxPads {
 			t.Errorf("decodeBucket(%d) = %d, want %d (at most %d pad rows)", rows, got, want, decodeMaxPads)
+		}
+	}
+}
+
+func TestDecodeBucketsUpTo(t *testing.T) {
+	for _, tc := range []struct {
+		max  int
+		want []int
+	}{
+		{0, nil}, {1, []int{1}}, {3, []int{1, 2, 4}}, {8, []int{1, 2, 4, 8}}, {9, []int{1, 2, 4, 8, 16}},
+		{32, []int{1, 2, 4, 8, 16, 24, 32}},
+	} {
+		if got := decodeBucketsUpTo(tc.max); !slices.Equal(got, tc.want) {
+			t.Errorf("decodeBucketsUpTo(%d) = %v, want %v", tc.max, got, tc.want)
+		}
+	}
+	all := decodeBucketsUpTo(10000)
+	if len(all) != 3+decodeMaxBucket/8 || all[len(all)-1] != decodeMaxBucket {
+		t.Errorf("decodeBucketsUpTo(10000): %d buckets ending at %d, want %d ending at %d", len(all), all[len(all)-1], 3+decodeMaxBucket/8, decodeMaxBucket)
+	}
+	for _, n := range all {
+		if decodeBucket(n) != n {
+			t.Errorf("bucket %d is not its own bucket (%d)", n, decodeBucket(n))
 		}
 	}
 }

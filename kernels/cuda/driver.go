@@ -248,7 +248,7 @@ static size_t cw_cublasLtGetVersion(void) { return p_cublasLtGetVersion(); }
 
 // cw_lt_plan is a prepared cuBLASLt matmul: descriptors and the chosen
 // algorithm, reused for every GEMM of one shape.
-#define CW_LT_ALGOS 8
+#define CW_LT_ALGOS 32
 typedef struct {
 	cublasLtMatmulDesc_t op;
 	cublasLtMatrixLayout_t la, lb, ld;
@@ -271,7 +271,7 @@ static void cw_lt_plan_free(cw_lt_plan *p) {
 // column-major, ld ldd) = op(A)·op(B) with A and B of type ab (CUDA_R_32F
 // or CUDA_R_16BF) and fp32 accumulation (CUBLAS_COMPUTE_32F: no TF32).
 static int cw_lt_plan_new(uintptr_t handle, int ab, int dt, int transa, int transb, uint64_t m, uint64_t n, uint64_t k,
-		int64_t lda, int64_t ldb, int64_t ldd, size_t wsSize, cw_lt_plan **out, const char **stage) {
+		int64_t lda, int64_t ldb, int64_t ldd, size_t wsSize, int algos, cw_lt_plan **out, const char **stage) {
 	cublasLtHandle_t lt = (cublasLtHandle_t)handle;
 	cw_lt_plan *p = (cw_lt_plan *)calloc(1, sizeof(cw_lt_plan));
 	cublasLtMatmulPreference_t pref = NULL;
@@ -303,7 +303,8 @@ static int cw_lt_plan_new(uintptr_t handle, int ab, int dt, int transa, int tran
 	if ((r = p_cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsBytes, sizeof wsBytes)) != CUBLAS_STATUS_SUCCESS) goto fail;
 	*stage = "cublasLtMatmulAlgoGetHeuristic";
 	memset(heur, 0, sizeof heur);
-	if ((r = p_cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->la, p->lb, p->ld, p->ld, pref, CW_LT_ALGOS, heur, &found)) != CUBLAS_STATUS_SUCCESS) goto fail;
+	if (algos < 1 || algos > CW_LT_ALGOS) algos = CW_LT_ALGOS;
+	if ((r = p_cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->la, p->lb, p->ld, p->ld, pref, algos, heur, &found)) != CUBLAS_STATUS_SUCCESS) goto fail;
 	if (found < 1) { r = CUBLAS_STATUS_NOT_SUPPORTED; goto fail; }
 	p->algo = heur[0].algo;
 	p->nAlgos = found;
@@ -375,6 +376,8 @@ import "C"
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
@@ -811,6 +814,22 @@ func graphDestroy(g graphExec) error {
 	return cuCheck("cuGraphExecDestroy", C.cw_graph_destroy(C.uintptr_t(g)))
 }
 
+// ltAlgos is how many of cuBLASLt's heuristic candidates a plan keeps (and
+// ltTune times): COHORT_CUDA_LT_ALGOS, 1 to 32, default 8 (New refuses
+// any other value: ltAlgosErr).
+var ltAlgos, ltAlgosErr = ltAlgosFromEnv(os.Getenv("COHORT_CUDA_LT_ALGOS"))
+
+func ltAlgosFromEnv(v string) (int, error) {
+	if v == "" {
+		return 8, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > C.CW_LT_ALGOS {
+		return 8, fmt.Errorf("cuda: COHORT_CUDA_LT_ALGOS=%q: want an integer in [1, %d]", v, C.CW_LT_ALGOS)
+	}
+	return n, nil
+}
+
 // ltPlan is a prepared cuBLASLt matmul of one shape (see cw_lt_plan_new).
 type ltPlan struct{ p *C.cw_lt_plan }
 
@@ -845,7 +864,7 @@ func newLtPlan(h ltHandle, key ltKey, wsSize int64) (ltPlan, error) {
 	var stage *C.char
 	r := C.cw_lt_plan_new(C.uintptr_t(h), ab, dt, cbool(key.transA), cbool(key.transB),
 		C.uint64_t(key.m), C.uint64_t(key.n), C.uint64_t(key.k),
-		C.int64_t(key.lda), C.int64_t(key.ldb), C.int64_t(key.ldd), C.size_t(wsSize), &p, &stage)
+		C.int64_t(key.lda), C.int64_t(key.ldb), C.int64_t(key.ldd), C.size_t(wsSize), C.int(ltAlgos), &p, &stage)
 	if r != 0 {
 		return ltPlan{}, &cublasError{call: C.GoString(stage), code: int(r)}
 	}

@@ -61,3 +61,16 @@ func TestDriverHotPath(t *testing.T) {
 		}
 	}
 }
+
+func TestLtAlgosFromEnv(t *testing.T) {
+	for _, tc := range []struct {
+		v     string
+		want  int
+		error bool
+	}{{"", 8, false}, {"1", 1, false}, {"32", 32, false}, {"0", 8, true}, {"33", 8, true}, {"many", 8, true}} {
+		got, err := ltAlgosFromEnv(tc.v)
+		if got != tc.want || (err != nil) != tc.error {
+			t.Errorf("ltAlgosFromEnv(%q) = %d, %v; want %d, error %v", tc.v, got, err, tc.want, tc.error)
+		}
+	}
+}

@@ -37,6 +37,11 @@ func (*State) Reset(int) {}
 
 var _ model.FreeableState = (*State)(nil)
 
+var _ model.PaddedState = (*State)(nil)
+
+// Pad is where the state keeps pad rows (nil: nowhere).
+func (s *State) Pad() *model.Pad { return model.PadOf(s.KV, nil) }
+
 // Free gives back the KV pages on be.
 func (s *State) Free(be kernels.Backend) { kernels.FreeKVCache(be, s.KV) }
 
@@ -85,7 +90,7 @@ func (m *Model) Forward(be kernels.Backend, state model.State, tokens []int32, b
 		return nil, fmt.Errorf("qwen3: state %T was not made by a Qwen3 model", state)
 	}
 	in := kernels.StepInputs{Tokens: tokens, Batch: b, Rows: outputRows}
-	return model.RunStep(be, "qwen3", m.ID, st.ID, in, model.PadOf(st.KV, nil), func(in kernels.StepInputs) (kernels.Tensor, error) {
+	return model.RunStep(be, "qwen3", m.ID, st.ID, in, st.Pad(), func(in kernels.StepInputs) (kernels.Tensor, error) {
 		return m.decoder(be, st, in.Tokens, in.Batch, in.Rows)
 	})
 }

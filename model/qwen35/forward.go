@@ -90,6 +90,11 @@ func (s *State) Reset(slot int) { s.GDN.Reset(slot) }
 
 var _ model.SnapshotState = (*State)(nil)
 
+var _ model.PaddedState = (*State)(nil)
+
+// Pad is where the state keeps pad rows (nil: nowhere).
+func (s *State) Pad() *model.Pad { return model.PadOf(s.KV, s.GDN) }
+
 var _ model.FreeableState = (*State)(nil)
 
 // Free gives back the KV pages and the GDN slots (and their snapshot
@@ -132,7 +137,7 @@ func (m *Model) Forward(be kernels.Backend, state model.State, tokens []int32, b
 		return nil, fmt.Errorf("qwen35: state %T was not made by a Qwen3.5 model", state)
 	}
 	in := kernels.StepInputs{Tokens: tokens, Batch: b, Rows: outputRows}
-	return model.RunStep(be, "qwen35", m.ID, st.ID, in, model.PadOf(st.KV, st.GDN), func(in kernels.StepInputs) (kernels.Tensor, error) {
+	return model.RunStep(be, "qwen35", m.ID, st.ID, in, st.Pad(), func(in kernels.StepInputs) (kernels.Tensor, error) {
 		return m.decoder(be, st, in.Tokens, in.Batch, in.Rows)
 	})
 }
