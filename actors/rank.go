@@ -181,7 +181,10 @@ func (r *Rank) load(ctx actor.Context, msg *LoadShard) {
 			out.capacity.Scratch = scratch
 			out.st = out.m.NewState(out.be, out.capacity.Slots, out.capacity.Pages, out.capacity.PageSize)
 			allocSnapshots(out.st, &out.capacity)
-			return warmDecode(index, out.be, out.m, out.st, out.capacity.Slots)
+			// Every rank warms the same buckets (their collectives must
+			// meet), so the bound is the configured one, not the slots
+			// this rank's memory gave.
+			return warmDecode(index, out.be, out.m, out.st, msg.Capacity.MaxSeqs)
 		})
 		if out.be != nil && out.err != nil {
 			closeBackend(out.be)
@@ -350,10 +353,10 @@ func plainArgmax(rows []drawRow) bool {
 }
 
 // warmDecode records the decode steps of every batch-size bucket up to
-// slots rows before the rank serves (model.WarmDecode), and logs it.
-func warmDecode(rank int, be kernels.Backend, m model.Model, st model.State, slots int) error {
+// maxRows rows before the rank serves (model.WarmDecode), and logs it.
+func warmDecode(rank int, be kernels.Backend, m model.Model, st model.State, maxRows int) error {
 	t0 := time.Now()
-	buckets, err := model.WarmDecode(be, m, st, slots)
+	buckets, err := model.WarmDecode(be, m, st, maxRows)
 	if err == nil && len(buckets) > 0 {
 		log.Printf("actors: rank %d recorded the decode steps of %d batch-size buckets (%d to %d rows) in %.2fs",
 			rank, len(buckets), buckets[0], buckets[len(buckets)-1], time.Since(t0).Seconds())

@@ -270,7 +270,7 @@ func (f *decodeFix) step(ctxs []int, distinct bool) decodeStep {
 	pages := make([][]int32, B)
 	var perm []int
 	if distinct {
-		perm = f.r.Perm(f.cache.pages - B)
+		perm = f.r.Perm(f.cache.visible - B)
 	}
 	next := 0
 	for i, n := range ctxs {
@@ -281,7 +281,7 @@ func (f *decodeFix) step(ctxs []int, distinct bool) decodeStep {
 				pg[j] = int32(B + perm[next])
 				next++
 			} else {
-				pg[j] = int32(B + f.r.IntN(f.cache.pages-B))
+				pg[j] = int32(B + f.r.IntN(f.cache.visible-B))
 			}
 		}
 		pg[p/decodePageSize] = int32(i)

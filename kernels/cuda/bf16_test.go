@@ -183,8 +183,16 @@ func testFusedLinearBF16(t *testing.T, g *Backend, c *cpu.Backend, T, K int, Ns 
 	gate, up := roundBF16(randSlice(r, n*K, 0.1)), roundBF16(randSlice(r, n*K, 0.1))
 	gg, gu := g.UploadWeight(gate, n, K), g.UploadWeight(up, n, K)
 	got := g.Download(g.SwiGLULinear(gx, gg, gu))
-	want := c.Download(c.SwiGLU(c.Linear(cx, c.Upload(gate, n, K)), c.Linear(cx, c.Upload(up, n, K))))
-	checkClose(t, "SwiGLULinear", got, want, 2e-5)
+	gp, upp := c.Linear(cx, c.Upload(gate, n, K)), c.Linear(cx, c.Upload(up, n, K))
+	tol := 2e-5
+	if swigluBF16 && g.ltFits("test", g.tensor("test", gx), []kernels.Tensor{gg, gu}) {
+		// cuBLASLt writes the products in bf16 (swigluBF16): the oracle
+		// rounds them too, and a sum near a rounding boundary may land on
+		// the neighbouring bf16 value.
+		gp, upp = c.Upload(roundBF16(c.Download(gp)), T, n), c.Upload(roundBF16(c.Download(upp)), T, n)
+		tol = 5e-3
+	}
+	checkClose(t, "SwiGLULinear", got, c.Download(c.SwiGLU(gp, upp)), tol)
 	for _, w := range append(gws, gg, gu) {
 		g.Free(w)
 	}
@@ -317,6 +325,10 @@ func decodeRunFed(t *testing.T, be *Backend, m model.Model, vocab int, prompts [
 func TestGraphReplayMatchesEager(t *testing.T) {
 	bf16Backend(t)
 	defer func(old bool) { graphPack = old }(graphPack)
+	// Batch 3 runs as batch 3 in both (no bucket pads it to 4, whose
+	// kernels may split the work otherwise: TestDecodeBucketsMatchUnpadded).
+	defer func(v bool) { decodeBuckets = v }(decodeBuckets)
+	decodeBuckets = false
 	copies := map[bool]int{}
 	for _, pack := range []bool{false, true} {
 		t.Run(fmt.Sprintf("pack=%v", pack), func(t *testing.T) {
