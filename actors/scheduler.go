@@ -61,6 +61,13 @@ type scheduler struct {
 	// after the next step was sent to the ranks, so waking the request
 	// actors overlaps the device's work instead of delaying it.
 	outbox []delivery
+
+	// tracer is cfg.TracerProvider's, asked for once.
+	tracer trace.Tracer
+	// Buffers record reuses from step to step (what they hold between
+	// steps means nothing).
+	seqLive []*liveRequest
+	sampled []planner.RequestID
 }
 
 // delivery is one message for a request actor.
@@ -120,8 +127,12 @@ type reqPrefix struct {
 }
 
 type inflightStep struct {
-	span     trace.Span
-	plan     planner.Plan
+	span trace.Span
+	plan planner.Plan
+	// seqLive is the live request of each of plan.Seqs as the step was
+	// planned, nil for one that ended before the step was sent (for its
+	// span; looked up again once the step is done).
+	seqLive  []*liveRequest
 	replies  int
 	replied  []bool          // by rank
 	outputs  []OutputRow     // the step's output rows ...
@@ -228,7 +239,11 @@ func (s *scheduler) maybeStep(ctx actor.Context, g *rankGroup) {
 		s.done = doneStep{}
 	}
 	s.maskOutputs(ctx, step)
-	s.inflight.span = startStepSpan(s.cfg.TracerProvider.Tracer(TracerName), step, s.live)
+	if s.tracer == nil {
+		s.tracer = s.cfg.TracerProvider.Tracer(TracerName)
+	}
+	seqLive := s.inflight.seqLive
+	s.inflight.span = startStepSpanOf(s.tracer, step, func(i int) *liveRequest { return seqLive[i] })
 	step.Trace = s.inflight.span.SpanContext()
 	gen, id, root, self := g.gen, step.Step, ctx.ActorSystem().Root, ctx.Self()
 	f := s.inflight
@@ -252,16 +267,34 @@ func (s *scheduler) nextStep(replyTo *actor.PID, gen uint64) *RunStep {
 		return nil
 	}
 	step := &RunStep{Generation: gen, Step: plan.Step, ReplyTo: replyTo}
+	if len(plan.Freed) > 0 {
+		step.Finished = make([]planner.RequestID, 0, len(plan.Freed))
+	}
 	for _, f := range plan.Freed {
 		step.Finished = append(step.Finished, f.ID)
 	}
-	now := time.Now()
+	// Size the step's slices for its rows and sampled rows (prompt
+	// logprob rows may add to the outputs).
+	rows, sampled := 0, 0
 	for _, sp := range plan.Seqs {
+		rows += sp.Len
+		if sp.Sample {
+			sampled++
+		}
+	}
+	step.Tokens, step.Seqs = make([]int32, 0, rows), make([]StepSeq, 0, len(plan.Seqs))
+	if sampled > 0 {
+		step.Outputs = make([]OutputRow, 0, sampled)
+	}
+	seqLive := make([]*liveRequest, len(plan.Seqs))
+	now := time.Now()
+	for i, sp := range plan.Seqs {
 		l := s.live[sp.ID]
+		seqLive[i] = l
 		if l.scheduled.IsZero() {
 			l.scheduled = now
 		}
-		if slices.Contains(plan.Reset, sp.Slot) { // the plan assigned its slot: admitted
+		if _, ok := slices.BinarySearch(plan.Reset, sp.Slot); ok { // the plan assigned its slot (Reset is ascending): admitted
 			step.Admitted = append(step.Admitted, l.admission(sp))
 			l.sentPages = 0
 		}
@@ -279,7 +312,7 @@ func (s *scheduler) nextStep(replyTo *actor.PID, gen uint64) *RunStep {
 			step.Outputs = append(step.Outputs, OutputRow{ID: sp.ID, Row: start + sp.Len - 1})
 		}
 	}
-	s.inflight = &inflightStep{plan: plan, outputs: step.Outputs}
+	s.inflight = &inflightStep{plan: plan, outputs: step.Outputs, seqLive: seqLive}
 	return step
 }
 
@@ -304,10 +337,23 @@ func (l *liveRequest) admission(sp planner.SeqPlan) AdmitSeq {
 // allows now, within the tokens the request may still generate. A request
 // whose grammar fails ends with the error (as if aborted during the step).
 func (s *scheduler) maskOutputs(ctx actor.Context, step *RunStep) {
+	var seqLive []*liveRequest
+	if f := s.inflight; f != nil && len(f.seqLive) == len(step.Seqs) {
+		seqLive = f.seqLive // the live table's requests as nextStep saw them, less those ended since
+	}
+	j := 0
 	for i := range step.Outputs {
 		o := &step.Outputs[i]
-		l := s.live[o.ID]
-		if o.Score || l == nil || l.out.matcher == nil {
+		if o.Score {
+			continue
+		}
+		var l *liveRequest
+		if j = seqOf(step.Seqs, o.ID, j); seqLive != nil && j < len(seqLive) {
+			l = seqLive[j]
+		} else {
+			l = s.live[o.ID]
+		}
+		if l == nil || l.out.matcher == nil {
 			continue
 		}
 		m, err := l.out.matcher.Mask(l.out.left())
@@ -322,11 +368,27 @@ func (s *scheduler) maskOutputs(ctx actor.Context, step *RunStep) {
 	}
 }
 
+// seqOf returns the index of the sequence with id in seqs, searching from
+// from on (len(seqs): none there). A step's output rows are in the order
+// of its sequences, each of which is a distinct request, so walking the
+// rows finds each row's sequence at or after the previous row's.
+func seqOf(seqs []StepSeq, id planner.RequestID, from int) int {
+	for from < len(seqs) && seqs[from].ID != id {
+		from++
+	}
+	return from
+}
+
 // endWithError ends a live request with err.
 func (s *scheduler) endWithError(ctx actor.Context, id planner.RequestID, err error) {
 	l := s.live[id]
 	s.plan.Abort(id)
 	delete(s.live, id)
+	if f := s.inflight; f != nil {
+		if i := slices.Index(f.seqLive, l); i >= 0 {
+			f.seqLive[i] = nil // gone from the live table
+		}
+	}
 	s.tell(l.pid, &RequestRejected{Err: err})
 }
 
@@ -369,12 +431,13 @@ func (s *scheduler) completed(ctx actor.Context, msg *StepCompleted, g *rankGrou
 	now := time.Now()
 	s.cost.Observe(f.tokens, now.Sub(f.started))
 	s.stepProgressed(now)
-	for _, sp := range f.plan.Seqs {
-		if l, ok := s.live[sp.ID]; ok {
+	seqLive := s.liveSeqs(f)
+	for _, l := range seqLive {
+		if l != nil {
 			l.failedSteps = 0
 		}
 	}
-	s.record(f, func(pid *actor.PID, msg requestMessage) { s.tell(pid, msg) })
+	s.recordSeqs(f, seqLive, func(pid *actor.PID, msg requestMessage) { s.tell(pid, msg) })
 	if s.timing.enabled() {
 		s.done = doneStep{at: now, decode: f.decode, roundTrip: now.Sub(f.started), record: time.Since(now)}
 		if s.timing.each {
@@ -485,17 +548,53 @@ func (s *scheduler) promptRows(l *liveRequest, sp planner.SeqPlan, start int) []
 // which decides whether the request ends with it (then the planner frees it
 // at once), and every result goes to its request actor through send.
 func (s *scheduler) record(f *inflightStep, send func(*actor.PID, requestMessage)) {
-	var sampled []planner.RequestID
-	for _, o := range f.outputs {
-		if _, ok := s.live[o.ID]; ok && !o.Score {
+	s.recordSeqs(f, s.liveSeqs(f), send)
+}
+
+// liveSeqs looks up the live request of each sequence of f's plan (nil:
+// aborted or ended while the step ran), in a buffer that recordSeqs
+// clears.
+func (s *scheduler) liveSeqs(f *inflightStep) []*liveRequest {
+	lives := s.seqLive[:0]
+	for _, sp := range f.plan.Seqs {
+		lives = append(lives, s.live[sp.ID])
+	}
+	s.seqLive = lives
+	return lives
+}
+
+// recordSeqs is record with seqLive the live request of each of f's
+// sequences (liveSeqs). Each output row is its sequence's: a step's rows
+// are in the order of its sequences, each a distinct request, and a
+// request's rows are consecutive with its sampled row last, so a request
+// that ends with its token has no row after it.
+func (s *scheduler) recordSeqs(f *inflightStep, seqLive []*liveRequest, send func(*actor.PID, requestMessage)) {
+	seqs := f.plan.Seqs
+	live := func(j int, id planner.RequestID) (int, *liveRequest) {
+		for j < len(seqs) && seqs[j].ID != id {
+			j++
+		}
+		if j < len(seqs) {
+			return j, seqLive[j]
+		}
+		return j, s.live[id] // not reached: every row is a sequence's
+	}
+	sampled := s.sampled[:0]
+	for j, i := 0, 0; i < len(f.outputs); i++ {
+		o := f.outputs[i]
+		var l *liveRequest
+		if j, l = live(j, o.ID); l != nil && !o.Score {
 			sampled = append(sampled, o.ID)
 		}
 	}
 	s.plan.Update(f.plan, sampled)
-	for i, o := range f.outputs {
-		l, ok := s.live[o.ID]
+	s.sampled = sampled[:0]
+	for j, i := 0, 0; i < len(f.outputs); i++ {
+		o := f.outputs[i]
+		var l *liveRequest
+		j, l = live(j, o.ID)
 		switch {
-		case !ok: // aborted or ended while the step ran
+		case l == nil:
 		case o.Score:
 			l.promptScored = max(l.promptScored, o.Pos)
 			send(l.pid, &PromptScored{Pos: o.Pos, Result: f.results[i]})
@@ -503,6 +602,7 @@ func (s *scheduler) record(f *inflightStep, send func(*actor.PID, requestMessage
 			send(l.pid, s.addToken(o.ID, l, f.results[i]))
 		}
 	}
+	clear(seqLive)
 }
 
 // addToken records a request's new token in its completion and, when the

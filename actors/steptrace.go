@@ -5,6 +5,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"cohort/actors/planner"
 )
@@ -22,24 +23,47 @@ const (
 // of requests without spans starts a trace of its own. live maps the
 // step's request IDs to their requests (the scheduler's live table).
 func startStepSpan(tracer trace.Tracer, step *RunStep, live map[planner.RequestID]*liveRequest) trace.Span {
+	return startStepSpanOf(tracer, step, func(i int) *liveRequest { return live[step.Seqs[i].ID] })
+}
+
+// startStepSpanOf is startStepSpan with seqLive(i) the live request of
+// step.Seqs[i] (nil: none). The no-op tracer (the engine's without
+// tracing) takes only the parent's span context from a span's start, so
+// for it the links and attributes are not built.
+func startStepSpanOf(tracer trace.Tracer, step *RunStep, seqLive func(i int) *liveRequest) trace.Span {
+	_, noopTracer := tracer.(noop.Tracer)
 	var parent trace.SpanContext
 	var links []trace.Link
-	seen := map[trace.SpanID]bool{}
-	for _, sq := range step.Seqs {
-		l := live[sq.ID]
-		if l == nil || l.req == nil || !l.req.Trace.IsValid() || seen[l.req.Trace.SpanID()] {
+	var seen map[trace.SpanID]bool // lookup only
+	for i := range step.Seqs {
+		l := seqLive(i)
+		if l == nil || l.req == nil || !l.req.Trace.IsValid() {
 			continue
 		}
-		seen[l.req.Trace.SpanID()] = true
 		if !parent.IsValid() {
 			parent = l.req.Trace
+			if noopTracer {
+				break
+			}
 			continue
 		}
+		id := l.req.Trace.SpanID()
+		if id == parent.SpanID() || seen[id] {
+			continue
+		}
+		if seen == nil {
+			seen = make(map[trace.SpanID]bool, len(step.Seqs)-i)
+		}
+		seen[id] = true
 		links = append(links, trace.Link{SpanContext: l.req.Trace})
 	}
 	ctx := context.Background()
 	if parent.IsValid() {
 		ctx = trace.ContextWithSpanContext(ctx, parent)
+	}
+	if noopTracer {
+		_, span := tracer.Start(ctx, EngineStepSpanName)
+		return span
 	}
 	_, span := tracer.Start(ctx, EngineStepSpanName, trace.WithLinks(links...), trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(attribute.Int64("cohort.step", int64(step.Step)), attribute.Int64("cohort.generation", int64(step.Generation)),

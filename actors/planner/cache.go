@@ -278,10 +278,11 @@ func (p *Planner) cancelSave(e entry) {
 // abandonInflight cancels the reservations of a plan that will never be
 // applied (a new plan replaces it, or its step failed).
 func (p *Planner) abandonInflight() {
-	if p.inflight != nil {
-		for _, e := range p.inflight.entries {
+	if f := p.inflight; f != nil {
+		for _, e := range f.entries {
 			p.cancelSave(e)
 		}
+		p.recycle(f)
 	}
 	p.inflight = nil
 }

@@ -149,8 +149,11 @@ type request struct {
 	admission uint64  // admission number, set each time it is admitted
 	slot      int     // valid while running
 	maxChunk  int     // Request.MaxChunk
-	pages     []int32 // page table, valid while running
+	pages     []int32 // page table, valid while running: only ever appended to (plans share it)
 	pc        reqCache
+	// sampledIn is the Update call (Planner.updates) whose sampled ids
+	// named the request last.
+	sampledIn uint64
 }
 
 // remaining is the number of known tokens not computed yet.
@@ -183,6 +186,12 @@ type Planner struct {
 
 	inflight *inflight // the latest plan, until Update applies it
 	cache    *cache    // nil without Config.PrefixCache
+
+	// Buffers reused from step to step, so that a steady step allocates
+	// little; what they hold between steps means nothing.
+	order   []*request // the running set as a step began (see runningAtStart)
+	spare   []entry    // the entries of the last plan applied or abandoned
+	updates uint64     // Update calls (request.sampledIn)
 }
 
 // inflight records what the latest plan scheduled, with the admission number
@@ -198,6 +207,7 @@ type entry struct {
 	cached    int
 	len       int
 	sample    bool
+	got       bool // Update: the caller's sampled ids name the request
 	prefill   bool // uses the prefill budget
 	restore   int  // snapshot place restored into the slot before the step; -1: none
 	save      save // the snapshot saved from the slot after the step (place -1: none)

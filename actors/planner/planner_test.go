@@ -111,6 +111,49 @@ func TestUpdateAppliesOnlyTheLatestPlanOnce(t *testing.T) {
 	}
 }
 
+// TestUpdateSampledAnyOrder: Update counts a token for each Sample seq
+// whose id is in sampled, whatever the order of the ids and whether some
+// name no seq (the scheduler lists them in plan order; Update matches
+// those without a lookup).
+func TestUpdateSampledAnyOrder(t *testing.T) {
+	for _, tc := range []struct {
+		sampled []RequestID
+		next    []RequestID // decoding next: those that got their token
+	}{
+		{[]RequestID{1, 2}, []RequestID{1, 2}},
+		{[]RequestID{2, 1}, []RequestID{1, 2}},
+		{[]RequestID{2}, []RequestID{2}},
+		{[]RequestID{1}, []RequestID{1}},
+		{[]RequestID{9, 2}, []RequestID{2}},
+		{[]RequestID{1, 9}, []RequestID{1}},
+		{[]RequestID{2, 2}, []RequestID{2}},
+		{nil, nil},
+	} {
+		p, err := New(testConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id := RequestID(1); id <= 2; id++ {
+			if err := p.Add(Request{ID: id, PromptLen: 4, MaxNewTokens: 3}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.Update(p.Schedule(), []RequestID{1, 2}) // prefilled, a token each
+		p.Update(p.Schedule(), tc.sampled)        // a decode row each
+		// A request left without its token is not scheduled (TestSampledWithoutToken).
+		var next []RequestID
+		for _, s := range p.Schedule().Seqs {
+			if s.Cached != 5 || s.Len != 1 {
+				t.Fatalf("sampled %v: next plan has %+v", tc.sampled, s)
+			}
+			next = append(next, s.ID)
+		}
+		if !slices.Equal(next, tc.next) {
+			t.Errorf("sampled %v: next plan decodes %v, want %v", tc.sampled, next, tc.next)
+		}
+	}
+}
+
 // TestSampledWithoutToken: a Sample seq left out of sampled is not
 // recomputed (a recurrent state cannot take the same token twice); it waits
 // for the caller to finish, abort or requeue it.

@@ -17,7 +17,7 @@ type SeqPlan struct {
 	Slot   int
 	Cached int     // tokens already computed (KV/state) before this step
 	Len    int     // tokens to compute now (1 for a decode row)
-	Pages  []int32 // all pages of the sequence, covering Cached+Len tokens
+	Pages  []int32 // all pages of the sequence, covering Cached+Len tokens (read-only: shared with the planner's page table)
 	Sample bool    // this step computes the last known token, so a new token is sampled
 	// Restore, on an admission that resumes from the prefix cache (Cached
 	// > 0), is the snapshot place to copy into the slot before the step
@@ -77,13 +77,15 @@ func (p *Planner) Schedule() Plan { return p.ScheduleWithin(p.cfg.MaxPrefillToke
 // budget.
 func (p *Planner) ScheduleWithin(maxPrefill int) Plan {
 	p.abandonInflight()
-	b := &builder{budget: min(max(maxPrefill, 1), p.cfg.MaxPrefillTokens)}
+	b := &builder{budget: min(max(maxPrefill, 1), p.cfg.MaxPrefillTokens), entries: p.spare}
+	p.spare = nil
 	p.scheduleDecode(b)
 	p.scheduleRunningPrefill(b)
 	if !b.preempted {
 		p.admit(b)
 	}
 	if len(b.entries) == 0 {
+		p.spare = b.entries
 		return Plan{}
 	}
 	p.step++
@@ -92,17 +94,29 @@ func (p *Planner) ScheduleWithin(maxPrefill int) Plan {
 	for i := range b.entries { // the entries are final: reserve their snapshots
 		e := &b.entries[i]
 		p.planSave(e)
+		// The page table is only appended to (a release drops it), so the
+		// plan shares it, capped to its length now, instead of a copy.
+		pages := e.r.pages[:len(e.r.pages):len(e.r.pages)]
 		plan.Seqs[i] = SeqPlan{ID: e.r.id, Slot: e.r.slot, Cached: e.cached, Len: e.len,
-			Pages: slices.Clone(e.r.pages), Sample: e.sample, Restore: e.restore, Save: e.save.place}
+			Pages: pages, Sample: e.sample, Restore: e.restore, Save: e.save.place}
 	}
 	slices.Sort(plan.Reset)
 	p.inflight = &inflight{step: p.step, entries: b.entries}
 	return plan
 }
 
+// runningAtStart copies the running set into a reused buffer, to range
+// over while preemptions change the set (clear the copy after).
+func (p *Planner) runningAtStart() []*request {
+	p.order = append(p.order[:0], p.running...)
+	return p.order
+}
+
 // scheduleDecode schedules every running request with one token left.
 func (p *Planner) scheduleDecode(b *builder) {
-	for _, r := range slices.Clone(p.running) {
+	order := p.runningAtStart()
+	defer clear(order)
+	for _, r := range order {
 		if b.rows >= p.cfg.MaxRows {
 			return
 		}
@@ -117,7 +131,9 @@ func (p *Planner) scheduleDecode(b *builder) {
 
 // scheduleRunningPrefill continues the prefill of running requests.
 func (p *Planner) scheduleRunningPrefill(b *builder) {
-	for _, r := range slices.Clone(p.running) {
+	order := p.runningAtStart()
+	defer clear(order)
+	for _, r := range order {
 		if b.rows >= p.cfg.MaxRows || b.budget <= 0 {
 			return
 		}
@@ -198,10 +214,7 @@ func (p *Planner) Update(plan Plan, sampled []RequestID) {
 		return
 	}
 	p.inflight = nil
-	got := make(map[RequestID]bool, len(sampled)) // lookup only
-	for _, id := range sampled {
-		got[id] = true
-	}
+	p.markSampled(f.entries, sampled)
 	for _, e := range f.entries {
 		r := e.r
 		if !r.running || r.admission != e.admission || r.computed != e.cached {
@@ -209,9 +222,44 @@ func (p *Planner) Update(plan Plan, sampled []RequestID) {
 			continue
 		}
 		r.computed += e.len
-		if e.sample && got[r.id] {
+		if e.sample && e.got {
 			r.known++
 		}
 		p.applied(e, true)
 	}
+	p.recycle(f)
+}
+
+// markSampled sets got on each entry whose request's id is in sampled.
+// The entries are distinct live requests (so their ids differ), and a
+// caller that lists the ids in plan order has them matched in one walk;
+// otherwise each id is looked up, and a live request is the one with its
+// id, so marking the requests the ids name is a set of the ids.
+func (p *Planner) markSampled(entries []entry, sampled []RequestID) {
+	j := 0
+	for i := range entries {
+		e := &entries[i]
+		if e.got = e.sample && j < len(sampled) && sampled[j] == e.r.id; e.got {
+			j++
+		}
+	}
+	if j == len(sampled) {
+		return // every id matched an entry: the others are not named
+	}
+	p.updates++
+	for _, id := range sampled {
+		if r, ok := p.reqs[id]; ok {
+			r.sampledIn = p.updates
+		}
+	}
+	for i := range entries {
+		e := &entries[i]
+		e.got = e.r.sampledIn == p.updates
+	}
+}
+
+// recycle keeps the entries of a plan that is done with for the next one.
+func (p *Planner) recycle(f *inflight) {
+	clear(f.entries)
+	p.spare = f.entries[:0]
 }
