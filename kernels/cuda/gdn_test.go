@@ -360,7 +360,7 @@ func testGDNPipeMatchesWide(t *testing.T, bf16 bool) {
 			pb := be.NewStatePool(layers, slotCount, cfg).(*StatePool)
 			defer be.FreeStatePool(pa)
 			defer be.FreeStatePool(pb)
-			nRec := int64(layers) * int64(slotCount) * pa.recSize()
+			nRec := int64(layers) * int64(pa.slots) * pa.recSize() // the pool's layout: its slots and any pad slot
 			rec := randSlice(r, int(nRec), 0.5)
 			var bits []uint16
 			if bf16 {
