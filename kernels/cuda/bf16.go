@@ -404,8 +404,13 @@ func (b *Backend) rowsBF16(op string, x *Tensor, T, K int) devptr {
 	return xb
 }
 
-// ltGemmBF16 is y[T, N] = xb[T, K]·w[N, K]ᵀ on cuBLASLt, xb from rowsBF16.
+// ltGemmBF16 is y[T, N] = xb[T, K]·w[N, K]ᵀ on cuBLASLt, xb from rowsBF16
+// (or on gemv_mmab where skinnyFits).
 func (b *Backend) ltGemmBF16(op string, y *Tensor, xb devptr, w *Tensor, T, K, N int) {
+	if b.skinnyFits(T, K) {
+		b.linearSkinny(op, y, xb, w, T, K, N)
+		return
+	}
 	b.ltGemm(op, ltKey{bf16: true, transA: true, m: N, n: T, k: K, lda: K, ldb: K, ldd: N}, w.ptr, xb, y.ptr)
 }
 

@@ -7,7 +7,7 @@ var kernelNames = []string{
 	"gemv_mma_nt1", "gemv_mma_nt2", "gemv_mma_nt4", "gemv_mma_swiglu_nt1", "gemv_mma_swiglu_nt2", "gemv_mma_swiglu_nt4",
 	"gemv_mma_u2_nt1", "gemv_mma_o6_nt1", "gemv_mma_o7_nt1", "gemv_mma_o8_nt1",
 	"gemv_mma_swiglu_o6_nt1", "gemv_mma_swiglu_o7_nt1", "gemv_mma_swiglu_o8_nt1", "gemv_mma_conv_nt1", "gemv_mma_conv_o6_nt1",
-	"gemv_mma_addnorm_nt1", "gemv_mma_addnorm_o6_nt1", "gemv_bulk_nt1",
+	"gemv_mma_addnorm_nt1", "gemv_mma_addnorm_o6_nt1", "gemv_bulk_nt1", "gemv_mmab_nt2", "gemv_mmab_nt4", "gemv_mmab_nt8",
 	"select_rows_f32", "split_query_gate_f32", "rope_f32",
 	"rmsnorm_f32", "plain_rmsnorm_f32", "add_rmsnorm_f32", "gated_rmsnorm_f32", "add_rmsnorm_rows_f32", "gated_rmsnorm_rows_f32",
 	"gemm_nt_f32",

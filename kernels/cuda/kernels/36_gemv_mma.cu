@@ -58,16 +58,19 @@ __device__ __forceinline__ void split_bf16x2(float v0, float v1, unsigned &hi, u
 	lo = pack_bf16x2(v0 - __uint_as_float(hi << 16), v1 - __uint_as_float(hi & 0xffff0000u));
 }
 
+// MMA_WFRAG(r) arranges the lane's 16 bf16 of weight rows g (r[0], r[1])
+// and g+8 (r[2], r[3]) as the A operands of the four mmas of a chunk.
+#define MMA_WFRAG(r)                                                                                                       \
+	{                                                                                                                  \
+		{r[0].x, r[2].x, r[0].y, r[2].y}, {r[0].z, r[2].z, r[0].w, r[2].w}, {r[1].x, r[3].x, r[1].y, r[3].y},           \
+		    {r[1].z, r[3].z, r[1].w, r[3].w},                                                                          \
+	}
+
 // mma_chunk adds one 64-wide K chunk: r0 and r1 hold the lane's 16 bf16 of
 // weight rows g and g+8 at position k, x is read at the same positions.
 template <int NT>
 __device__ __forceinline__ void mma_chunk(float acc[NT][4], const uint4 r[4], const float *x, long long K, int T, int k, int g) {
-	const unsigned a[4][4] = {
-		{r[0].x, r[2].x, r[0].y, r[2].y},
-		{r[0].z, r[2].z, r[0].w, r[2].w},
-		{r[1].x, r[3].x, r[1].y, r[3].y},
-		{r[1].z, r[3].z, r[1].w, r[3].w},
-	};
+	const unsigned a[4][4] = MMA_WFRAG(r);
 #pragma unroll
 	for (int nt = 0; nt < NT; nt++) {
 		int t = nt * 8 + g;
@@ -92,6 +95,29 @@ __device__ __forceinline__ void mma_chunk(float acc[NT][4], const uint4 r[4], co
 	}
 }
 
+// mma_chunk of activations already in bf16 (xb [T, K]; the gemv_mmab
+// entries): the lane's 16 consecutive values of row g of every n-tile are
+// two 16-byte loads, fed as they are (8 bf16 pairs, the first value in the
+// low half, as pack_bf16x2 packs them), one mma per k-slot group.
+template <int NT>
+__device__ __forceinline__ void mma_chunk(float acc[NT][4], const uint4 r[4], const unsigned short *xb, long long K, int T, int k,
+                                          int g) {
+	const unsigned a[4][4] = MMA_WFRAG(r);
+#pragma unroll
+	for (int nt = 0; nt < NT; nt++) {
+		int t = nt * 8 + g;
+		uint4 p0 = make_uint4(0u, 0u, 0u, 0u), p1 = p0;
+		if (t < T) {
+			const uint4 *xp = (const uint4 *)(xb + t * K + k);
+			p0 = __ldg(xp);
+			p1 = __ldg(xp + 1);
+		}
+		const unsigned h[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
+#pragma unroll
+		for (int j = 0; j < 4; j++) mma_16816(acc[nt], a[j][0], a[j][1], a[j][2], a[j][3], h[2 * j], h[2 * j + 1]);
+	}
+}
+
 // mma_stage_load issues the loads of the U chunks c, c+nw, … (those below
 // chunks) of rows p0 and p1.
 template <int U>
@@ -108,9 +134,10 @@ __device__ __forceinline__ void mma_stage_load(uint4 v[U][4], const uint4 *p0, c
 	}
 }
 
-// mma_stage_mma adds the U chunks c, c+nw, … (those below chunks) held in v.
-template <int NT, int U>
-__device__ __forceinline__ void mma_stage_mma(float acc[NT][4], const uint4 v[U][4], const float *x, int K, int T, int c, int nw,
+// mma_stage_mma adds the U chunks c, c+nw, … (those below chunks) held in
+// v, against x in float32 or in bf16 (X: mma_chunk's two forms).
+template <int NT, int U, typename X>
+__device__ __forceinline__ void mma_stage_mma(float acc[NT][4], const uint4 v[U][4], const X *x, int K, int T, int c, int nw,
                                               int chunks, int tig, int g) {
 #pragma unroll
 	for (int u = 0; u < U; u++)
@@ -128,9 +155,9 @@ __device__ __forceinline__ void mma_stage_mma(float acc[NT][4], const uint4 v[U]
 // 8 or 6 blocks an SM, measured far slower: 1.2–1.8 TB/s against 1.7–3.4
 // for these register stages at 1 and 8 rows, and batch 1 at 5.4 ms/token
 // against 3.24, 2026-12-03, eleventh session.)
-template <int NT, int U>
+template <int NT, int U, typename X>
 __device__ __forceinline__ void mma_tile(float acc[NT][4], const unsigned short *w, int N, int K, int m0,
-                                         const float *x, int T, int warp, int nw) {
+                                         const X *x, int T, int warp, int nw) {
 	int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
 	const uint4 *p0 = (const uint4 *)(w + (long long)min(m0 + g, N - 1) * K) + tig * 2;
 	const uint4 *p1 = (const uint4 *)(w + (long long)min(m0 + g + 8, N - 1) * K) + tig * 2;
@@ -352,6 +379,40 @@ __device__ __forceinline__ void gemv_mma_addnorm(float *y, const unsigned short 
 		for (int j = threadIdx.x; j < N; j += blockDim.x) normed[off + j] = sum[off + j] * inv * (1.0f + nw[j]);
 	}
 }
+
+// gemv_mmab: y[T, N] = xb·wᵀ with the activations already in bf16 (xb
+// [T, K], a cuBLASLt Linear's input: the twin its producer wrote, or
+// f32_to_bf16's copy) for 9 to 64 rows, where splitting float32 rows into
+// two bf16 parts in every warp (gemv_mma) would cost more than the weights'
+// reads. COHORT_CUDA_SKINNY=1 routes such Linears here instead of to
+// cuBLASLt (skinny.go). Blocks of MMAB_WARPS warps; the tiles, the split
+// over K and the in-order sum of split tiles are gemv_mma's.
+#define MMAB_WARPS 4
+
+template <int NT>
+__device__ __forceinline__ void gemv_mmab(float *y, const unsigned short *w, int N, const unsigned short *xb, int T, int K,
+                                          float *ws, int *cnt) {
+	__shared__ float red[MMAB_WARPS * NT * 128];
+	int m0 = blockIdx.x * 16, nw = blockDim.x >> 5;
+	float acc[NT][4] = {};
+	mma_tile<NT, 1>(acc, w, N, K, m0, xb, T, blockIdx.y * nw + (threadIdx.x >> 5), gridDim.y * nw);
+	mma_reduce<NT>(acc, red);
+	if (!mma_combine<NT>(red, ws, cnt)) return;
+	for (int i = threadIdx.x; i < NT * 128; i += blockDim.x) {
+		int t = i >> 4, m = m0 + (i & 15);
+		if (t < T && m < N) y[(long long)t * N + m] = red[i];
+	}
+}
+
+#define GEMV_MMAB_ENTRY(NT)                                                                                                \
+	extern "C" __global__ void __launch_bounds__(MMAB_WARPS * 32) gemv_mmab_nt##NT(                                      \
+	    float *y, const unsigned short *w, int N, const unsigned short *xb, int T, int K, float *ws, int *cnt) {       \
+		gemv_mmab<NT>(y, w, N, xb, T, K, ws, cnt);                                                                      \
+	}
+
+GEMV_MMAB_ENTRY(2)
+GEMV_MMAB_ENTRY(4)
+GEMV_MMAB_ENTRY(8)
 
 #define GEMV_MMA_ARGS                                                                                                     \
 	float *y0, const unsigned short *w0, int n0, float *y1, const unsigned short *w1, int n1, float *y2,                 \

@@ -1,0 +1,54 @@
+//go:build cuda
+
+package cuda
+
+import "os"
+
+// skinnyOn routes the bf16 Linears of 9 to skinnyMaxRows rows that would
+// run on cuBLASLt (decode batches of 16 to 64, small mixed steps) to
+// gemv_mmab, the tensor-core GEMV over their bf16 input: it reads each
+// weight once whatever the rows, where cuBLASLt's skinny tiles read the
+// weights at about half the GEMVs' bandwidth (docs/gpu-profile.md, the
+// mixed step). Off until measured on a GPU; COHORT_CUDA_SKINNY=1 turns it
+// on. Deterministic mode keeps its own GEMVs.
+var skinnyOn = os.Getenv("COHORT_CUDA_SKINNY") == "1"
+
+// skinnyMaxRows is the most rows gemv_mmab takes (8 n-tiles of 8).
+const skinnyMaxRows = 64
+
+// skinnyWarps is gemv_mmab's block (MMAB_WARPS in 36_gemv_mma.cu).
+const skinnyWarps = 4
+
+// skinnyFits reports whether a bf16 Linear of T rows of K columns on its
+// way to cuBLASLt runs on gemv_mmab instead.
+func (b *Backend) skinnyFits(T, K int) bool {
+	return skinnyOn && !b.det && T > b.mmaRows && T <= skinnyMaxRows && K%64 == 0
+}
+
+// skinnyPlan plans gemv_mmab for T rows over tiles 16-row tiles of K
+// columns: the n-tiles (2, 4 or 8) and the split over K by occupancy, as
+// mmaLaunch's default does.
+func (b *Backend) skinnyPlan(T, tiles, K int) mmaPlan {
+	nt := 8
+	switch {
+	case T <= 16:
+		nt = 2
+	case T <= 32:
+		nt = 4
+	}
+	name := b.mmaEntry("gemv_mmab", nt, skinnyWarps, "")
+	split := mmaSplit(tiles, K/64, skinnyWarps, b.occupancy(name, 32*skinnyWarps)*b.sms)
+	split = max(1, min(split, K/64/(2*skinnyWarps)))
+	if 2*tiles > mmaCounters {
+		split = 1
+	}
+	return mmaPlan{name: name, grid: [3]int{tiles, split, 1}, block: [3]int{32 * skinnyWarps, 1, 1}, split: split, nt: nt}
+}
+
+// linearSkinny is y[T, N] = xb[T, K]·w[N, K]ᵀ on gemv_mmab (xb bf16, from
+// rowsBF16).
+func (b *Backend) linearSkinny(op string, y *Tensor, xb devptr, w *Tensor, T, K, N int) {
+	p := b.skinnyPlan(T, (N+15)/16, K)
+	ws, cnt := b.mmaWorkspace(op, p, 1)
+	b.launch(op, p.name, p.grid, p.block, 0, y.ptr, w.ptr, N, xb, T, K, ws, cnt)
+}
