@@ -9,8 +9,12 @@ import "os"
 // gemv_mmab, the tensor-core GEMV over their bf16 input: it reads each
 // weight once whatever the rows, where cuBLASLt's skinny tiles read the
 // weights at about half the GEMVs' bandwidth (docs/gpu-profile.md, the
-// mixed step). Off until measured on a GPU; COHORT_CUDA_SKINNY=1 turns it
-// on. Deterministic mode keeps its own GEMVs.
+// mixed step). Off: correct (TestSkinnyLinear) but no faster, measured on
+// an H100 (BenchmarkSkinnyLinear, 2026-12-06: 0.94–1.06 of cuBLASLt's speed
+// at 16 rows, 0.83–0.96 at 32, 0.36–0.55 at 64: every warp reads its
+// n-tiles' activations from L1 and L2, which at 8 n-tiles costs more than
+// the weights). COHORT_CUDA_SKINNY=1 turns it on. Deterministic mode keeps
+// its own GEMVs.
 var skinnyOn = os.Getenv("COHORT_CUDA_SKINNY") == "1"
 
 // skinnyMaxRows is the most rows gemv_mmab takes (8 n-tiles of 8).
