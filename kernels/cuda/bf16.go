@@ -223,13 +223,7 @@ type mmaPlan struct {
 // mmaLaunch plans the tensor-core GEMV of T rows over tiles 16-row tiles of
 // K columns: the n-tile count 8·NT ≥ T, the warps per block and the split.
 func (b *Backend) mmaLaunch(prefix string, T, tiles, K int) mmaPlan {
-	nt := 4
-	switch {
-	case T <= 8:
-		nt = 1
-	case T <= 16:
-		nt = 2
-	}
+	nt := nTiles(T, 1, 4)
 	w := b.gemvTune.warps
 	if w <= 0 || w > mmaMaxWarps {
 		w = 4
@@ -261,6 +255,16 @@ func (b *Backend) mmaLaunch(prefix string, T, tiles, K int) mmaPlan {
 		split = 1
 	}
 	return mmaPlan{name: name, grid: [3]int{tiles, split, 1}, block: [3]int{32 * w, 1, 1}, split: split, nt: nt, variant: v}
+}
+
+// nTiles returns the n-tiles of 8 rows a GEMV entry holds for T rows: the
+// smallest power of two from lo that covers them, at most hi.
+func nTiles(T, lo, hi int) int {
+	nt := lo
+	for nt < hi && 8*nt < T {
+		nt *= 2
+	}
+	return nt
 }
 
 // mmaGroups plans the tensor-core GEMV of T rows (mmaLaunch; parts weights

@@ -33,13 +33,7 @@ func (b *Backend) skinnyFits(T, K int) bool {
 // columns: the n-tiles (2, 4 or 8) and the split over K by occupancy, as
 // mmaLaunch's default does.
 func (b *Backend) skinnyPlan(T, tiles, K int) mmaPlan {
-	nt := 8
-	switch {
-	case T <= 16:
-		nt = 2
-	case T <= 32:
-		nt = 4
-	}
+	nt := nTiles(T, 2, 8)
 	name := b.mmaEntry("gemv_mmab", nt, skinnyWarps, "")
 	split := mmaSplit(tiles, K/64, skinnyWarps, b.occupancy(name, 32*skinnyWarps)*b.sms)
 	split = max(1, min(split, K/64/(2*skinnyWarps)))

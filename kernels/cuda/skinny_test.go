@@ -86,3 +86,14 @@ func BenchmarkSkinnyLinear(b *testing.B) {
 		g.Free(w)
 	}
 }
+
+func TestNTiles(t *testing.T) {
+	for _, tc := range []struct{ T, lo, hi, want int }{
+		{1, 1, 4, 1}, {8, 1, 4, 1}, {9, 1, 4, 2}, {16, 1, 4, 2}, {17, 1, 4, 4}, {32, 1, 4, 4}, {33, 1, 4, 4},
+		{9, 2, 8, 2}, {16, 2, 8, 2}, {17, 2, 8, 4}, {33, 2, 8, 8}, {64, 2, 8, 8},
+	} {
+		if got := nTiles(tc.T, tc.lo, tc.hi); got != tc.want {
+			t.Errorf("nTiles(%d, %d, %d) = %d, want %d", tc.T, tc.lo, tc.hi, got, tc.want)
+		}
+	}
+}

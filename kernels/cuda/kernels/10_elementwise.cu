@@ -20,36 +20,42 @@ extern "C" __global__ void swiglu_f32(float *y, unsigned short *yb, const float 
 	}
 }
 
-// swiglu4_f32 is swiglu_f32 over float4s (n4 of them: n % 4 == 0, every
-// pointer 16-byte aligned; ops.go checks).
-extern "C" __global__ void swiglu4_f32(float4 *__restrict__ y, unsigned short *__restrict__ yb, const float4 *__restrict__ gate,
-		const float4 *__restrict__ up, long long n4) {
+// swiglu4_in loads four gate or up values as float32: a float4, or four
+// bf16 (a uint2, the first value in the low half).
+__device__ __forceinline__ float4 swiglu4_in(const float4 *__restrict__ p, long long i) { return p[i]; }
+__device__ __forceinline__ float4 swiglu4_in(const uint2 *__restrict__ p, long long i) {
+	uint2 v = p[i];
+	return make_float4(__uint_as_float(v.x << 16), __uint_as_float(v.x & 0xffff0000u), __uint_as_float(v.y << 16),
+	                   __uint_as_float(v.y & 0xffff0000u));
+}
+
+// swiglu4 is swiglu_f32 four values a thread (n4 groups of 4) over gate
+// and up in float32 (In float4) or bf16 (In uint2).
+template <typename In>
+__device__ __forceinline__ void swiglu4(float4 *__restrict__ y, unsigned short *__restrict__ yb, const In *__restrict__ gate,
+		const In *__restrict__ up, long long n4) {
 	PDL_LAUNCH();
 	PDL_WAIT();
 	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n4; i += (long long)gridDim.x * blockDim.x) {
-		float4 a = gate[i], b = up[i];
+		float4 a = swiglu4_in(gate, i), b = swiglu4_in(up, i);
 		float4 v = make_float4(silu_ref(a.x) * b.x, silu_ref(a.y) * b.y, silu_ref(a.z) * b.z, silu_ref(a.w) * b.w);
 		if (y) y[i] = v;
 		twin4(yb, 4 * i, v);
 	}
 }
 
-// swiglu4_bf16in is swiglu4_f32 of bf16 gate and up (four of each a
-// thread: n4 groups of 4, the pointers 8-byte aligned): the products of
-// SwiGLULinear on cuBLASLt with COHORT_CUDA_SWIGLU_BF16=1.
+// swiglu4_f32 is swiglu_f32 over float4s (every pointer 16-byte aligned;
+// ops.go checks).
+extern "C" __global__ void swiglu4_f32(float4 *__restrict__ y, unsigned short *__restrict__ yb, const float4 *__restrict__ gate,
+		const float4 *__restrict__ up, long long n4) {
+	swiglu4(y, yb, gate, up, n4);
+}
+
+// swiglu4_bf16in is swiglu4_f32 of bf16 gate and up (the pointers 8-byte
+// aligned): the products of SwiGLULinear on cuBLASLt (COHORT_CUDA_SWIGLU_BF16).
 extern "C" __global__ void swiglu4_bf16in(float4 *__restrict__ y, unsigned short *__restrict__ yb, const uint2 *__restrict__ gate,
 		const uint2 *__restrict__ up, long long n4) {
-	PDL_LAUNCH();
-	PDL_WAIT();
-	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n4; i += (long long)gridDim.x * blockDim.x) {
-		uint2 a = gate[i], b = up[i];
-		float4 v = make_float4(silu_ref(__uint_as_float(a.x << 16)) * __uint_as_float(b.x << 16),
-		                       silu_ref(__uint_as_float(a.x & 0xffff0000u)) * __uint_as_float(b.x & 0xffff0000u),
-		                       silu_ref(__uint_as_float(a.y << 16)) * __uint_as_float(b.y << 16),
-		                       silu_ref(__uint_as_float(a.y & 0xffff0000u)) * __uint_as_float(b.y & 0xffff0000u));
-		if (y) y[i] = v;
-		twin4(yb, 4 * i, v);
-	}
+	swiglu4(y, yb, gate, up, n4);
 }
 
 __device__ __forceinline__ float to_f32(float v) { return v; }
