@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"sync"
 	"time"
 
@@ -246,6 +247,7 @@ func (s *supervisor) detect(now time.Time, f *supervision.RankFailure) bool {
 		s.detected = now
 	}
 	s.stats.failed(f)
+	log.Printf("actors: %v", f)         // the operator's record of why the group is rebuilt (or dies)
 	s.health.SetReady(false, f.Error()) // before the hook: its observer sees readiness off
 	if s.cfg.OnFailure != nil {
 		s.cfg.OnFailure(f)
