@@ -133,8 +133,7 @@ func (r *Rank) Receive(ctx actor.Context) {
 	case *RunStep:
 		r.run(ctx, msg)
 	case *stepExecuted:
-		r.send(ctx, msg.step.ReplyTo, &StepCompleted{Generation: msg.step.Generation, Step: msg.step.Step,
-			Rank: r.index, Results: msg.results, Err: msg.err})
+		r.send(ctx, msg.step.ReplyTo, completedStep(msg.step, r.index, msg.results, msg.err))
 	case *injectPanic:
 		panic(fmt.Sprintf("injected panic in rank %d", r.index))
 	default:
@@ -208,6 +207,10 @@ func (r *Rank) run(ctx actor.Context, msg *RunStep) {
 		return
 	}
 	self, root := ctx.Self(), ctx.ActorSystem().Root
+	// An in-process rank's executor replies to the scheduler itself: one
+	// mailbox hop fewer on every step's way back. A hosted rank's reply
+	// goes through its actor (its host's Reply needs the actor context).
+	direct := r.reply == nil
 	be, m, st, seqs, poison, faults, sampleHere, scratch := r.be, r.m, r.st, r.seqs, r.poison, r.faults, r.index == 0, r.scratch
 	tracer, rank := r.tracer, r.index
 	if r.timing == nil {
@@ -237,8 +240,17 @@ func (r *Rank) run(ctx actor.Context, msg *RunStep) {
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
 		}
+		if direct {
+			root.Send(msg.ReplyTo, completedStep(msg, rank, results, err))
+			return
+		}
 		root.Send(self, &stepExecuted{step: msg, results: results, err: err})
 	})
+}
+
+// completedStep is the rank's reply to step msg.
+func completedStep(msg *RunStep, rank int, results []sample.Result, err error) *StepCompleted {
+	return &StepCompleted{Generation: msg.Generation, Step: msg.Step, Rank: rank, Results: results, Err: err}
 }
 
 // executeStep runs one step on a rank: apply the step's diffs to the
