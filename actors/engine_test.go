@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"cohort/model/qwen35"
 	"cohort/model/sample"
 	"cohort/model/tokenizer"
+	"cohort/nccl"
 )
 
 func cpuBackends(threads int) BackendFactory { return servetest.CPUBackends(threads) }
@@ -471,5 +473,30 @@ func TestLogprobsOnlyWhenAsked(t *testing.T) {
 				t.Errorf("token %d: logprob %g without asking, %g when asked", i, without[i].Logprob, with[i].Logprob)
 			}
 		}
+	}
+}
+
+// TestFailedLoadsEndTheEngine: generations that fail before they serve end
+// the engine after MaxRebuilds of them in a row, however slowly they fail
+// (a window too short for the restart intensity to see two rebuilds), so a
+// load that cannot succeed is not retried for ever behind a 503.
+func TestFailedLoadsEndTheEngine(t *testing.T) {
+	tm := openPreset(t, "tiny")
+	var loads atomic.Int32
+	failing := func(shard model.Shard, comm nccl.Communicator) (kernels.Backend, error) {
+		loads.Add(1)
+		return nil, errors.New("no device memory for the probe")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := Start(ctx, Config{Checkpoint: tm.ck, Tokenizer: tm.tok, TP: 1, NewBackend: failing,
+		Capacity:    model.CapacityInput{Budget: 64 << 20, ElemBytes: 4, PageSize: 16, MaxSeqs: 8},
+		MaxRebuilds: 2, RebuildWindow: time.Nanosecond, MaxPrefillTokens: 64, MaxRows: 8})
+	if err == nil || !strings.Contains(err.Error(), "3 generations in a row failed before they served") ||
+		!strings.Contains(err.Error(), "no device memory for the probe") {
+		t.Fatalf("Start: %v; want the engine dead after 3 failed loads, naming the last failure", err)
+	}
+	if n := loads.Load(); n != 3 {
+		t.Errorf("%d loads; want 3 (the first and 2 rebuilds)", n)
 	}
 }

@@ -124,6 +124,7 @@ func (r *engineRoot) fail(ctx actor.Context, f *supervision.RankFailure) {
 	if f == nil || !r.sup.detect(now, f) {
 		return
 	}
+	loading := r.sup.state == groupLoading
 	r.sched.noteFailure(now)
 	inStep := r.sched.inStep()
 	r.teardown(ctx, f)
@@ -131,6 +132,12 @@ func (r *engineRoot) fail(ctx actor.Context, f *supervision.RankFailure) {
 	if err := r.sup.inten.Allow(now); err != nil {
 		r.die(ctx, fmt.Errorf("%w; last failure: %v", err, f))
 		return
+	}
+	if loading {
+		if err := r.sup.loadFailed(f); err != nil {
+			r.die(ctx, err)
+			return
+		}
 	}
 	r.sup.stats.rebuilt()
 	r.rebuild(ctx)

@@ -69,6 +69,11 @@ type supervisor struct {
 	faults   []*rankFaults // per rank, across generations (nil when disabled)
 	inten    supervision.Intensity
 	detected time.Time // when the failure being recovered was detected
+	// failedLoads counts the generations in a row that failed before they
+	// served: past inten.Max the engine dies however slowly they failed,
+	// so a load that cannot succeed (out of memory, say) is not retried
+	// for ever behind a 503.
+	failedLoads int
 }
 
 // serving reports whether steps may run on the current group.
@@ -185,7 +190,7 @@ func (s *supervisor) shardReady(msg *ShardReady) (caps model.Capacity, loaded bo
 // serve opens the loaded group: readiness returns, and a recovery in
 // progress is measured (detect → ready).
 func (s *supervisor) serve() {
-	s.state = groupServing
+	s.state, s.failedLoads = groupServing, 0
 	s.health.SetReady(true, "") // before the hook: its observer sees the engine ready
 	if !s.detected.IsZero() {
 		d := time.Since(s.detected)
@@ -195,6 +200,18 @@ func (s *supervisor) serve() {
 		}
 		s.detected = time.Time{}
 	}
+}
+
+// loadFailed counts a failure of a generation that never served and
+// returns the error that ends the engine once more than inten.Max such
+// generations failed in a row (nil while within it).
+func (s *supervisor) loadFailed(f *supervision.RankFailure) error {
+	s.failedLoads++
+	if s.failedLoads <= s.inten.Max {
+		return nil
+	}
+	return fmt.Errorf("%w: %d generations in a row failed before they served (limit %d); last failure: %v",
+		supervision.ErrIntensity, s.failedLoads, s.inten.Max, f)
 }
 
 // rebuildTimedOut fails a generation that did not load within
