@@ -178,6 +178,31 @@ type ScratchResetter interface {
 	ResetScratch()
 }
 
+// LayerScoper is implemented by backends that can reuse a step's scratch
+// from one decoder layer to the next. A model calls BeginLayer(i) before
+// layer i's ops and EndLayers after the last layer. A tensor an op returns
+// between BeginLayer(i) and BeginLayer(i+1) stays valid until
+// BeginLayer(i+2) (so layer i+1 may read layer i's outputs); one returned
+// before the first BeginLayer or after EndLayers, until the step ends.
+type LayerScoper interface {
+	BeginLayer(i int)
+	EndLayers()
+}
+
+// BeginLayer tells be (a LayerScoper) that decoder layer i begins.
+func BeginLayer(be Backend, i int) {
+	if s, ok := be.(LayerScoper); ok {
+		s.BeginLayer(i)
+	}
+}
+
+// EndLayers tells be (a LayerScoper) that the decoder layers are done.
+func EndLayers(be Backend) {
+	if s, ok := be.(LayerScoper); ok {
+		s.EndLayers()
+	}
+}
+
 // ScratchArena is implemented by backends whose per-step scratch arena is
 // device memory of their own (the CUDA backend). A rank measures the
 // scratch of the largest step it may be sent with it and reserves that

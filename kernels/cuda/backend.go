@@ -101,6 +101,7 @@ type Backend struct {
 	wsSize   int64
 
 	scratch    arena
+	layers     layerArenas      // the layers' scratch when reused (layerscratch.go)
 	staging    staging          // pinned host ring for per-call metadata uploads
 	permanent  map[devptr]int64 // live permanent allocations and their sizes
 	invFreq    map[ropeKey]devptr
@@ -360,17 +361,26 @@ func (b *Backend) ResetScratch() {
 		panic(fmt.Sprintf("cuda: ResetScratch: %v", err))
 	}
 	b.destroyRetired()
-	gen := b.scratch.gen
+	gen := b.scratchGen()
 	if err := b.scratch.reset(); err != nil {
 		panic(fmt.Sprintf("cuda: ResetScratch: %v", err))
 	}
-	if b.scratch.gen != gen {
+	if err := b.resetLayers(); err != nil {
+		panic(fmt.Sprintf("cuda: ResetScratch: %v", err))
+	}
+	if b.scratchGen() != gen {
 		b.dropGraphs()
 	}
 }
 
-// ScratchBytes returns the bytes in use in the scratch arena and its capacity.
-func (b *Backend) ScratchBytes() (used, capacity int64) { return b.scratch.usage() }
+// ScratchBytes returns the bytes in use in the scratch arena and its
+// capacity; the layer arenas (layerscratch.go) add the most each held in
+// use at once this step, and their capacity.
+func (b *Backend) ScratchBytes() (used, capacity int64) {
+	used, capacity = b.scratch.usage()
+	peak, _, lc := b.layerBytes()
+	return used + peak, capacity + lc
+}
 
 var _ kernels.ScratchArena = (*Backend)(nil)
 
@@ -383,7 +393,13 @@ func (b *Backend) ReserveScratch(bytes int64) error {
 	if used, _ := b.scratch.usage(); used != 0 || b.inStep {
 		return fmt.Errorf("cuda: ReserveScratch: %d bytes of scratch in use (call it after ResetScratch)", used)
 	}
-	if err := b.scratch.reserve(bytes); err != nil {
+	// The layer arenas get what the measured step held in them at most
+	// (ScratchBytes counted it); the step arena the rest.
+	layers, err := b.reserveLayers()
+	if err != nil {
+		return fmt.Errorf("cuda: ReserveScratch of %d bytes: %w", bytes, err)
+	}
+	if err := b.scratch.reserve(max(0, bytes-layers)); err != nil {
 		return fmt.Errorf("cuda: ReserveScratch of %d bytes: %w", bytes, err)
 	}
 	b.dropGraphs()
@@ -455,7 +471,7 @@ func (b *Backend) Close() error {
 	}
 	b.permanent = map[devptr]int64{}
 	errs = append(errs, b.staging.free())
-	errs = append(errs, b.scratch.free())
+	errs = append(errs, b.scratch.free(), b.freeLayers())
 	for _, p := range b.plans {
 		p.free()
 	}
@@ -517,6 +533,8 @@ type arena struct {
 	epoch    uint64 // bumped by every reset
 	gen      uint64 // bumped whenever the chunks change (addresses move)
 	reserved bool   // sized by reserve: grow by small chunks
+	peak     int64  // the most bytes in use since the last reset (rewinds included)
+	lastPeak int64  // peak before the last reset
 }
 
 type chunk struct {
@@ -539,6 +557,7 @@ func (a *arena) alloc(bytes int64) (devptr, error) {
 		if c.off+bytes <= c.size {
 			p := c.base + devptr(c.off)
 			c.off += bytes
+			a.notePeak()
 			return p, nil
 		}
 	}
@@ -553,11 +572,20 @@ func (a *arena) alloc(bytes int64) (devptr, error) {
 	a.chunks = append(a.chunks, chunk{base: p, size: size, off: bytes})
 	a.cur = len(a.chunks) - 1
 	a.gen++
+	a.notePeak()
 	return p, nil
+}
+
+// notePeak keeps the most bytes in use since the last reset.
+func (a *arena) notePeak() {
+	if used, _ := a.usage(); used > a.peak {
+		a.peak = used
+	}
 }
 
 func (a *arena) reset() error {
 	a.epoch++
+	a.lastPeak, a.peak = a.peak, 0
 	if len(a.chunks) > 1 {
 		var total int64
 		for _, c := range a.chunks {
@@ -621,9 +649,10 @@ func (a *arena) usage() (used, capacity int64) {
 }
 
 func (b *Backend) allocScratch(op string, bytes int64) devptr {
-	p, err := b.scratch.alloc(bytes)
+	a := b.curArena()
+	p, err := a.alloc(bytes)
 	if err != nil {
-		used, capacity := b.scratch.usage()
+		used, capacity := a.usage()
 		panic(fmt.Sprintf("cuda: %s: scratch allocation of %d bytes (arena %d of %d bytes in use; is ResetScratch called between steps?): %v",
 			op, bytes, used, capacity, err))
 	}
@@ -641,7 +670,8 @@ type Tensor struct {
 	bf16       bool   // elements are bfloat16 (only weights, read by Linear and Embedding)
 	twin       devptr // scratch bf16 copy of the elements that the producing kernel wrote (see twinFor), or 0
 	linearOnly bool   // the producing kernel wrote only the twin, not the float32 elements (linearonly.go)
-	scratch    bool   // lives in the scratch arena
+	scratch    bool   // lives in a scratch arena
+	arena      int8   // which: 0 the step's, 1 or 2 a layer's (layerscratch.go)
 	epoch      uint64 // the arena epoch it was allocated in
 	freed      bool
 }
@@ -672,7 +702,7 @@ func numel(op string, shape []int) int {
 func (b *Backend) newTensor(op string, shape ...int) *Tensor {
 	n := numel(op, shape)
 	return &Tensor{shape: slices.Clone(shape), n: n, ptr: b.allocScratch(op, int64(n)*4),
-		scratch: true, epoch: b.scratch.epoch}
+		scratch: true, arena: int8(b.layers.cur), epoch: b.curArena().epoch}
 }
 
 // asTensor unwraps a kernels.Tensor produced by this package.
@@ -699,8 +729,8 @@ func (b *Backend) weight(op string, t kernels.Tensor) *Tensor {
 	if ct.freed {
 		panic(fmt.Sprintf("cuda: %s: tensor %v was freed", op, ct.shape))
 	}
-	if ct.scratch && ct.epoch != b.scratch.epoch {
-		panic(fmt.Sprintf("cuda: %s: scratch tensor %v was made before the last ResetScratch", op, ct.shape))
+	if ct.scratch && ct.epoch != b.arenaAt(int(ct.arena)).epoch {
+		panic(fmt.Sprintf("cuda: %s: scratch tensor %v was made before the last ResetScratch (or its layer's scratch was reused)", op, ct.shape))
 	}
 	return ct
 }
@@ -981,7 +1011,7 @@ func (b *Backend) sharedMeta(key metaKey, upload func() devptr) devptr {
 	if p, ok := b.meta[key]; ok {
 		return p
 	}
-	p := upload()
+	p := b.inStepArena(upload) // the step's layers all read it
 	b.meta[key] = p
 	return p
 }

@@ -53,7 +53,7 @@ type stepGraph struct {
 	nodes      int
 	print      uint64       // fingerprint of the captured launches
 	inputs     []graphInput // metadata buffers, in upload order
-	arenaGen   uint64       // the scratch arena layout it was captured on
+	arenaGen   [3]uint64    // the scratch arenas' layout it was captured on (scratchGen)
 	scratchAt  int64        // scratch bytes in use when the step began
 	scratchEnd int64        // and when it ended
 	out        Tensor       // the step's result (in the scratch arena)
@@ -149,13 +149,14 @@ func (b *Backend) BeginStep(key string, in kernels.StepInputs) {
 	b.abandonGraph()
 	b.inStep = true
 	b.stepIn = in
+	b.layers.cur = 0
 	clear(b.meta)
 	if !g.enabled || key == "" {
 		return
 	}
 	used, _ := b.scratch.usage()
 	if sg := g.byKey[key]; sg != nil {
-		if sg.arenaGen == b.scratch.gen && sg.scratchAt == used {
+		if sg.arenaGen == b.scratchGen() && sg.scratchAt == used {
 			g.mode, g.key, g.cur, g.input = graphReplay, key, sg, 0
 			g.fp.reset()
 			return
@@ -174,7 +175,7 @@ func (b *Backend) BeginStep(key string, in kernels.StepInputs) {
 		panic(fmt.Sprintf("cuda: BeginStep(%s): %v", key, err))
 	}
 	g.mode, g.key, g.input, g.pending = graphCapture, key, 0, g.pending[:0]
-	g.cur = &stepGraph{arenaGen: b.scratch.gen, scratchAt: used, direct: true}
+	g.cur = &stepGraph{arenaGen: b.scratchGen(), scratchAt: used, direct: true}
 	g.fp.reset()
 }
 
@@ -228,7 +229,7 @@ func (b *Backend) endCaptureAndLaunch() {
 		graphDestroy(exec)
 		panic(fmt.Sprintf("cuda: graph %s: %v", g.key, err))
 	}
-	if sg.arenaGen == b.scratch.gen {
+	if sg.arenaGen == b.scratchGen() {
 		g.byKey[g.key] = sg
 		g.captures++
 		log.Printf("cuda: device %d: captured CUDA graph %s (%d nodes, %d metadata inputs, direct replay %v)", b.device, g.key, nodes, len(sg.inputs), sg.direct)
@@ -294,7 +295,7 @@ func (b *Backend) ReplayStep(key string, in kernels.StepInputs) (kernels.Tensor,
 	g := &b.graph
 	sg := g.byKey[key]
 	used, _ := b.scratch.usage()
-	if !g.enabled || sg == nil || !sg.direct || sg.arenaGen != b.scratch.gen || sg.scratchAt != used {
+	if !g.enabled || sg == nil || !sg.direct || sg.arenaGen != b.scratchGen() || sg.scratchAt != used {
 		return nil, false
 	}
 	b.abandonGraph()
@@ -325,7 +326,7 @@ func (b *Backend) ReplayStep(key string, in kernels.StepInputs) (kernels.Tensor,
 	g.replays++
 	g.direct++
 	out := sg.out
-	out.epoch = b.scratch.epoch // it lives in this step's scratch, like every op's result
+	out.epoch = b.arenaAt(int(out.arena)).epoch // it lives in this step's scratch, like every op's result
 	return &out, true
 }
 

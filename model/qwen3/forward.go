@@ -104,6 +104,7 @@ func (m *Model) decoder(be kernels.Backend, st *State, tokens []int32, b *kernel
 		return nil, err
 	}
 	for i := range m.layers {
+		kernels.BeginLayer(be, i) // layer i reads only layer i-1's outputs
 		l := &m.layers[i]
 		mixed := m.attention(be, l, i, be.PlainRMSNorm(residual, l.inputNorm, eps), st, b)
 		if err := model.AllReduce(be, m.Shard, mixed); err != nil {
@@ -116,6 +117,7 @@ func (m *Model) decoder(be kernels.Backend, st *State, tokens []int32, b *kernel
 		}
 		residual = be.Add(residual, mlp)
 	}
+	kernels.EndLayers(be)
 	return m.Vocab.Logits(be, m.Shard, be.PlainRMSNorm(be.SelectRows(residual, outputRows), m.Vocab.Norm, eps))
 }
 

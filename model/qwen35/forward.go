@@ -153,6 +153,7 @@ func (m *Model) decoder(be kernels.Backend, st *State, tokens []int32, b *kernel
 	residual := x
 	h := be.RMSNorm(x, m.layers[0].inputNorm, m.Config.Eps)
 	for i := range m.layers {
+		kernels.BeginLayer(be, i) // layer i reads only layer i-1's outputs
 		l := &m.layers[i]
 		var act, proj kernels.Tensor
 		if l.kind == FullAttention {
@@ -175,6 +176,7 @@ func (m *Model) decoder(be kernels.Backend, st *State, tokens []int32, b *kernel
 			return nil, err
 		}
 	}
+	kernels.EndLayers(be)
 	return m.Vocab.Logits(be, m.Shard, be.SelectRows(h, outputRows))
 }
 
