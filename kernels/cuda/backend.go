@@ -378,7 +378,7 @@ func (b *Backend) ResetScratch() {
 // use at once this step, and their capacity.
 func (b *Backend) ScratchBytes() (used, capacity int64) {
 	used, capacity = b.scratch.usage()
-	peak, _, lc := b.layerBytes()
+	peak, lc := b.layerBytes()
 	return used + peak, capacity + lc
 }
 

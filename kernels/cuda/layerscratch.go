@@ -82,16 +82,15 @@ func (b *Backend) scratchGen() [3]uint64 {
 	return [3]uint64{b.scratch.gen, b.layers.a[0].gen, b.layers.a[1].gen}
 }
 
-// layerBytes returns the most bytes each layer arena held in use at once,
-// summed, in the step in progress (peak) or the last one (lastPeak), and
-// their capacity.
-func (b *Backend) layerBytes() (peak, lastPeak, capacity int64) {
+// layerBytes returns the most bytes each layer arena has held in use at
+// once in the step in progress, summed, and their capacity.
+func (b *Backend) layerBytes() (peak, capacity int64) {
 	for i := range b.layers.a {
 		a := &b.layers.a[i]
 		_, c := a.usage()
-		peak, lastPeak, capacity = peak+a.peak, lastPeak+a.lastPeak, capacity+c
+		peak, capacity = peak+a.peak, capacity+c
 	}
-	return peak, lastPeak, capacity
+	return peak, capacity
 }
 
 // reserveLayers makes each layer arena one chunk of what the last step
