@@ -69,13 +69,16 @@ type PaddedState interface {
 func WarmDecode(be kernels.Backend, m Model, st State, maxRows int) ([]int, error) {
 	padder, ok := be.(kernels.DecodePadder)
 	ps, ok2 := st.(PaddedState)
-	if !ok || !ok2 || ps.Pad() == nil {
+	if !ok || !ok2 {
 		return nil, nil
 	}
-	pad := *ps.Pad()
+	pad := ps.Pad()
+	if pad == nil {
+		return nil, nil
+	}
 	buckets := padder.DecodeBuckets(maxRows)
 	for _, n := range buckets {
-		in := PadDecode(kernels.StepInputs{Batch: &kernels.Batch{}}, n, pad)
+		in := PadDecode(kernels.StepInputs{Batch: &kernels.Batch{}}, n, *pad)
 		for range 2 {
 			if _, err := m.Forward(be, st, in.Tokens, in.Batch, in.Rows); err != nil {
 				return nil, fmt.Errorf("model: warming the decode step of %d rows: %w", n, err)

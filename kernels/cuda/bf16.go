@@ -250,11 +250,21 @@ func (b *Backend) mmaLaunch(prefix string, T, tiles, K int) mmaPlan {
 	default:
 		split = (b.sms*mmaWarpsTarget + tiles*w/2) / (tiles * w)
 	}
+	p := newMMAPlan(name, tiles, split, K, w, nt)
+	p.variant = v
+	return p
+}
+
+// newMMAPlan is the launch of a tensor-core GEMV entry over tiles 16-row
+// tiles of K columns with blocks of w warps: the split over K wanted, kept
+// to at least two chunks a warp, and none when the tiles are too many for
+// the split tiles' counters.
+func newMMAPlan(name string, tiles, split, K, w, nt int) mmaPlan {
 	split = max(1, min(split, K/64/(2*w)))
 	if 2*tiles > mmaCounters {
 		split = 1
 	}
-	return mmaPlan{name: name, grid: [3]int{tiles, split, 1}, block: [3]int{32 * w, 1, 1}, split: split, nt: nt, variant: v}
+	return mmaPlan{name: name, grid: [3]int{tiles, split, 1}, block: [3]int{32 * w, 1, 1}, split: split, nt: nt}
 }
 
 // nTiles returns the n-tiles of 8 rows a GEMV entry holds for T rows: the
@@ -574,8 +584,11 @@ var swigluBF16 = os.Getenv("COHORT_CUDA_SWIGLU_BF16") != "0"
 func (b *Backend) swiGLULtBF16(op string, xt, gt, ut *Tensor, readers []kernels.Tensor) kernels.Tensor {
 	T, K := xt.dims()
 	N := gt.shape[0]
-	xb := b.rowsBF16(op, xt, T, K)
 	n := int64(T) * int64(N)
+	if n%4 != 0 {
+		panic(fmt.Sprintf("cuda: %s: SwiGLU of bf16 products needs a multiple of 4 elements, not %d", op, n))
+	}
+	xb := b.rowsBF16(op, xt, T, K)
 	g, u := b.allocScratch(op, n*2), b.allocScratch(op, n*2)
 	for _, p := range [2]struct {
 		w *Tensor
@@ -585,9 +598,6 @@ func (b *Backend) swiGLULtBF16(op string, xt, gt, ut *Tensor, readers []kernels.
 	}
 	y := b.newTensor(op, T, N)
 	yp, yb := b.outputs(op, y, readers)
-	if n%4 != 0 {
-		panic(fmt.Sprintf("cuda: %s: SwiGLU of bf16 products needs a multiple of 4 elements, not %d", op, n))
-	}
 	b.launch(op, "swiglu4_bf16in", [3]int{b.grid1(n/4, 256), 1, 1}, [3]int{256, 1, 1}, 0, yp, yb, g, u, n/4)
 	return y
 }

@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -123,11 +124,5 @@ func (b *Backend) resetLayers() error {
 
 // freeLayers gives the layer arenas' memory back (Close).
 func (b *Backend) freeLayers() error {
-	var err error
-	for i := range b.layers.a {
-		if e := b.layers.a[i].free(); e != nil && err == nil {
-			err = e
-		}
-	}
-	return err
+	return errors.Join(b.layers.a[0].free(), b.layers.a[1].free())
 }

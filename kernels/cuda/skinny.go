@@ -36,11 +36,7 @@ func (b *Backend) skinnyPlan(T, tiles, K int) mmaPlan {
 	nt := nTiles(T, 2, 8)
 	name := b.mmaEntry("gemv_mmab", nt, skinnyWarps, "")
 	split := mmaSplit(tiles, K/64, skinnyWarps, b.occupancy(name, 32*skinnyWarps)*b.sms)
-	split = max(1, min(split, K/64/(2*skinnyWarps)))
-	if 2*tiles > mmaCounters {
-		split = 1
-	}
-	return mmaPlan{name: name, grid: [3]int{tiles, split, 1}, block: [3]int{32 * skinnyWarps, 1, 1}, split: split, nt: nt}
+	return newMMAPlan(name, tiles, split, K, skinnyWarps, nt)
 }
 
 // linearSkinny is y[T, N] = xb[T, K]·w[N, K]ᵀ on gemv_mmab (xb bf16, from
