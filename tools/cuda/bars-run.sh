@@ -9,22 +9,18 @@
 #      the mixed load at 128 and 256 prefill tokens a step);
 #   3. if at most $AB_BEFORE seconds have passed, ab-run.sh over $MODES
 #      (one round: the prefills and the TTFT).
-# Files in $OUT: cuda-tests.txt, fidelity.txt, allbars.txt, bench.json,
+# Files in $OUT: cuda-tests.txt, fid-default.txt, allbars.txt, bench.json,
 # bench-*.txt.
 export OUT=${OUT:-/tmp/bars-run}
 . tools/cuda/run-lib.sh
 make_model
 wait_model
-mkdir -p /tmp/fidelity && ln -sfn $M /tmp/fidelity/m4b
-(BUDGET=220 STAGES="ids score ref" LENS=${LENS:-1,128,1024} WORK=/tmp/fidelity OUT=/tmp/fid \
-	bash tools/cuda/fidelity.sh /tmp/bin/cohort >/dev/null 2>&1
-	grep -E 'vs hf-' /tmp/fid/summary.txt >$OUT/fidelity.txt 2>&1 || cp /tmp/fid/summary.txt $OUT/fidelity.txt
-) &
+run_fidelity default &
 fid=$!
 run_suite
 wait $fid
 at fidelity
-cat $OUT/fidelity.txt
+cat $OUT/fid-default.txt
 COHORT_STEP_TIMING=1 timeout -k 5 "${BENCH_LIMIT:-200}" /tmp/bin/cohort bench --model $M --device cuda \
 	--batch 1,8,32,128,256 --prompt-len 128 --decode-tokens 64 --prefill 1024,8192 --prefill-runs 3 \
 	--ttft-len 1024 --ttft-runs 5 --mixed-prefill-tokens 128,256 --json $OUT/bench.json >$OUT/allbars.txt 2>&1

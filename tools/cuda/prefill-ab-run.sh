@@ -14,14 +14,7 @@ export OUT=${OUT:-/tmp/prefill-ab-run}
 . tools/cuda/run-lib.sh
 make_model
 wait_model
-mkdir -p /tmp/fidelity && ln -sfn $M /tmp/fidelity/m4b
-(for m in default ${FID_MODES:-}; do
-	n=$(mode_name $m)
-	# shellcheck disable=SC2046
-	env $(mode_env $m) BUDGET=200 STAGES="ids score ref" LENS=${LENS:-1,128,1024} WORK=/tmp/fidelity OUT=/tmp/fid-$n \
-		bash tools/cuda/fidelity.sh /tmp/bin/cohort >/dev/null 2>&1
-	grep -E 'vs hf-' /tmp/fid-$n/summary.txt >$OUT/fid-$n.txt 2>&1 || cp /tmp/fid-$n/summary.txt $OUT/fid-$n.txt
-done) &
+FID_BUDGET=${FID_BUDGET:-200} run_fidelity default ${FID_MODES:-} &
 fid=$!
 run_suite
 wait $fid

@@ -8,6 +8,11 @@
 #                   for it ("+" is not one the device tool brings back);
 #   make_model      starts making the 4b-shape model at $M unless it is
 #                   there; wait_model waits for it;
+#   run_fidelity M  fidelity against HF f32 and bf16 at $LENS (fidelity.sh's
+#                   ids, score and ref stages on the model at $M) for each
+#                   mode M (default: none), its comparisons into
+#                   $OUT/fid-<mode>.txt; untimed, so it may run beside the
+#                   suite;
 #   run_suite       the GPU tests matching $CUDA_TESTS (default all, less
 #                   $SKIP) within $TEST_LIMIT seconds (default 240: NVRTC's
 #                   compile of the kernels on a fresh machine, about 40 s,
@@ -31,6 +36,16 @@ make_model() {
 	fi
 }
 wait_model() { [ -z "$mk" ] || wait $mk 2>/dev/null; }
+run_fidelity() {
+	mkdir -p /tmp/fidelity && ln -sfn $M /tmp/fidelity/m4b
+	for m in "${@:-default}"; do
+		n=$(mode_name $m)
+		# shellcheck disable=SC2046
+		env $(mode_env $m) BUDGET=${FID_BUDGET:-220} STAGES="ids score ref" LENS=${LENS:-1,128,1024} WORK=/tmp/fidelity \
+			OUT=/tmp/fid-$n bash tools/cuda/fidelity.sh /tmp/bin/cohort >/dev/null 2>&1
+		grep -E 'vs hf-' /tmp/fid-$n/summary.txt >$OUT/fid-$n.txt 2>&1 || cp /tmp/fid-$n/summary.txt $OUT/fid-$n.txt
+	done
+}
 run_suite() {
 	(cd kernels/cuda && timeout -k 5 "${TEST_LIMIT:-240}" /tmp/bin/cuda.test -test.v -test.count=1 -test.run "${CUDA_TESTS:-.}" \
 		-test.skip "${SKIP:-TestCompileKernels|TestAttentionPrefillSingle}" >$OUT/cuda-tests.txt 2>&1
