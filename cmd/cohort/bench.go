@@ -104,7 +104,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	ttftLen := fs.Int("ttft-len", 1024, "prompt tokens of the TTFT measurement (0: skip)")
 	ttftRuns := fs.Int("ttft-runs", 3, "TTFT repetitions (the median is reported)")
 	prefillRuns := fs.Int("prefill-runs", 3, "timed repetitions of each --prefill length after its first run (the median is reported beside the first)")
-	maxPrefill := fs.Int("max-prefill-tokens", 2048, "prefill tokens per engine step (as serve)")
+	maxPrefill := fs.Int("max-prefill-tokens", 0, maxPrefillUsage)
 	kvBudget := fs.Int("kv-budget-mib", 0, "memory per rank for KV pages and request state, in MiB (0: just enough for the runs)")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
 	peakTBps := fs.Float64("peak-tbps", defaultPeakTBps, "usable HBM bandwidth in TB/s for the floors (H200: 4.3 usable, 4.8 nominal)")
@@ -145,6 +145,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("bench: --prefill: %w", err)
 	}
+	*maxPrefill = run.maxPrefill(*maxPrefill)
 	switch {
 	case (run.dir == "") == (*preset == ""):
 		return errors.New("bench: give exactly one of --model and --preset")

@@ -149,7 +149,7 @@ func parseChatFlags(args []string, stdout io.Writer) (*chatFlags, error) {
 	fs.IntVar(&f.cfg.ReplyTokens, "chat-reply-tokens", 100, "tokens of each reply (EOS ignored)")
 	fs.IntVar(&f.cfg.Conversations, "chat-conversations", 32, "concurrent conversations")
 	fs.Float64Var(&f.cfg.Temperature, "chat-temperature", 0, "sample every other conversation at this temperature, seeded (0: all greedy)")
-	fs.IntVar(&f.maxPrefill, "max-prefill-tokens", 2048, "prefill tokens per engine step (as serve)")
+	fs.IntVar(&f.maxPrefill, "max-prefill-tokens", 0, maxPrefillUsage)
 	fs.IntVar(&f.budgetMiB, "kv-budget-mib", 0, "memory per rank for KV pages, request state and snapshots, in MiB (0: enough for the workload)")
 	fs.IntVar(&f.snapshotsMiB, "prefix-cache-snapshots-mib", 0, "memory per rank for the cache's state snapshots, in MiB (0: six a conversation)")
 	fs.DurationVar(&f.stepDeadline, "step-deadline", time.Minute, "a step's replies must all arrive within this")
@@ -159,6 +159,7 @@ func parseChatFlags(args []string, stdout io.Writer) (*chatFlags, error) {
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return nil, err
 	}
+	f.maxPrefill = run.maxPrefill(f.maxPrefill)
 	c := f.cfg
 	switch {
 	case (run.dir == "") == (f.preset == ""):

@@ -96,7 +96,7 @@ func TestServeCUDANoMemoryFlags(t *testing.T) {
 	if err := json.Unmarshal(body, &models); err != nil || len(models.Data) != 1 {
 		t.Fatalf("/v1/models: %v %s", err, body)
 	}
-	if d := models.Data[0]; d.Scratch < 1<<20 || strconv.FormatInt(d.Scratch>>20, 10) != m[4] || d.StepTokens != serveMaxPrefill+serveMaxSeqs-1 {
+	if d := models.Data[0]; d.Scratch < 1<<20 || strconv.FormatInt(d.Scratch>>20, 10) != m[4] || d.StepTokens != cudaServeMaxPrefill+serveMaxSeqs-1 {
 		t.Errorf("/v1/models %s against the banner's scratch_mib=%s", body, m[4])
 	}
 	cancel()
@@ -125,7 +125,7 @@ func TestLongPromptAtFullOccupancyCUDA(t *testing.T) {
 	}
 	cfg := actors.Config{Checkpoint: ck, Tokenizer: tok, TP: capacityTP(t), LockThread: lockThread,
 		Capacity:         serveCapacity("cuda", 0, elemBytes, 0),
-		MaxPrefillTokens: serveMaxPrefill, MaxRows: serveMaxSeqs}
+		MaxPrefillTokens: cudaServeMaxPrefill, MaxRows: serveMaxSeqs}
 	if err := configureDevices(&cfg, "cuda", ""); err != nil {
 		t.Fatal(err)
 	}

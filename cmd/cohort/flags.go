@@ -34,6 +34,30 @@ func newPromptFlagSet(name, tpUsage, prompt, promptUsage string) (*flag.FlagSet,
 	return fs, p, in
 }
 
+// maxPrefillUsage is --max-prefill-tokens' usage wherever it is "as serve".
+const maxPrefillUsage = "prefill tokens per engine step (0: 8192 on cuda, vLLM's default on GPUs of 70 GB and more; 2048 on cpu)"
+
+// maxPrefill is --max-prefill-tokens v resolved for the device: v when
+// set, else maxPrefillFor's default.
+func (p *placementFlags) maxPrefill(v int) int {
+	if v != 0 {
+		return v
+	}
+	return maxPrefillFor(p.device)
+}
+
+// maxPrefillFor is serve's prefill tokens per step on device: one 8k
+// prompt a step on a GPU (its layers' scratch is reused, so the step's
+// reserve is about 6 GiB for the 4b shape; 8k prefills then take one step
+// instead of four: 176.9 against 195.9 ms on an H100, docs/gpu.md phase
+// 16), 2048 on the CPU.
+func maxPrefillFor(device string) int {
+	if device == "cuda" {
+		return cudaServeMaxPrefill
+	}
+	return serveMaxPrefill
+}
+
 // register adds --model, --device, --devices and --tp; tpUsage says what
 // --tp does for the command.
 func (p *placementFlags) register(fs *flag.FlagSet, tpUsage string) {

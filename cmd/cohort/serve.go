@@ -36,7 +36,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	port := fs.Int("port", 8000, "port to listen on (0 picks a free one)")
 	name := fs.String("served-model-name", "", "model id clients send (default: the model directory's name)")
 	maxModelLen := fs.Int("max-model-len", 0, "longest request, prompt + output, in tokens (0: the model's max_position_embeddings)")
-	maxPrefill := fs.Int("max-prefill-tokens", serveMaxPrefill, "prefill tokens per engine step")
+	maxPrefill := fs.Int("max-prefill-tokens", 0, maxPrefillUsage)
 	kvBudget := fs.Int("kv-budget-mib", 0, "memory per rank for KV pages and request state, in MiB (0: on cuda, the device's free memory once the weights and the largest step's scratch are in, less a 1 GiB reserve; on cpu, 512)")
 	maxPending := fs.Int("max-pending", 0, "requests the engine holds before answering 429 (0: 16 × the slots)")
 	workers := fs.String("workers", "", "comma-separated host:port of the cohort worker processes to place the ranks on (default: ranks in this process)")
@@ -58,6 +58,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
+	*maxPrefill = run.maxPrefill(*maxPrefill)
 	switch {
 	case run.tp < 1 || *maxPrefill < 1 || *kvBudget < 0 || *maxModelLen < 0 || *maxPending < 0:
 		return errors.New("serve: --tp and --max-prefill-tokens must be positive; --kv-budget-mib, --max-model-len and --max-pending not negative")
@@ -199,8 +200,10 @@ func workerCollective(device string) (remote.UniqueIDSource, error) {
 // step), the default prefill tokens per step, and KV page size.
 const (
 	serveMaxSeqs    = 64
-	serveMaxPrefill = 2048
-	servePageSize   = 16
+	serveMaxPrefill = 2048 // on the CPU (maxPrefillFor)
+	// cudaServeMaxPrefill is serve's prefill tokens per step on a GPU.
+	cudaServeMaxPrefill = 8192
+	servePageSize       = 16
 )
 
 // cpuServeBudgetMiB is serve's state budget per CPU rank when

@@ -11,7 +11,7 @@ import (
 )
 
 // TestLayerScratchMatches: with the layers' scratch reused
-// (COHORT_CUDA_LAYER_SCRATCH=1) a 130-token prefill and the 12 greedy
+// (the default; COHORT_CUDA_LAYER_SCRATCH=0 turns it off) a 130-token prefill and the 12 greedy
 // decode steps after it (eager, captured and replayed as CUDA graphs) give
 // the bits they give without it, and the prefill takes less scratch.
 func TestLayerScratchMatches(t *testing.T) {

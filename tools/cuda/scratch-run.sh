@@ -14,6 +14,7 @@ make_model
 wait_model
 for s in ${SERVES:-default:2048 COHORT_CUDA_LAYER_SCRATCH=1:2048 COHORT_CUDA_LAYER_SCRATCH=1:8192}; do
 	m=${s%:*} p=${s##*:} n=$(mode_name ${s%:*})-$p
+	: >$OUT/serve-$n.txt
 	# shellcheck disable=SC2046
 	env $(mode_env $m) /tmp/bin/cohort serve --model $M --device cuda --port 0 --max-prefill-tokens $p >$OUT/serve-$n.txt 2>&1 &
 	pid=$!
