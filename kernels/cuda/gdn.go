@@ -232,6 +232,32 @@ func allDecode(bt *kernels.Batch) bool {
 	return len(bt.Seqs) > 0
 }
 
+// restDecode reports whether every sequence of the batch that the
+// recurrent kernels run (outside deterministic mode: those the chunked form
+// leaves) brings one token: a decode batch, or the decode rows of a mixed
+// step, which then take the decode-row kernels (gdnMixedPipe).
+func restDecode(bt *kernels.Batch, cfg kernels.GDNConfig) bool {
+	if !gdnMixedPipe {
+		return allDecode(bt)
+	}
+	n := 0
+	for _, s := range bt.Seqs {
+		if gdnChunked(s.Len, cfg) {
+			continue
+		}
+		if s.Len != 1 {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
+
+// gdnMixedPipe sends the decode rows of a mixed step (beside chunked
+// prefills) to the decode-row kernels, as a decode batch's
+// (COHORT_CUDA_GDN_MIXED_PIPE=0: the 16-warp recurrent kernel, as before).
+var gdnMixedPipe = os.Getenv("COHORT_CUDA_GDN_MIXED_PIPE") != "0"
+
 // seqLayout returns the sequences' starts, lengths and slots, checking each
 // slot against the pool.
 func seqLayout(p *StatePool, layer int, bt *kernels.Batch) (st, ln, sl []int32) {
@@ -491,7 +517,7 @@ func (b *Backend) GatedDeltaRule(mixed, beta, a, aLog, dtBias kernels.Tensor, st
 		}
 	}
 	name, rows := "gdn_recurrent_cols_f32", gdnRowsMax
-	if w := (dk + gdnRowsWide - 1) / gdnRowsWide; gdnWide && !b.det && allDecode(bt) && w <= 4 {
+	if w := (dk + gdnRowsWide - 1) / gdnRowsWide; gdnWide && !b.det && restDecode(bt, cfg) && w <= 4 {
 		// Decode rows: a quarter of the warps, 32 rows a thread. Measured
 		// on the H200 at batch 128 the 16-warp form moved the state at
 		// 1.4 TB/s (9.1 of a 17.2 ms step).

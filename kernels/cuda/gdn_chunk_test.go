@@ -94,8 +94,9 @@ func withChunkMin(v int, f func()) {
 
 // TestGDNChunkedMatchesCPU runs batches of pieces around the chunk length
 // (63, 64, 65, 128, 130), odd lengths (17, 33, 99, 201) and decode rows and
-// short pieces (1, 2, 5, on the recurrent kernel) through GatedDeltaRule of
-// both backends, step after step on the same slots (so every piece continues
+// short pieces (1, 2, 5, on the recurrent kernel; steps 2 and 4, whose
+// unchunked pieces are all decode rows, on the decode-row kernels as a
+// mixed step's: restDecode) through GatedDeltaRule of both backends, step after step on the same slots (so every piece continues
 // from the state the previous step left), and compares the outputs and the
 // full state of every slot after every step. The CPU oracle runs its
 // chunked form for pieces of more than one token.

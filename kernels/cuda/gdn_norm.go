@@ -15,6 +15,26 @@ import (
 // launches (A/B runs).
 var gdnNormFused = os.Getenv("COHORT_CUDA_GDN_NORM") != "0"
 
+// l2Next has a kernel that leaves DRAM idle (the batch-1 GDN decode) ask
+// L2 for the weights of the one projection that reads its output, so that
+// the projection's GEMV reads them from L2 (COHORT_CUDA_L2_NEXT=1; off by
+// default until measured).
+var l2Next = os.Getenv("COHORT_CUDA_L2_NEXT") == "1"
+
+// nextWeight is the address and size of the bf16 weight that alone reads an
+// op's output (readers, kernels.LinearFeeder) for l2_prefetch_share, or
+// zeros when l2Next is off or there is not exactly one such weight.
+func (b *Backend) nextWeight(op string, readers []kernels.Tensor) (devptr, int64) {
+	if !l2Next || len(readers) != 1 {
+		return 0, 0
+	}
+	wt := b.weight(op, readers[0])
+	if !wt.bf16 {
+		return 0, 0
+	}
+	return wt.ptr, int64(wt.n) * 2
+}
+
 // GatedDeltaRuleNorm is kernels.DeltaRuleNormer: GatedDeltaRule and then
 // the gated RMSNorm n of its output, in one launch where the batch takes
 // gdn_decode_cols_f32 and the weight is one head long (the norm's parts in the split workspace, its
@@ -38,7 +58,8 @@ func (b *Backend) GatedDeltaRuleNorm(n kernels.GatedNorm, mixed, beta, a, aLog, 
 	zBlocks := (dv + 31) / 32
 	ws := b.allocScratch(op, int64(T*nv*zBlocks*8))
 	start, length, slot := b.seqMeta(op, d.p, layer, bt)
-	args := append(gdnDecodeArgs(out, d, start, length, slot, layer, cfg), yp, yb, zt.ptr, wt.ptr, ws, b.mmaCnt, n.Eps)
+	pf, pfBytes := b.nextWeight(op, n.Readers)
+	args := append(gdnDecodeArgs(out, d, start, length, slot, layer, cfg), yp, yb, zt.ptr, wt.ptr, ws, b.mmaCnt, n.Eps, pf, pfBytes)
 	b.launch(op, d.p.kernel("gdn_decode_norm_cols_f32"), [3]int{len(bt.Seqs), nv, zBlocks}, [3]int{32, w, 1},
 		gdnDecodeShmem(cfg.KeyDim, w), args...)
 	return y

@@ -24,6 +24,20 @@
 #define PDL_WAIT()
 #endif
 
+// l2_prefetch_share asks L2 for this block's share of the bytes [p, p +
+// bytes) (the grid's blocks split its 128-byte lines in order, the block's
+// threads its share): a kernel that leaves DRAM idle fetches the weights of
+// the projection after it (COHORT_CUDA_L2_NEXT). Nothing when p is null.
+__device__ __forceinline__ void l2_prefetch_share(const char *p, long long bytes) {
+	if (p == nullptr || bytes <= 0) return;
+	long long lines = (bytes + 127) >> 7;
+	long long blocks = (long long)gridDim.x * gridDim.y * gridDim.z;
+	long long b = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);
+	long long per = (lines + blocks - 1) / blocks, l0 = b * per, l1 = min(l0 + per, lines);
+	int nt = blockDim.x * blockDim.y * blockDim.z, tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+	for (long long l = l0 + tid; l < l1; l += nt) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + (l << 7)));
+}
+
 // cp.async (sm_80 and later): cp_async16 copies 16 bytes (both addresses
 // 16-byte aligned) from global src to shared dst, bypassing L1, or
 // zero-fills dst when !ok (src is then not read but must be a valid

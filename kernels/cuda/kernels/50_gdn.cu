@@ -819,6 +819,8 @@ struct gdn_onorm {
 	double *ws;
 	int *cnt;
 	float eps;
+	const char *pf; // the next projection's weights, asked into L2 (l2_prefetch_share; null: none)
+	long long pfBytes;
 };
 
 // gdn_onorm_part stores the squares of column c's output o of token row r
@@ -877,6 +879,7 @@ __device__ __forceinline__ void gdn_decode_cols(float *sm, float *out, const flo
 	double *part = (double *)(p.redO + 32 * p.nw);
 	gdn_cols_load<ROWS, ST>(st, p.S, dk, dv, p.c, p.col, p.w, p.nw);
 	PDL_WAIT(); // mixed and the gates are the previous kernel's outputs
+	if (NORM) l2_prefetch_share(nrm.pf, nrm.pfBytes);
 	float gdecay = -(float)exp((double)aLog[p.h]), bias = dtBias[p.h];
 	for (int t = 0; t < p.len; t++) {
 		long long r = p.start + t;
@@ -915,7 +918,8 @@ __device__ __forceinline__ void gdn_decode_cols(float *sm, float *out, const flo
 		const float *dtBias, ST *rec, const int *seqStart, const int *seqLen, const int *seqSlot, int nk, int nv, \
 		int dk, int dv, int convDim, int slots, int layer, float scale
 #define GDN_DECODE_PASS out, mixed, braw, araw, aLog, dtBias, rec, seqStart, seqLen, seqSlot, nk, nv, dk, dv, convDim, slots, layer, scale
-#define GDN_ONORM_ARGS float *y, unsigned short *yb, const float *z, const float *w, double *ws, int *cnt, float eps
+#define GDN_ONORM_ARGS float *y, unsigned short *yb, const float *z, const float *w, double *ws, int *cnt, float eps, \
+		const char *pf, long long pfBytes
 
 extern "C" __global__ void __launch_bounds__(512) gdn_decode_cols_f32(GDN_DECODE_ARGS(float)) {
 	PDL_LAUNCH();
@@ -934,13 +938,13 @@ extern "C" __global__ void __launch_bounds__(512) gdn_decode_cols_f32_sbf16(GDN_
 extern "C" __global__ void __launch_bounds__(512) gdn_decode_norm_cols_f32(GDN_DECODE_ARGS(float), GDN_ONORM_ARGS) {
 	PDL_LAUNCH();
 	extern __shared__ float sm[];
-	gdn_decode_cols<GDN_ROWS_MAX, float, true>(sm, GDN_DECODE_PASS, gdn_onorm{y, yb, z, w, ws, cnt, eps});
+	gdn_decode_cols<GDN_ROWS_MAX, float, true>(sm, GDN_DECODE_PASS, gdn_onorm{y, yb, z, w, ws, cnt, eps, pf, pfBytes});
 }
 
 extern "C" __global__ void __launch_bounds__(512) gdn_decode_norm_cols_f32_sbf16(GDN_DECODE_ARGS(unsigned short), GDN_ONORM_ARGS) {
 	PDL_LAUNCH();
 	extern __shared__ float sm[];
-	gdn_decode_cols<GDN_ROWS_MAX, unsigned short, true>(sm, GDN_DECODE_PASS, gdn_onorm{y, yb, z, w, ws, cnt, eps});
+	gdn_decode_cols<GDN_ROWS_MAX, unsigned short, true>(sm, GDN_DECODE_PASS, gdn_onorm{y, yb, z, w, ws, cnt, eps, pf, pfBytes});
 }
 
 // gdn_decode_cols_wide_f32 is gdn_decode_cols_f32 with the blocks of
