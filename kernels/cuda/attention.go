@@ -97,7 +97,7 @@ func (b *Backend) Attention(q, k, v, gate kernels.Tensor, cache kernels.KVCache,
 	flash := b.useFlash(bt, cfg)
 	if !flash && b.useDecodeAttn(cfg) && decodeKVFused && allDecode(bt) {
 		// The decode kernel stores each row's k and v itself (attn_decode_store).
-		b.attentionDecode(op, out, qt, gt, c, dpos, dpageOff, dpages, layer, T, cfg, scale, kt.ptr, vt.ptr)
+		b.attentionDecode(op, out.ptr, qt.ptr, gt.ptr, c, dpos, dpageOff, dpages, layer, T, cfg, scale, kt.ptr, vt.ptr)
 		return out
 	}
 	kvw := KV * hd
@@ -108,7 +108,7 @@ func (b *Backend) Attention(q, k, v, gate kernels.Tensor, cache kernels.KVCache,
 		return out
 	}
 	if b.useDecodeAttn(cfg) {
-		b.attentionDecode(op, out, qt, gt, c, dpos, dpageOff, dpages, layer, T, cfg, scale, 0, 0)
+		b.attentionDecode(op, out.ptr, qt.ptr, gt.ptr, c, dpos, dpageOff, dpages, layer, T, cfg, scale, 0, 0)
 		return out
 	}
 	b.launch(op, kvEntry("attention_f32", c.bf16), [3]int{T, H, 1}, [3]int{128, 1, 1}, 0,
@@ -228,7 +228,7 @@ var decodeKVFused = os.Getenv("COHORT_CUDA_KV_FUSE") == "1"
 // attentionDecode computes Attention's output out for its T rows after
 // kv_write_f32 has stored the step's k and v (see the comment above), or,
 // for decode rows, storing them itself from knew and vnew (0: stored).
-func (b *Backend) attentionDecode(op string, out, qt, gt *Tensor, c *KVCache, dpos, dpageOff, dpages devptr,
+func (b *Backend) attentionDecode(op string, out, q, gate devptr, c *KVCache, dpos, dpageOff, dpages devptr,
 	layer, T int, cfg kernels.AttnConfig, scale float32, knew, vnew devptr) {
 	hd, H, KV := cfg.HeadDim, cfg.Heads, cfg.KVHeads
 	g := H / KV
@@ -247,10 +247,10 @@ func (b *Backend) attentionDecode(op string, out, qt, gt *Tensor, c *KVCache, dp
 		ml = part + devptr(int64(T)*int64(H)*int64(S)*int64(hd)*4)
 	}
 	b.launch(op, name, [3]int{T, KV * hg, S}, [3]int{decodeAttnThreads, 1, 1}, 0,
-		out.ptr, part, ml, qt.ptr, gt.ptr, c.k, c.v, dpos, dpageOff, dpages, H, KV, hd, c.pageSize, c.pages, layer, scale, S, knew, vnew)
+		out, part, ml, q, gate, c.k, c.v, dpos, dpageOff, dpages, H, KV, hd, c.pageSize, c.pages, layer, scale, S, knew, vnew)
 	if S > 1 {
 		b.launch(op, "attention_decode_combine", [3]int{T, H, 1}, [3]int{decodeCombineBlock(hd, S), 1, 1}, 0,
-			out.ptr, gt.ptr, part, ml, H, hd, S)
+			out, gate, part, ml, H, hd, S)
 	}
 }
 

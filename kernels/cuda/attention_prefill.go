@@ -237,8 +237,9 @@ func flashTiles(bt *kernels.Batch, g int) (tiles []int32, rest [][2]int) {
 // attentionFlash computes Attention's output out for bt after kv_write_f32
 // has stored the step's k and v: the tensor-core kernel for the sequences
 // that flashTakes (keys split across blocks where attentionFlashSplit
-// takes them), attention_f32 for each run of the other rows (its
-// per-row arguments offset to the run's first row).
+// takes them), and for each run of the other rows (a mixed step's decode
+// rows) the decode kernels (flashRestDecode) or attention_f32, their
+// per-row arguments offset to the run's first row.
 func (b *Backend) attentionFlash(op string, out, qt, gt *Tensor, c *KVCache, dpos, dpageOff, dpages devptr,
 	layer int, bt *kernels.Batch, cfg kernels.AttnConfig, scale float32) {
 	hd, H, KV := cfg.HeadDim, cfg.Heads, cfg.KVHeads
@@ -261,11 +262,23 @@ func (b *Backend) attentionFlash(op string, out, qt, gt *Tensor, c *KVCache, dpo
 	rowBytes := devptr(4 * H * hd)
 	for _, r := range rest {
 		off := devptr(r[0])
+		if flashRestDecode && b.useDecodeAttn(cfg) {
+			// Each row on its own, as a decode step's (keys split across
+			// blocks, query heads of a KV head together).
+			b.attentionDecode(op, out.ptr+off*rowBytes, qt.ptr+off*rowBytes, gt.ptr+off*rowBytes, c, dpos+4*off, dpageOff+4*off, dpages,
+				layer, r[1]-r[0], cfg, scale, 0, 0)
+			continue
+		}
 		b.launch(op, kvEntry("attention_f32", c.bf16), [3]int{r[1] - r[0], H, 1}, [3]int{128, 1, 1}, 0,
 			out.ptr+off*rowBytes, qt.ptr+off*rowBytes, gt.ptr+off*rowBytes, c.k, c.v, dpos+4*off, dpageOff+4*off, dpages,
 			H, KV, hd, c.pageSize, c.pages, layer, scale)
 	}
 }
+
+// flashRestDecode sends the rows that the flash kernel leaves to the decode
+// attention (attentionDecode), as a decode step's rows
+// (COHORT_CUDA_FLASH_REST=f32: attention_f32, one block a row and head).
+var flashRestDecode = os.Getenv("COHORT_CUDA_FLASH_REST") != "f32"
 
 // flashSplitKernel returns the split-keys kernel for head dim hd (one that
 // flashKernel has).

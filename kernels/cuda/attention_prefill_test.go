@@ -175,7 +175,8 @@ func TestAttentionPrefillChunks(t *testing.T) {
 
 // TestAttentionPrefillMixed: one batch of several sequences of different
 // lengths and cached counts, mixed with decode rows and short pieces, in
-// an order where the attention_f32 rows come in several runs.
+// an order where the rows the flash kernel leaves (on the decode kernels,
+// flashRestDecode) come in several runs.
 func TestAttentionPrefillMixed(t *testing.T) {
 	p := newPair(t)
 	withFlash(t, 16)

@@ -4,8 +4,11 @@
 #      ones matching $L2_TESTS again with COHORT_CUDA_L2_NEXT=1;
 #   2. the mixed load (cohort bench --mixed-prefill-tokens $MIXED, step
 #      timing on) for each mode of $MIXED_MODES;
-#   3. ab-run.sh over $MODES (BATCHES, ROUNDS) if $MODES is set.
-# Files in $OUT: cuda-tests.txt, l2-tests.txt, mixed-*.txt, bench-*.txt.
+#   3. ab-run.sh over $MODES (BATCHES, ROUNDS) if $MODES is set;
+#   4. with CHAT set, the chat benchmark of the prefix cache (cohort bench
+#      --chat, the shape) at each --max-prefill-tokens of $CHAT.
+# Files in $OUT: cuda-tests.txt, l2-tests.txt, mixed-*.txt, bench-*.txt,
+# chat-*.txt.
 export OUT=${OUT:-/tmp/mixed-run}
 . tools/cuda/run-lib.sh
 make_model
@@ -27,4 +30,9 @@ for m in ${MIXED_MODES:-default}; do
 	at "mixed $n"
 done
 [ -n "${MODES:-}" ] && bash tools/cuda/ab-run.sh 2>&1 | grep -v compiled
+for p in ${CHAT:-}; do
+	timeout -k 5 "${CHAT_LIMIT:-150}" /tmp/bin/cohort bench --chat --model $M --device cuda --max-prefill-tokens $p >$OUT/chat-$p.txt 2>&1
+	echo "== chat, max-prefill-tokens $p:"; grep -E 'hit rate|TTFT|identical|rror' $OUT/chat-$p.txt | head -12
+	at "chat $p"
+done
 at done
