@@ -27,7 +27,7 @@
 // l2_prefetch_share asks L2 for this block's share of the bytes [p, p +
 // bytes) (the grid's blocks split its 128-byte lines in order, the block's
 // threads its share): a kernel that leaves DRAM idle fetches the weights of
-// the projection after it (COHORT_CUDA_L2_NEXT). Nothing when p is null.
+// the projection after it (kernels/cuda's l2Next). Nothing when p is null.
 __device__ __forceinline__ void l2_prefetch_share(const char *p, long long bytes) {
 	if (p == nullptr || bytes <= 0) return;
 	long long lines = (bytes + 127) >> 7;
