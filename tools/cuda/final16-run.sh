@@ -7,9 +7,11 @@
 #   3. every bar of issues 11 and 12 in one cohort bench run (as
 #      bars-run.sh: step timing on);
 #   4. if at most $TTFT_BEFORE seconds have passed, the 1k prefill and TTFT
-#      again without the 8k prompts before them.
+#      again without the 8k prompts before them;
+#   5. if at most $LT_BEFORE seconds have passed, the mixed load at 128
+#      prefill tokens a step with 32 cuBLASLt candidates timed a shape.
 # Files in $OUT: cuda-tests.txt, fid-default.txt, allbars.txt, bench.json,
-# ttft.txt.
+# ttft.txt, mixed-lt32.txt.
 export OUT=${OUT:-/tmp/final16}
 . tools/cuda/run-lib.sh
 make_model
@@ -29,5 +31,10 @@ if [ "$(($(date +%s) - t0))" -le "${TTFT_BEFORE:-480}" ]; then
 	timeout -k 5 60 /tmp/bin/cohort bench --model $M --device cuda --batch 1 --decode-tokens 8 --prefill 1024 --prefill-runs 5 \
 		--ttft-len 1024 --ttft-runs 5 >$OUT/ttft.txt 2>&1
 	grep -E '^prefill|^TTFT|rror' $OUT/ttft.txt
+fi
+if [ "$(($(date +%s) - t0))" -le "${LT_BEFORE:-520}" ]; then
+	COHORT_CUDA_LT_ALGOS=32 timeout -k 5 70 /tmp/bin/cohort bench --model $M --device cuda --batch 1 --decode-tokens 8 --prefill= \
+		--ttft-len 0 --mixed-prefill-tokens 128 >$OUT/mixed-lt32.txt 2>&1
+	grep -E '^mixed load, max|rror' $OUT/mixed-lt32.txt
 fi
 at done
