@@ -21,12 +21,7 @@ run_suite
 wait $fid
 at fidelity
 cat $OUT/fid-default.txt
-COHORT_STEP_TIMING=1 timeout -k 5 "${BENCH_LIMIT:-200}" /tmp/bin/cohort bench --model $M --device cuda \
-	--batch 1,8,32,128,256 --prompt-len 128 --decode-tokens 64 --prefill 1024,8192 --prefill-runs 3 \
-	--ttft-len 1024 --ttft-runs 5 --mixed-prefill-tokens 128,256 --json $OUT/bench.json >$OUT/allbars.txt 2>&1
-grep -E 'recorded the decode|^decode batch|^prefill|TTFT|mixed|p99|rank 0: mean over 30 decode|scheduler: mean over 30 decode' $OUT/allbars.txt | head -40
-tail -32 $OUT/allbars.txt
-at allbars
+run_allbars
 if [ "$(($(date +%s) - t0))" -le "${AB_BEFORE:-0}" ]; then
 	BATCHES=1 FLAGS="--prefill 1024,8192 --prefill-runs 3 --ttft-len 1024 --ttft-runs 5 --decode-tokens 16" ROUNDS=1 \
 		bash tools/cuda/ab-run.sh 2>&1 | grep -v compiled

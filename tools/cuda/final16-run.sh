@@ -21,12 +21,7 @@ at model
 LENS=${LENS:-1,8192} FID_BUDGET=${FID_BUDGET:-240} run_fidelity default
 at fidelity
 cat $OUT/fid-default.txt
-COHORT_STEP_TIMING=1 timeout -k 5 "${BENCH_LIMIT:-220}" /tmp/bin/cohort bench --model $M --device cuda \
-	--batch 1,8,32,128,256 --prompt-len 128 --decode-tokens 64 --prefill 1024,8192 --prefill-runs 3 \
-	--ttft-len 1024 --ttft-runs 5 --mixed-prefill-tokens 128,256 --json $OUT/bench.json >$OUT/allbars.txt 2>&1
-grep -E '^decode batch|^prefill|TTFT|^mixed load, max|rror' $OUT/allbars.txt | head -20
-tail -30 $OUT/allbars.txt
-at allbars
+BENCH_LIMIT=${BENCH_LIMIT:-220} run_allbars
 if [ "$(($(date +%s) - t0))" -le "${TTFT_BEFORE:-480}" ]; then
 	timeout -k 5 60 /tmp/bin/cohort bench --model $M --device cuda --batch 1 --decode-tokens 8 --prefill 1024 --prefill-runs 5 \
 		--ttft-len 1024 --ttft-runs 5 >$OUT/ttft.txt 2>&1

@@ -18,7 +18,13 @@
 #                   compile of the kernels on a fresh machine, about 40 s,
 #                   and the suite, 146 s in one H200 call of 2026-12-02 and
 #                   past 150 s in the next), into $OUT/cuda-tests.txt, and
-#                   a summary.
+#                   a summary;
+#   run_allbars     every bar of issues 11 and 12 in one cohort bench run
+#                   with the step timing on (decode 1, 8, 32, 128, 256;
+#                   prefill 1k and 8k; the 1k TTFT; the mixed load at 128 and
+#                   256 prefill tokens a step), within $BENCH_LIMIT seconds
+#                   (default 200), into $OUT/allbars.txt and $OUT/bench.json,
+#                   and a summary.
 set -u
 export NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 mkdir -p "$OUT" /tmp/bin
@@ -53,4 +59,12 @@ run_suite() {
 	grep -E -- '^(--- FAIL|FAIL|panic)|^    --- FAIL|rc=' $OUT/cuda-tests.txt | head -24
 	echo "cuda passed: $(grep -c -- '--- PASS' $OUT/cuda-tests.txt)"
 	at tests
+}
+run_allbars() {
+	COHORT_STEP_TIMING=1 timeout -k 5 "${BENCH_LIMIT:-200}" /tmp/bin/cohort bench --model $M --device cuda \
+		--batch 1,8,32,128,256 --prompt-len 128 --decode-tokens 64 --prefill 1024,8192 --prefill-runs 3 \
+		--ttft-len 1024 --ttft-runs 5 --mixed-prefill-tokens 128,256 --json $OUT/bench.json >$OUT/allbars.txt 2>&1
+	grep -E 'recorded the decode|^decode batch|^prefill|TTFT|mixed|p99|rank 0: mean over 30 decode|scheduler: mean over 30 decode|rror' $OUT/allbars.txt | head -40
+	tail -32 $OUT/allbars.txt
+	at allbars
 }
