@@ -588,6 +588,10 @@ func (s *scheduler) recordSeqs(f *inflightStep, seqLive []*liveRequest, send fun
 		}
 	}
 	s.plan.Update(f.plan, sampled)
+	// The step's token messages share one allocation (one object for the
+	// collector instead of one a request; each request actor reads only
+	// its own).
+	events := make([]TokenGenerated, len(sampled))
 	s.sampled = sampled[:0]
 	for j, i := 0, 0; i < len(f.outputs); i++ {
 		o := f.outputs[i]
@@ -599,19 +603,22 @@ func (s *scheduler) recordSeqs(f *inflightStep, seqLive []*liveRequest, send fun
 			l.promptScored = max(l.promptScored, o.Pos)
 			send(l.pid, &PromptScored{Pos: o.Pos, Result: f.results[i]})
 		default:
-			send(l.pid, s.addToken(o.ID, l, f.results[i]))
+			ev := &events[0]
+			events = events[1:]
+			s.addToken(ev, o.ID, l, f.results[i])
+			send(l.pid, ev)
 		}
 	}
 	clear(seqLive)
 }
 
 // addToken records a request's new token in its completion and, when the
-// request ends with it, frees it in the planner; it returns the token's
-// message for the request actor.
-func (s *scheduler) addToken(id planner.RequestID, l *liveRequest, res sample.Result) *TokenGenerated {
+// request ends with it, frees it in the planner; it writes the token's
+// message for the request actor into ev.
+func (s *scheduler) addToken(ev *TokenGenerated, id planner.RequestID, l *liveRequest, res sample.Result) {
 	end := l.out.add(res.Token.ID)
 	s.extendBlocks(id, l)
-	ev := &TokenGenerated{Result: res, N: l.out.generated(), Finish: end.reason, StopToken: end.stopToken, Err: end.err}
+	*ev = TokenGenerated{Result: res, N: l.out.generated(), Finish: end.reason, StopToken: end.stopToken, Err: end.err}
 	if ev.N == 1 {
 		ev.ScheduledAt, ev.CachedTokens = l.scheduled, l.cache.cachedToks
 	}
@@ -619,7 +626,6 @@ func (s *scheduler) addToken(id planner.RequestID, l *liveRequest, res sample.Re
 		s.plan.Finish(id)
 		delete(s.live, id)
 	}
-	return ev
 }
 
 // extendBlocks names the block a request's new token completed, for the
