@@ -642,15 +642,35 @@ func (b *Backend) tuneLt(op string, key ltKey, p ltPlan, a, bm, d devptr) {
 }
 
 // ltBucket is key with its rows (n) rounded up to a power of two, at least
-// 16: the GEMMs that share a timed algorithm.
+// 16 (with ltQuarterBuckets, up to the next quarter of that octave: 640,
+// 768, 896 or 1024 for rows 513 to 1024): the GEMMs that share a timed
+// algorithm.
 func ltBucket(key ltKey) ltKey {
 	n := 16
 	for n < key.n {
 		n *= 2
 	}
+	if ltQuarterBuckets && n > 16 {
+		b, q := n/2, n/8
+		for b < key.n {
+			b += q
+		}
+		n = b
+	}
 	key.n = n
 	return key
 }
+
+// ltQuarterBuckets splits each octave of rows into four buckets of timed
+// cuBLASLt algorithms (COHORT_CUDA_LT_BUCKETS=quarter; off by default, not
+// yet measured). Why: on an H100 (2026-12-06) a 1k prefill took 27.1 ms
+// after decode batches of 8 to 256 in the same engine and 25.7 ms in one
+// that had run only 1k prompts. A suspected cause, not verified: the
+// bucket of up to 1,024 rows was timed on the first GEMM that fell in it,
+// of any size from 513 rows (a decode batch's prompts, prefilled
+// together), and the 1k prefills adopted that algorithm. A mixed step's
+// 144 rows likewise take what the first step of 129 to 256 rows timed.
+var ltQuarterBuckets = os.Getenv("COHORT_CUDA_LT_BUCKETS") == "quarter"
 
 // ltGemm runs a cuBLASLt matmul, preparing and caching its plan on first use.
 func (b *Backend) ltGemm(op string, key ltKey, a, bm, d devptr) {

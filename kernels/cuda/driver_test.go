@@ -62,6 +62,35 @@ func TestDriverHotPath(t *testing.T) {
 	}
 }
 
+// TestLtBucket: the rows a timed cuBLASLt algorithm is kept for, by
+// octave and, with ltQuarterBuckets, by quarter octave.
+func TestLtBucket(t *testing.T) {
+	defer func(v bool) { ltQuarterBuckets = v }(ltQuarterBuckets)
+	for _, tc := range []struct {
+		n               int
+		octave, quarter int
+	}{
+		{1, 16, 16}, {16, 16, 16}, {17, 32, 20}, {20, 32, 20}, {21, 32, 24}, {144, 256, 160}, {160, 256, 160},
+		{513, 1024, 640}, {896, 1024, 896}, {897, 1024, 1024}, {1024, 1024, 1024}, {8192, 8192, 8192}, {8255, 16384, 10240},
+	} {
+		key := ltKey{m: 2560, n: tc.n, k: 9216}
+		for _, q := range []bool{false, true} {
+			ltQuarterBuckets = q
+			want := tc.octave
+			if q {
+				want = tc.quarter
+			}
+			b := ltBucket(key)
+			if b.n != want || b.m != key.m || b.k != key.k {
+				t.Errorf("ltBucket(n %d), quarters %v: %+v, want n %d and the rest unchanged", tc.n, q, b, want)
+			}
+			if b.n < tc.n {
+				t.Errorf("ltBucket(n %d), quarters %v: bucket %d is below the rows", tc.n, q, b.n)
+			}
+		}
+	}
+}
+
 func TestLtAlgosFromEnv(t *testing.T) {
 	for _, tc := range []struct {
 		v     string
