@@ -4,8 +4,10 @@
 # rows rows), each printed as a per-kernel table (tools/cuda/ncu-table.py).
 # SPECS lists the runs:
 #   prefill:LEN:ROWS:K  a LEN-token prefill, its K-th step of ROWS rows
-#                       (default: a 1024-token prefill, and the last
-#                       2048-token chunk of an 8192-token prompt);
+#                       (default: a 1024-token prefill and an 8192-token
+#                       one, each one step on a GPU since phase 16; K = 2:
+#                       the first is bench's warm-up, which also times
+#                       cuBLASLt's candidates);
 #   decode:B            one decode step at batch B (the first of B rows:
 #                       its graph is captured, then launched).
 #   mixed:P:ROWS:K      the K-th step of ROWS rows of cohort bench's mixed
@@ -18,7 +20,7 @@ OUT=${OUT:-/tmp/ncu-step}
 mkdir -p "$OUT"
 BIN=$(cd "${BIN:-out}" && pwd)
 [ -d /tmp/m4b ] || "$BIN/cohort" make-model --preset 4b-shape --out /tmp/m4b >/dev/null 2>&1
-for spec in ${SPECS:-prefill:1024:1024:1 prefill:8192:2048:4}; do
+for spec in ${SPECS:-prefill:1024:1024:2 prefill:8192:8192:2}; do
 	IFS=: read -r kind a rows k <<<"$spec"
 	case $kind in
 	prefill) args=(--batch 1 --decode-tokens 2 --prefill "$a" --prefill-runs 1) ;;
