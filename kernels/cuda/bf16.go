@@ -665,11 +665,12 @@ func ltBucket(key ltKey) ltKey {
 // cuBLASLt algorithms (COHORT_CUDA_LT_BUCKETS=quarter; off by default, not
 // yet measured). Why: on an H100 (2026-12-06) a 1k prefill took 27.1 ms
 // after decode batches of 8 to 256 in the same engine and 25.7 ms in one
-// that had run only 1k prompts. A suspected cause, not verified: the
-// bucket of up to 1,024 rows was timed on the first GEMM that fell in it,
-// of any size from 513 rows (a decode batch's prompts, prefilled
-// together), and the 1k prefills adopted that algorithm. A mixed step's
-// 144 rows likewise take what the first step of 129 to 256 rows timed.
+// that had run only 1k prompts. Both engines timed the bucket of up to
+// 1,024 rows on a step of 896 or 897 rows (their logs), and chose
+// different algorithms there (candidate 0 against 7 for the 8,192-wide
+// projections), which the 1k prefills then adopted; whether timing at
+// 1,024 rows closes the gap is what a run must show. A mixed step's 144
+// rows likewise take what the first step of 129 to 256 rows timed.
 var ltQuarterBuckets = os.Getenv("COHORT_CUDA_LT_BUCKETS") == "quarter"
 
 // ltGemm runs a cuBLASLt matmul, preparing and caching its plan on first use.
