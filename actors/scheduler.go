@@ -467,8 +467,23 @@ func logStep(f *inflightStep, waiting int, roundTrip time.Duration) {
 const coldPrefill = 16
 
 // prefillGrowth bounds how far a step's size may exceed the largest step
-// measured so far: the cost fit is only measured up to there.
+// measured so far: the cost fit is only measured up to there. The bound
+// grows from that step's size rounded down to a power of two, so that the
+// steps of a cold engine's first long prompts come in powers of two (16,
+// 128, 1024, 8192, as far as the prompts and MaxPrefillTokens reach): the
+// CUDA backend times cuBLASLt's candidates for each octave of rows on the
+// first GEMM in it, and a ramp of other sizes had it time the octave of
+// the 1k prompts on a step of 896 rows (docs/gpu.md, phase 16).
 const prefillGrowth = 8
+
+// floorPow2 is the largest power of two not above n (1 for n < 2).
+func floorPow2(n int) int {
+	p := 1
+	for p <= n/2 {
+		p *= 2
+	}
+	return p
+}
 
 // prefillBudget sizes the next step's prefill so that the whole step (the
 // running requests' decode rows included) is predicted to take at most
@@ -481,7 +496,13 @@ func (s *scheduler) prefillBudget() int {
 	if n != math.MaxInt {
 		n -= s.plan.Stats().Running
 	}
-	return min(max(n, 1), max(coldPrefill, prefillGrowth*s.cost.MaxObserved()))
+	return min(max(n, 1), growthCap(s.cost.MaxObserved()))
+}
+
+// growthCap is the most prefill tokens a step may take when the largest
+// step measured so far had maxObserved rows (prefillGrowth).
+func growthCap(maxObserved int) int {
+	return max(coldPrefill, prefillGrowth*floorPow2(maxObserved))
 }
 
 // stepTarget is Config.StepTarget, or a quarter of the recent time between
