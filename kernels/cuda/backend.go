@@ -583,8 +583,20 @@ func (a *arena) notePeak() {
 	}
 }
 
-func (a *arena) reset() error {
+// rewind makes the arena's memory free again without giving any back (its
+// chunks keep their addresses, which recorded graphs hold); tensors made
+// from it before are dead (epoch).
+func (a *arena) rewind() {
 	a.epoch++
+	for i := range a.chunks {
+		a.chunks[i].off = 0
+	}
+	a.cur = 0
+}
+
+// reset ends a step: the arena's chunks become one (a step that grew it
+// gets the total next time) and it is rewound.
+func (a *arena) reset() error {
 	a.lastPeak, a.peak = a.peak, 0
 	if len(a.chunks) > 1 {
 		var total int64
@@ -601,10 +613,7 @@ func (a *arena) reset() error {
 		a.chunks = []chunk{{base: p, size: total}}
 		a.gen++
 	}
-	for i := range a.chunks {
-		a.chunks[i].off = 0
-	}
-	a.cur = 0
+	a.rewind()
 	return nil
 }
 

@@ -68,17 +68,6 @@ func (b *Backend) inStepArena(f func() devptr) devptr {
 	return f()
 }
 
-// rewind makes the arena's memory free again without giving any back (its
-// chunks keep their addresses, which recorded graphs hold); tensors made
-// from it before are dead (epoch).
-func (a *arena) rewind() {
-	a.epoch++
-	for i := range a.chunks {
-		a.chunks[i].off = 0
-	}
-	a.cur = 0
-}
-
 // scratchGen is the generation of every arena's chunks together: a recorded
 // graph holds their addresses.
 func (b *Backend) scratchGen() [3]uint64 {
