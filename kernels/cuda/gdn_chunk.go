@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -116,7 +117,7 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 	// W [T, nv, dk], U [T, nv, dv], gamma [T, nv], P [chunks, nv, 64, 64],
 	// and for the split scan the chunks' start states H [chunks, nv, dk, dv].
 	entries := b.gdnChunk()
-	split := entries.scan == gdnScanSplit || entries.scan == gdnScanSplitTF32
+	split := gdnSplitScan(entries.scan)
 	sizes := []int64{int64(T) * int64(nv) * int64(dk), int64(T) * int64(nv) * int64(dv), int64(T) * int64(nv),
 		int64(nChunks) * int64(nv) * gdnChunkLen * gdnChunkLen, 0}
 	if split {
@@ -145,8 +146,9 @@ func (b *Backend) gatedDeltaChunked(op string, out, qh, kh, mixed, g, bs *Tensor
 	if split {
 		// The state pass writes H and Vn (over U); the outputs follow for
 		// every chunk at once.
-		b.allowSmem(op, scan, gdnScanRingBytes)
-		b.launch(op, scan, [3]int{nSeq, nv, (dv + gdnChunkCols - 1) / gdnChunkCols}, [3]int{gdnChunkThreads, 1, 1}, gdnScanRingBytes,
+		cols, smem := gdnStateLaunch(entries.scan)
+		b.allowSmem(op, scan, smem)
+		b.launch(op, scan, [3]int{nSeq, nv, (dv + cols - 1) / cols}, [3]int{gdnChunkThreads, 1, 1}, smem,
 			hc, p.rec, w, u, gamma, kh.ptr, at(0), at(1), at(2), at(3), at(4), nk, nv, dk, dv, p.slots, layer)
 		b.allowSmem(op, entries.out, gdnOutSmemBytes)
 		b.launch(op, entries.out, [3]int{nChunks, nv, (dv + gdnOutCols - 1) / gdnOutCols}, [3]int{gdnChunkThreads, 1, 1}, gdnOutSmemBytes,
@@ -304,7 +306,51 @@ func (b *Backend) gdnChunk() gdnKernelPair {
 	if k.out == "" {
 		k.out = gdnOutKernel
 	}
+	k.scan = gdnWideScan(k.scan, gdnStateWide)
 	return k
+}
+
+// gdnStateWide is the state columns a block of the wide state pass takes
+// (COHORT_CUDA_GDN_WIDE=32 or 64; 0, the default, keeps the 16-column
+// pass): gdn_chunk_state_w<CT>_* in kernels/55_gdn_chunk.cu, the same
+// outputs bit for bit with two barriers a chunk instead of eight and a
+// head's W and K tiles staged by 2 or 4 blocks instead of 8.
+var gdnStateWide = gdnWideFromEnv(os.Getenv("COHORT_CUDA_GDN_WIDE"))
+
+func gdnWideFromEnv(v string) int {
+	switch v {
+	case "32":
+		return 32
+	case "64":
+		return 64
+	}
+	return 0
+}
+
+// gdnWideScan is the wide twin (cols 32 or 64) of a split state pass
+// entry, or scan itself (cols 0, or another scan).
+func gdnWideScan(scan string, cols int) string {
+	if cols == 0 || (scan != gdnScanSplit && scan != gdnScanSplitTF32) {
+		return scan
+	}
+	return fmt.Sprintf("gdn_chunk_state_w%d_%s", cols, strings.TrimPrefix(scan, "gdn_chunk_state_"))
+}
+
+// gdnSplitScan reports whether scan is a state pass of the split scan
+// (16-column or wide), which the output kernel follows.
+func gdnSplitScan(scan string) bool { return strings.HasPrefix(scan, "gdn_chunk_state_") }
+
+// gdnStateLaunch is a state pass entry's columns a block and dynamic shared
+// memory: gdn_wide<CT>::SMEM floats for the wide ones (two stages of a
+// chunk's W and K, the state's and Vn's rounded copies with rows of CT + 8,
+// the decays), the ring of the 16-column one.
+func gdnStateLaunch(scan string) (cols, smem int) {
+	for _, ct := range []int{32, 64} {
+		if strings.HasPrefix(scan, fmt.Sprintf("gdn_chunk_state_w%d_", ct)) {
+			return ct, 4 * (2*2*gdnChunkLen*gdnChunkDKMax + (gdnChunkDKMax+gdnChunkLen)*(ct+8) + 2*gdnChunkLen + 2)
+		}
+	}
+	return gdnChunkCols, gdnScanRingBytes
 }
 
 // gdnWork holds each backend's workspace for the chunked rule's

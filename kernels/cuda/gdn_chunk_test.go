@@ -74,6 +74,70 @@ var gdnVariants = []struct {
 	// And the prep's products: the default with bf16 weights (passed on the
 	// H200, 2026-12-03).
 	{"tf32all", gdnKernelPair{prep: gdnPrepPipeTF32, scan: gdnScanSplitTF32, out: gdnOutTF32}, 4e-3},
+	// The wide state passes (COHORT_CUDA_GDN_WIDE), exact and in TF32.
+	{"w32exact", gdnKernelPair{prep: gdnKernelsNew.prep, scan: gdnWideScan(gdnScanSplit, 32)}, 1e-4},
+	{"w64exact", gdnKernelPair{prep: gdnKernelsNew.prep, scan: gdnWideScan(gdnScanSplit, 64)}, 1e-4},
+	{"w64tf32all", gdnKernelPair{prep: gdnPrepPipeTF32, scan: gdnWideScan(gdnScanSplitTF32, 64), out: gdnOutTF32}, 4e-3},
+}
+
+// TestGDNStateWideMatches: the wide state passes (32 and 64 columns a
+// block, 3xTF32 and TF32, either state) give the 16-column pass's outputs
+// and states bit for bit, over multi-chunk pieces, partial last chunks and
+// decode rows beside them, step after step on the same slots.
+func TestGDNStateWideMatches(t *testing.T) {
+	be := gpu(t)
+	forGDNStates(t, func(t *testing.T, bf16 bool) {
+		for _, scan := range []string{gdnScanSplit, gdnScanSplitTF32} {
+			for _, cols := range []int{32, 64} {
+				wide := gdnWideScan(scan, cols)
+				t.Run(wide, func(t *testing.T) {
+					for _, cfg := range gdnChunkCfgs {
+						t.Run(fmt.Sprintf("dk%d/dv%d", cfg.KeyDim, cfg.ValueDim), func(t *testing.T) {
+							gdnTwoForms(t, be, cfg, uint64(cfg.KeyDim*7+cfg.ValueDim+cols), 5, []int{4, 1, 0},
+								[][]int{{130, 1, 64}, {257, 63, 2}, {65, 0, 200}},
+								func(f func()) { withGDNKernels(gdnKernelPair{prep: gdnKernelsNew.prep, scan: scan}, f) },
+								func(f func()) { withGDNKernels(gdnKernelPair{prep: gdnKernelsNew.prep, scan: wide}, f) }, 0)
+						})
+					}
+				})
+			}
+		}
+	})
+}
+
+// TestGDNWideScan: COHORT_CUDA_GDN_WIDE names the wide twin of either split
+// state pass and nothing else, and each entry's launch takes its columns.
+func TestGDNWideScan(t *testing.T) {
+	names := map[string]bool{}
+	for _, n := range kernelNames {
+		names[n] = true
+	}
+	for _, tc := range []struct {
+		scan string
+		cols int
+		want string
+	}{
+		{gdnScanSplit, 64, "gdn_chunk_state_w64_mma_f32"},
+		{gdnScanSplitTF32, 32, "gdn_chunk_state_w32_tf32_f32"},
+		{gdnScanSplitTF32, 0, gdnScanSplitTF32},
+		{gdnKernelsMMAScan.scan, 64, gdnKernelsMMAScan.scan},
+	} {
+		got := gdnWideScan(tc.scan, tc.cols)
+		if got != tc.want || !names[got] || !names[gdnStateKernel(got, true)] {
+			t.Errorf("gdnWideScan(%s, %d) = %s, want %s (a listed kernel, with its bf16 twin)", tc.scan, tc.cols, got, tc.want)
+		}
+		if cols, _ := gdnStateLaunch(got); gdnSplitScan(got) && cols != max(tc.cols, gdnChunkCols) {
+			t.Errorf("gdnStateLaunch(%s) columns %d, want %d", got, cols, max(tc.cols, gdnChunkCols))
+		}
+	}
+	if _, smem := gdnStateLaunch("gdn_chunk_state_w64_tf32_f32"); smem != 186888 || smem > 227<<10 {
+		t.Errorf("the 64-column pass's shared memory %d bytes, want 186888 (gdn_wide<64>::SMEM floats)", smem)
+	}
+	for v, want := range map[string]int{"": 0, "32": 32, "64": 64, "16": 0, "wide": 0} {
+		if got := gdnWideFromEnv(v); got != want {
+			t.Errorf("COHORT_CUDA_GDN_WIDE=%q: %d, want %d", v, got, want)
+		}
+	}
 }
 
 // withGDNKernels runs f with the chunked rule's entries set to k.
@@ -406,6 +470,10 @@ func BenchmarkGDNPrefill(b *testing.B) {
 			b.ReportMetric(times[7].Seconds()/newT.Seconds(), "tf32state/new")
 			b.ReportMetric(times[8].Seconds()/newT.Seconds(), "tf32out/new")
 			b.ReportMetric(times[9].Seconds()/newT.Seconds(), "tf32all/new")
+			b.ReportMetric(times[10].Seconds()/newT.Seconds(), "w32exact/new")
+			b.ReportMetric(times[11].Seconds()/newT.Seconds(), "w64exact/new")
+			b.ReportMetric(ms(times[12]), "w64tf32all_ms/layer")
+			b.ReportMetric(times[12].Seconds()/times[9].Seconds(), "w64tf32all/tf32all")
 			b.ReportMetric(ms(recurrent), "recurrent_ms/layer")
 			b.Logf("T=%d: chunked new %.3f ms/layer, old %.3f ms/layer (old/new %.2fx); recurrent %.3f ms/layer (recurrent/new %.1fx)",
 				T, ms(newT), ms(oldT), oldT.Seconds()/newT.Seconds(), ms(recurrent), recurrent.Seconds()/newT.Seconds())

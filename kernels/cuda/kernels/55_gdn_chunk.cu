@@ -1619,6 +1619,271 @@ GDN_STATE_ENTRY(mma, _sbf16, unsigned short, 3)
 GDN_STATE_ENTRY(tf32, , float, 1)
 GDN_STATE_ENTRY(tf32, _sbf16, unsigned short, 1)
 
+// ---------------------------------------------------------------------------
+// gdn_chunk_state_w<CT>_<prec>_f32[_sbf16] (CT 32 or 64): the split scan's
+// state pass with gdn_chunk_state_mma_f32's outputs bit for bit (H, Vn over
+// U and the final state: the same products, roundings and sums in the same
+// order), restructured for a short chain per chunk. The old pass is bound
+// by what every one of a head's 8 blocks repeats for its 16 columns (the W
+// and K fragments, their loads from L2, eight barriers a chunk); here a
+// block takes CT columns (a head has 2 or 4 blocks), one stage holds a whole
+// chunk's W and K ([64][128] each, W's float4 slot c4 of row i at c4 ^ (i & 7),
+// K's at c4 ^ 2 (i & 3), as the old tiles), and a chunk costs two barriers:
+//   B1  the chunk's stage has landed (issued a chunk ahead) and the state's
+//       rounded copy sS is complete; the next chunk's copies are issued;
+//   W S warp w: rows 16 (w / 2) + g (+ 8), columns (w % 2) CT / 2 + 8 j + 2 t
+//       (+ 1), j < CT / 16, over the key dims in order; Vn = U - W S (U read
+//       into registers a chunk ahead) goes to U and, times e^(gamma_last -
+//       gamma_i) and rounded as the B operand, to sV;
+//   B2  sV is complete and every W S read of sS is done;
+//   update warp w: key dims 16 w + g (+ 8), columns 8 j + 2 t (+ 1), j < CT
+//       / 8: the state, held in registers as C fragments, becomes e^gamma_last
+//       S + K^T (e Vn), and its rounded copy goes to sS.
+// The next chunk's decays (e^(gamma_last - gamma_i), e^gamma_last; double
+// exp as the old pass) are computed during the update from gammas loaded at
+// B1, into sEl, sEgl by chunk parity. sS and sV rows are CT + 8 floats, so
+// that B fragments (8 rows t, t + 4 by 8 columns g) hit 32 banks. With P = 1
+// sS and sV hold the values already rounded to TF32 (cvt.rna of a rounded
+// value is the value), with P = 3 the floats, split as they are loaded.
+// Dynamic shared memory: gdn_wide<CT>::SMEM floats (gdn_chunk.go opts in).
+#define GDN_WSTAGE (2 * GDN_CH * GDN_DK_MAX) // floats of a stage: W, then K
+
+template <int CT>
+struct gdn_wide {
+	static constexpr int SS = CT + 8;  // row stride of sS and sV
+	static constexpr int NW = CT / 16; // W S n-tiles a warp
+	static constexpr int NU = CT / 8;  // update n-tiles a warp
+	static constexpr int SMEM = 2 * GDN_WSTAGE + GDN_DK_MAX * SS + GDN_CH * SS + 2 * GDN_CH + 2;
+};
+
+// gdn_round and gdn_bload: a value as sS and sV store it for precision P,
+// and the B fragment of such a value.
+template <int P>
+__device__ __forceinline__ float gdn_round(float x) {
+	if constexpr (P == 3) return x;
+	else return __uint_as_float(gdn_tf32(x));
+}
+
+template <int P>
+__device__ __forceinline__ void gdn_bload(float x, unsigned &hi, unsigned &lo) {
+	if constexpr (P == 3) gdn_split(x, hi, lo);
+	else hi = __float_as_uint(x);
+}
+
+// gdn_wide_issue starts this thread's copies of a chunk's W and K rows
+// (zero past the chunk's n rows and dk) into stage st, as one group.
+__device__ __forceinline__ void gdn_wide_issue(float *st, int row0, int n, const float *W, const float *kh, int h, int kHead,
+		int nv, int dk, int qk) {
+	const int tid = threadIdx.x;
+	float *sW = st, *sK = st + GDN_CH * GDN_DK_MAX;
+#pragma unroll
+	for (int m = 0; m < GDN_CH * GDN_DK_MAX / 4 / GDN_THREADS; m++) {
+		int e = tid + m * GDN_THREADS, i = e / (GDN_DK_MAX / 4), c4 = e % (GDN_DK_MAX / 4), d = 4 * c4;
+		bool ok = i < n && d < dk;
+		long long row = row0 + (ok ? i : 0);
+		int dd = ok ? d : 0;
+		cp_async16(sW + i * GDN_DK_MAX + 4 * (c4 ^ (i & 7)), W + (row * nv + h) * dk + dd, ok);
+		cp_async16(sK + i * GDN_DK_MAX + 4 * (c4 ^ (2 * (i & 3))), kh + row * qk + (long long)kHead * dk + dd, ok);
+	}
+	cp_async_commit();
+}
+
+// gdn_wide_u reads this lane's U values of a chunk (rows i0, i0 + 8; columns
+// cb + 8 j, + 1), zero past its rows and dv.
+template <int NW>
+__device__ __forceinline__ void gdn_wide_u(float2 (&u)[NW][2], const float *U, int row0, int n, int i0, int h, int nv, int dv, int cb) {
+#pragma unroll
+	for (int j = 0; j < NW; j++) {
+		const int c = cb + 8 * j;
+		const float *Ub = U + (long long)h * dv + c;
+		u[j][0] = i0 < n && c < dv ? *(const float2 *)&Ub[(long long)(row0 + i0) * nv * dv] : make_float2(0.0f, 0.0f);
+		u[j][1] = i0 + 8 < n && c < dv ? *(const float2 *)&Ub[(long long)(row0 + i0 + 8) * nv * dv] : make_float2(0.0f, 0.0f);
+	}
+}
+
+// gdn_wide_decay stores a chunk's decays into el [GDN_CH] and *egl from
+// threads tid < GDN_CH's gamma gi (its row's) and gl (the last row's).
+__device__ __forceinline__ void gdn_wide_decay(float *el, float *egl, float gi, float gl, int n) {
+	const int tid = threadIdx.x;
+	if (tid < GDN_CH) {
+		el[tid] = tid < n ? (float)exp((double)(gl - gi)) : 0.0f;
+		if (tid == 0) *egl = (float)exp((double)gl);
+	}
+}
+
+template <typename ST, int P, int CT>
+__device__ __forceinline__ void gdn_chunk_state_wide(float *smem, GDN_STATE_ARGS(ST)) {
+	using Wd = gdn_wide<CT>;
+	constexpr int SS = Wd::SS, NW = Wd::NW, NU = Wd::NU;
+	float *ring = smem, *sS = ring + 2 * GDN_WSTAGE, *sV = sS + GDN_DK_MAX * SS, *sEl = sV + GDN_CH * SS, *sEgl = sEl + 2 * GDN_CH;
+	const int x = blockIdx.x, h = blockIdx.y, cBase = blockIdx.z * CT;
+	const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+	const int kHead = h / (nv / nk), qk = nk * dk;
+	ST *S = rec + (((long long)layer * slots + seqSlot[x]) * nv + h) * (long long)dk * dv;
+	const int c0 = seqChunk0[x], nChunks = seqChunks[x];
+	const int i0 = 16 * (warp / 2) + g, i1 = i0 + 8, cw = (warp % 2) * (CT / 2); // W S
+	const int d0 = 16 * warp + g, d1 = d0 + 8;                                   // update
+	if (nChunks > 0) gdn_wide_issue(ring, chunkRow[c0], chunkLen[c0], W, kh, h, kHead, nv, dk, qk);
+
+	// The state as the update's C fragments, its rounded copy in sS.
+	float s[NU][4];
+#pragma unroll
+	for (int j = 0; j < NU; j++) {
+		const int c = 8 * j + 2 * t, col = cBase + c;
+		const bool ok = col < dv;
+		s[j][0] = ok && d0 < dk ? gdn_sld(S, (long long)d0 * dv + col) : 0.0f;
+		s[j][1] = ok && d0 < dk ? gdn_sld(S, (long long)d0 * dv + col + 1) : 0.0f;
+		s[j][2] = ok && d1 < dk ? gdn_sld(S, (long long)d1 * dv + col) : 0.0f;
+		s[j][3] = ok && d1 < dk ? gdn_sld(S, (long long)d1 * dv + col + 1) : 0.0f;
+		*(float2 *)&sS[d0 * SS + c] = make_float2(gdn_round<P>(s[j][0]), gdn_round<P>(s[j][1]));
+		*(float2 *)&sS[d1 * SS + c] = make_float2(gdn_round<P>(s[j][2]), gdn_round<P>(s[j][3]));
+	}
+	float2 u[NW][2];
+	if (nChunks > 0) {
+		const int row0 = chunkRow[c0], n = chunkLen[c0];
+		gdn_wide_u<NW>(u, U, row0, n, i0, h, nv, dv, cBase + cw + 2 * t);
+		float gi = 0.0f, gl = 0.0f;
+		if (tid < GDN_CH) {
+			gi = tid < n ? G[(long long)(row0 + tid) * nv + h] : 0.0f;
+			gl = G[(long long)(row0 + n - 1) * nv + h];
+		}
+		gdn_wide_decay(sEl, sEgl, gi, gl, n);
+	}
+
+	for (int ci = 0; ci < nChunks; ci++) {
+		const int cidx = c0 + ci, row0 = chunkRow[cidx], n = chunkLen[cidx], par = ci & 1;
+		const float *sW = ring + par * GDN_WSTAGE, *sK = sW + GDN_CH * GDN_DK_MAX;
+		cp_async_wait<0>();
+		__syncthreads(); // B1
+		const bool more = ci + 1 < nChunks;
+		int row1 = 0, n1 = 0;
+		float gi1 = 0.0f, gl1 = 0.0f;
+		if (more) {
+			row1 = chunkRow[cidx + 1];
+			n1 = chunkLen[cidx + 1];
+			gdn_wide_issue(ring + (par ^ 1) * GDN_WSTAGE, row1, n1, W, kh, h, kHead, nv, dk, qk);
+			if (tid < GDN_CH) {
+				gi1 = tid < n1 ? G[(long long)(row1 + tid) * nv + h] : 0.0f;
+				gl1 = G[(long long)(row1 + n1 - 1) * nv + h];
+			}
+		}
+		// H: the state at the chunk's start, for the output kernel.
+		float *Hc = H + ((long long)cidx * nv + h) * (long long)dk * dv + cBase;
+#pragma unroll
+		for (int j = 0; j < NU; j++) {
+			const int c = 8 * j + 2 * t;
+			if (cBase + c < dv) {
+				if (d0 < dk) *(float2 *)&Hc[(long long)d0 * dv + c] = make_float2(s[j][0], s[j][1]);
+				if (d1 < dk) *(float2 *)&Hc[(long long)d1 * dv + c] = make_float2(s[j][2], s[j][3]);
+			}
+		}
+
+		// W S over the key dims in order.
+		float acc[NW][4];
+#pragma unroll
+		for (int j = 0; j < NW; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+#pragma unroll 4
+		for (int ks = 0; ks < GDN_DK_MAX / 8; ks++) {
+			const int s0 = 4 * ((2 * ks) ^ g) + t, s1 = 4 * ((2 * ks + 1) ^ g) + t;
+			const float aw[4] = {sW[i0 * GDN_DK_MAX + s0], sW[i1 * GDN_DK_MAX + s0], sW[i0 * GDN_DK_MAX + s1], sW[i1 * GDN_DK_MAX + s1]};
+			unsigned ah[4], al[4];
+#pragma unroll
+			for (int q = 0; q < 4; q++) gdn_bfrag<P>(aw[q], ah[q], al[q]);
+			const int d = 8 * ks + t;
+#pragma unroll
+			for (int j = 0; j < NW; j++) {
+				const int col = cw + 8 * j + g;
+				unsigned bh[2], bl[2];
+				gdn_bload<P>(sS[d * SS + col], bh[0], bl[0]);
+				gdn_bload<P>(sS[(d + 4) * SS + col], bh[1], bl[1]);
+				gdn_mmaps<P>(acc[j], ah, al, bh, bl);
+			}
+		}
+		// Vn = U - W S (zero past the chunk's rows and dv): to U, and times
+		// the decay to sV.
+		const float el0 = sEl[par * GDN_CH + i0], el1 = sEl[par * GDN_CH + i1];
+#pragma unroll
+		for (int j = 0; j < NW; j++) {
+			const int c = cw + 8 * j + 2 * t;
+			const bool cok = cBase + c < dv, ok0 = i0 < n && cok, ok1 = i1 < n && cok;
+			const float2 v0 = ok0 ? make_float2(u[j][0].x - acc[j][0], u[j][0].y - acc[j][1]) : make_float2(0.0f, 0.0f);
+			const float2 v1 = ok1 ? make_float2(u[j][1].x - acc[j][2], u[j][1].y - acc[j][3]) : make_float2(0.0f, 0.0f);
+			float *Ub = U + (long long)h * dv + cBase + c;
+			if (ok0) *(float2 *)&Ub[(long long)(row0 + i0) * nv * dv] = v0;
+			if (ok1) *(float2 *)&Ub[(long long)(row0 + i1) * nv * dv] = v1;
+			*(float2 *)&sV[i0 * SS + c] = make_float2(gdn_round<P>(el0 * v0.x), gdn_round<P>(el0 * v0.y));
+			*(float2 *)&sV[i1 * SS + c] = make_float2(gdn_round<P>(el1 * v1.x), gdn_round<P>(el1 * v1.y));
+		}
+		if (more) gdn_wide_u<NW>(u, U, row1, n1, i0, h, nv, dv, cBase + cw + 2 * t);
+		__syncthreads(); // B2
+
+		// The update over the chunk's rows in order.
+		float accS[NU][4];
+#pragma unroll
+		for (int j = 0; j < NU; j++) accS[j][0] = accS[j][1] = accS[j][2] = accS[j][3] = 0.0f;
+#pragma unroll 2
+		for (int ks = 0; ks < GDN_CH / 8; ks++) {
+			const int r0 = 8 * ks + t, r1 = r0 + 4;
+			const int da = (d0 / 4) ^ (2 * t), db = (d1 / 4) ^ (2 * t), dl = g & 3;
+			const float ak[4] = {sK[r0 * GDN_DK_MAX + 4 * da + dl], sK[r0 * GDN_DK_MAX + 4 * db + dl], sK[r1 * GDN_DK_MAX + 4 * da + dl],
+					     sK[r1 * GDN_DK_MAX + 4 * db + dl]};
+			unsigned ah[4], al[4];
+#pragma unroll
+			for (int q = 0; q < 4; q++) gdn_bfrag<P>(ak[q], ah[q], al[q]);
+#pragma unroll
+			for (int j = 0; j < NU; j++) {
+				unsigned bh[2], bl[2];
+				gdn_bload<P>(sV[r0 * SS + 8 * j + g], bh[0], bl[0]);
+				gdn_bload<P>(sV[r1 * SS + 8 * j + g], bh[1], bl[1]);
+				gdn_mmaps<P>(accS[j], ah, al, bh, bl);
+			}
+		}
+		const float egl = sEgl[par];
+#pragma unroll
+		for (int j = 0; j < NU; j++) {
+			const int c = 8 * j + 2 * t;
+			s[j][0] = egl * s[j][0] + accS[j][0];
+			s[j][1] = egl * s[j][1] + accS[j][1];
+			s[j][2] = egl * s[j][2] + accS[j][2];
+			s[j][3] = egl * s[j][3] + accS[j][3];
+			*(float2 *)&sS[d0 * SS + c] = make_float2(gdn_round<P>(s[j][0]), gdn_round<P>(s[j][1]));
+			*(float2 *)&sS[d1 * SS + c] = make_float2(gdn_round<P>(s[j][2]), gdn_round<P>(s[j][3]));
+		}
+		if (more) gdn_wide_decay(sEl + (par ^ 1) * GDN_CH, sEgl + (par ^ 1), gi1, gl1, n1);
+	}
+	cp_async_wait<0>();
+#pragma unroll
+	for (int j = 0; j < NU; j++) {
+		const long long col = cBase + 8 * j + 2 * t;
+		if (col >= dv) continue;
+		if (d0 < dk) {
+			gdn_sst(S, d0 * dv + col, s[j][0]);
+			gdn_sst(S, d0 * dv + col + 1, s[j][1]);
+		}
+		if (d1 < dk) {
+			gdn_sst(S, d1 * dv + col, s[j][2]);
+			gdn_sst(S, d1 * dv + col + 1, s[j][3]);
+		}
+	}
+}
+
+#define GDN_WIDE_ENTRY(CT, PREC, SUF, ST, P) \
+	extern "C" __global__ void __launch_bounds__(GDN_THREADS, 1) gdn_chunk_state_w##CT##_##PREC##_f32##SUF(GDN_STATE_ARGS(ST)) { \
+		PDL_LAUNCH(); \
+		PDL_WAIT(); \
+		extern __shared__ __align__(16) float gdn_wsm[]; \
+		gdn_chunk_state_wide<ST, P, CT>(gdn_wsm, GDN_STATE_PASS); \
+	}
+
+GDN_WIDE_ENTRY(64, mma, , float, 3)
+GDN_WIDE_ENTRY(64, mma, _sbf16, unsigned short, 3)
+GDN_WIDE_ENTRY(64, tf32, , float, 1)
+GDN_WIDE_ENTRY(64, tf32, _sbf16, unsigned short, 1)
+GDN_WIDE_ENTRY(32, mma, , float, 3)
+GDN_WIDE_ENTRY(32, mma, _sbf16, unsigned short, 3)
+GDN_WIDE_ENTRY(32, tf32, , float, 1)
+GDN_WIDE_ENTRY(32, tf32, _sbf16, unsigned short, 1)
+
 // gdn_chunk_out_mma_f32: block (chunk c, v head h, column tile z of GDN_OC
 // columns), 256 threads. Copies the chunk's Q [64][dk], H_c [dk][GDN_OC], P
 // [64][64] and Vn [64][GDN_OC] (zero past the chunk's rows, dk and dv) into
