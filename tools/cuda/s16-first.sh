@@ -1,26 +1,39 @@
 #!/bin/bash
 # The sixteenth session's first device call (carry out/ with cohort.gz and
-# cuda.test.gz). On an H200, the bars' machine: the GPU suite, the prefix
-# cache's chat benchmark (issue 17's last open point) and every bar of issues
-# 11 and 12 (run-lib.sh's run_allbars). On any other card: next-run.sh (the
-# suite, the cuBLASLt quarter-bucket A/B and ncu over one 8k prefill step).
-# Files in $OUT: gpu.txt, cuda-tests.txt, chat.txt, allbars.txt, bench.json,
-# or next-run.sh's.
+# cuda.test.gz), for the wide GDN state pass (COHORT_CUDA_GDN_WIDE):
+#   1. the GDN, whole-model and cuBLASLt-bucket GPU tests (run-lib.sh's
+#      run_suite; TestGDNStateWideMatches wants the 16-column pass's bits);
+#   2. BenchmarkGDNPrefill once (the variants' ratios at 1k, 2k and 8k rows);
+#   3. cohort bench alternated over the state passes (16, 64 and 32 columns
+#      a block): batch-1 decode, the 1k and 8k prefill, the 1k TTFT; two
+#      rounds;
+#   4. on an H200 with time left, the prefix cache's chat benchmark.
+# Files in $OUT: gpu.txt, cuda-tests.txt, gdn-bench.txt, wide-*.txt, chat.txt.
 export OUT=${OUT:-/tmp/s16-first}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee $OUT/gpu.txt
-if ! grep -q H200 $OUT/gpu.txt; then
-	bash tools/cuda/next-run.sh
-	rm -f "$OUT"/ncu-*.csv "$OUT"/ncu-*.err # at most eight files come back
-	exit
-fi
 . tools/cuda/run-lib.sh
 make_model
-TEST_LIMIT=220 run_suite
+CUDA_TESTS='TestGDN|TestGatedDelta|TestLtBucket|TestModel|TestKernel' TEST_LIMIT=220 run_suite
+(cd kernels/cuda && timeout -k 5 120 /tmp/bin/cuda.test -test.run '^$' -test.bench BenchmarkGDNPrefill -test.benchtime 1x >$OUT/gdn-bench.txt 2>&1)
+grep -E '^Benchmark|new_ms' $OUT/gdn-bench.txt | head -8
+at gdn-bench
 wait_model
 at model
-timeout -k 5 "${CHAT_LIMIT:-120}" /tmp/bin/cohort bench --chat --model $M --device cuda >$OUT/chat.txt 2>&1
-grep -E 'hit rate|TTFT|identical|rror' $OUT/chat.txt | head -16
-at chat
-BENCH_LIMIT=$((590 - $(date +%s) + t0)) run_allbars
+for r in 1 2; do
+	for m in default COHORT_CUDA_GDN_WIDE=64 COHORT_CUDA_GDN_WIDE=32; do
+		n=$(mode_name $m)
+		# shellcheck disable=SC2046
+		timeout -k 5 80 env $(mode_env $m) /tmp/bin/cohort bench --model $M --device cuda --batch 1 --decode-tokens 32 \
+			--prefill 1024,8192 --prefill-runs 3 --ttft-len 1024 --ttft-runs 5 >$OUT/wide-$n-$r.txt 2>&1
+		echo "== $n round $r: $(grep -E '^decode batch|^prefill|^TTFT|rror' $OUT/wide-$n-$r.txt | tr '\n' ' ')"
+	done
+	at "round $r"
+	[ "$(($(date +%s) - t0))" -gt 420 ] && break
+done
+if grep -q H200 $OUT/gpu.txt && [ "$(($(date +%s) - t0))" -le 450 ]; then
+	timeout -k 5 $((580 - $(date +%s) + t0)) /tmp/bin/cohort bench --chat --model $M --device cuda >$OUT/chat.txt 2>&1
+	grep -E 'hit rate|TTFT|identical|rror' $OUT/chat.txt | head -16
+	at chat
+fi
 at done
