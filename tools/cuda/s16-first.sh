@@ -8,7 +8,7 @@
 #      a block): batch-1 decode, the 1k and 8k prefill, the 1k TTFT; two
 #      rounds;
 #   4. on an H200 with time left, the prefix cache's chat benchmark.
-# Files in $OUT: gpu.txt, cuda-tests.txt, gdn-bench.txt, wide-*.txt, chat.txt.
+# Files in $OUT: gpu.txt, cuda-tests.txt, gdn-bench.txt, wide-<mode>.txt (both rounds), chat.txt.
 export OUT=${OUT:-/tmp/s16-first}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee $OUT/gpu.txt
@@ -25,8 +25,9 @@ for r in 1 2; do
 		n=$(mode_name $m)
 		# shellcheck disable=SC2046
 		timeout -k 5 80 env $(mode_env $m) /tmp/bin/cohort bench --model $M --device cuda --batch 1 --decode-tokens 32 \
-			--prefill 1024,8192 --prefill-runs 3 --ttft-len 1024 --ttft-runs 5 >$OUT/wide-$n-$r.txt 2>&1
-		echo "== $n round $r: $(grep -E '^decode batch|^prefill|^TTFT|rror' $OUT/wide-$n-$r.txt | tr '\n' ' ')"
+			--prefill 1024,8192 --prefill-runs 3 --ttft-len 1024 --ttft-runs 5 >/tmp/wide.txt 2>&1
+		{ echo "### round $r"; cat /tmp/wide.txt; } >>$OUT/wide-$n.txt # at most eight files come back
+		echo "== $n round $r: $(grep -E '^decode batch|^prefill|^TTFT|rror' /tmp/wide.txt | tr '\n' ' ')"
 	done
 	at "round $r"
 	[ "$(($(date +%s) - t0))" -gt 420 ] && break
