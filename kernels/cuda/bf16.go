@@ -674,7 +674,13 @@ func ltBucket(key ltKey) ltKey {
 var ltQuarterBuckets = os.Getenv("COHORT_CUDA_LT_BUCKETS") == "quarter"
 
 // ltGemm runs a cuBLASLt matmul, preparing and caching its plan on first use.
-func (b *Backend) ltGemm(op string, key ltKey, a, bm, d devptr) {
+func (b *Backend) ltGemm(op string, key ltKey, a, bm, d devptr) { b.ltGemmAdd(op, key, a, bm, 0, d) }
+
+// ltGemmAdd is ltGemm with c (d's layout) added to the product in the
+// GEMM's epilogue when c is not 0: d = a·bm + c. The plan, and so the
+// algorithm, is ltGemm's for key, and the sum is rounded once, as
+// ltGemm's output added to c by a kernel would be.
+func (b *Backend) ltGemmAdd(op string, key ltKey, a, bm, c, d devptr) {
 	p, ok := b.plans[key]
 	if !ok {
 		var err error
@@ -685,10 +691,14 @@ func (b *Backend) ltGemm(op string, key ltKey, a, bm, d devptr) {
 		b.tuneLt(op, key, p, a, bm, d)
 	}
 	b.lastLaunch = ""
-	if b.graph.skip(op, "cublasLtMatmul", uint64(a), uint64(bm), uint64(d)) {
+	if b.graph.skip(op, "cublasLtMatmul", uint64(a), uint64(bm), uint64(c), uint64(d)) {
 		return
 	}
-	if err := p.run(b.lt, a, bm, d, b.ws); err != nil {
+	run := func() error { return p.run(b.lt, a, bm, d, b.ws) }
+	if c != 0 {
+		run = func() error { return p.runAdd(b.lt, a, bm, c, d, b.ws) }
+	}
+	if err := run(); err != nil {
 		panic(fmt.Sprintf("cuda: %s: GEMM %+v: %v", op, key, err))
 	}
 	if b.syncLaunch && b.graph.mode == graphOff {

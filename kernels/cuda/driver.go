@@ -371,6 +371,14 @@ static int cw_lt_plan_run(uintptr_t handle, cw_lt_plan *p, uint64_t A, uint64_t 
 		&beta, (const void *)D, p->ld, (void *)D, p->ld, &p->algo, (void *)ws, p->wsSize, (cudaStream_t)cw_stream);
 }
 
+// cw_lt_plan_run_add runs a prepared matmul that adds C (D's layout) to
+// the product: D = A·B + C (alpha 1, beta 1).
+static int cw_lt_plan_run_add(uintptr_t handle, cw_lt_plan *p, uint64_t A, uint64_t B, uint64_t Cm, uint64_t D, uint64_t ws) {
+	float alpha = 1.0f, beta = 1.0f;
+	return p_cublasLtMatmul((cublasLtHandle_t)handle, p->op, &alpha, (const void *)A, p->la, (const void *)B, p->lb,
+		&beta, (const void *)Cm, p->ld, (void *)D, p->ld, &p->algo, (void *)ws, p->wsSize, (cudaStream_t)cw_stream);
+}
+
 */
 import "C"
 
@@ -873,6 +881,15 @@ func newLtPlan(h ltHandle, key ltKey, wsSize int64) (ltPlan, error) {
 
 func (p ltPlan) run(h ltHandle, a, b, d, ws devptr) error {
 	if r := C.cw_lt_plan_run(C.uintptr_t(h), p.p, C.uint64_t(a), C.uint64_t(b), C.uint64_t(d), C.uint64_t(ws)); r != 0 {
+		return &cublasError{call: "cublasLtMatmul", code: int(r)}
+	}
+	return nil
+}
+
+// runAdd is run with c added to the product: d = a·b + c (c in d's
+// layout; cw_lt_plan_run_add).
+func (p ltPlan) runAdd(h ltHandle, a, b, c, d, ws devptr) error {
+	if r := C.cw_lt_plan_run_add(C.uintptr_t(h), p.p, C.uint64_t(a), C.uint64_t(b), C.uint64_t(c), C.uint64_t(d), C.uint64_t(ws)); r != 0 {
 		return &cublasError{call: "cublasLtMatmul", code: int(r)}
 	}
 	return nil

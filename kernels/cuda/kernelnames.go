@@ -9,7 +9,7 @@ var kernelNames = []string{
 	"gemv_mma_swiglu_o6_nt1", "gemv_mma_swiglu_o7_nt1", "gemv_mma_swiglu_o8_nt1", "gemv_mma_conv_nt1", "gemv_mma_conv_o6_nt1",
 	"gemv_mma_addnorm_nt1", "gemv_mma_addnorm_o6_nt1", "gemv_bulk_nt1", "gemv_mmab_nt2", "gemv_mmab_nt4", "gemv_mmab_nt8",
 	"select_rows_f32", "split_query_gate_f32", "rope_f32",
-	"rmsnorm_f32", "plain_rmsnorm_f32", "add_rmsnorm_f32", "gated_rmsnorm_f32", "add_rmsnorm_rows_f32", "gated_rmsnorm_rows_f32",
+	"rmsnorm_f32", "plain_rmsnorm_f32", "add_rmsnorm_f32", "gated_rmsnorm_f32", "add_rmsnorm_rows_f32", "rmsnorm_rows_f32", "gated_rmsnorm_rows_f32",
 	"gemm_nt_f32",
 	"kv_write_f32", "attention_f32", "attn_prep_f32", "attn_prep_rows_f32",
 	"attention_decode_g1", "attention_decode_g2", "attention_decode_g4", "attention_decode_combine",

@@ -18,9 +18,13 @@ var addNormOn = os.Getenv("COHORT_CUDA_ADDNORM") == "1"
 // that the tensor-core GEMV serves (addNormFits) one launch computes both
 // (gemv_mma_addnorm: the block that writes the last output tile adds and
 // normalizes the rows); otherwise it is Linear and then AddRMSNorm, whose
-// normed output only the Linears of readers read (AddRMSNormFor).
+// normed output only the Linears of readers read (AddRMSNormFor). Prefill
+// rows take linearAddNormLt where it applies.
 func (b *Backend) LinearAddRMSNormFor(readers []kernels.Tensor, x, w, residual, norm kernels.Tensor, eps float32) (sum, normed kernels.Tensor) {
 	const op = "LinearAddRMSNorm"
+	if s, n, ok := b.linearAddNormLt(op, readers, x, w, residual, norm, eps); ok {
+		return s, n
+	}
 	if !b.addNormFits(op, x, w, residual, norm) {
 		return b.addRMSNorm("AddRMSNorm", residual, b.Linear(x, w), norm, eps, readers)
 	}
@@ -57,3 +61,42 @@ func (b *Backend) addNormFits(op string, x, w, residual, norm kernels.Tensor) bo
 // addNormDone is gemv_mma_addnorm's tile counter: the one after the split
 // tiles' counters (initMMA allocates mmaCounters + 1).
 func (b *Backend) addNormDone() devptr { return b.mmaCnt + mmaCounters*4 }
+
+// gemmResidualOn turns on linearAddNormLt (COHORT_CUDA_GEMM_RESIDUAL=1; off
+// by default until measured on a GPU).
+var gemmResidualOn = os.Getenv("COHORT_CUDA_GEMM_RESIDUAL") == "1"
+
+// linearAddNormLt is LinearAddRMSNormFor for rows that cuBLASLt serves
+// (prefill): the GEMM adds the residual in its epilogue (ltGemmAdd; the
+// sum rounded once, as Linear's output added by a kernel is) and
+// rmsnorm_rows_f32 normalizes the sum, so the norm reads the stream once
+// instead of reading the residual and the projection and writing their
+// sum. ok is false where it does not apply: off, deterministic mode, rows
+// for the GEMVs or gemv_mmab, float32 weights, or a step too short or
+// unaligned for the warp-per-row norm (useRowNorm).
+func (b *Backend) linearAddNormLt(op string, readers []kernels.Tensor, x, w, residual, norm kernels.Tensor, eps float32) (sum, normed kernels.Tensor, ok bool) {
+	if !gemmResidualOn || b.det {
+		return nil, nil, false
+	}
+	xt := b.linearInput(op, x)
+	if !b.ltFits(op, xt, []kernels.Tensor{w}) {
+		return nil, nil, false
+	}
+	T, K := xt.dims()
+	wt, rt, nt := b.weight(op, w), b.tensor(op, residual), b.tensor(op, norm)
+	N := wt.shape[0]
+	if b.skinnyFits(T, K) || len(rt.shape) != 2 || rt.shape[0] != T || rt.shape[1] != N || nt.n != N ||
+		!b.useRowNorm(T, N, rt.ptr, nt.ptr) {
+		return nil, nil, false
+	}
+	s, n := b.newTensor(op, T, N), b.newTensor(op, T, N)
+	if !aligned16(s.ptr) {
+		panic("cuda: " + op + ": scratch not 16-byte aligned")
+	}
+	xb := b.rowsBF16(op, xt, T, K)
+	b.ltGemmAdd(op, ltKey{bf16: true, transA: true, m: N, n: T, k: K, lda: K, ldb: K, ldd: N}, wt.ptr, xb, rt.ptr, s.ptr)
+	grid, block := b.normRowsGrid(T)
+	y, yb := b.outputs(op, n, readers)
+	b.launch(op, "rmsnorm_rows_f32", grid, block, 0, y, yb, s.ptr, nt.ptr, N, T, eps)
+	return s, n, true
+}

@@ -47,3 +47,52 @@ func TestLinearAddRMSNormFused(t *testing.T) {
 		}
 	}
 }
+
+// TestLinearAddRMSNormLt: for prefill rows (cuBLASLt) the GEMM that adds the
+// residual in its epilogue and rmsnorm_rows_f32 (gemmResidualOn) give
+// Linear and AddRMSNorm's sum and normed output bit for bit, with the norm's
+// float32 output and with its bf16 twin alone (readers: Linears); rows the
+// GEMVs or gemv_mmab serve, and steps below the warp-per-row norm's rows,
+// keep the two ops.
+func TestLinearAddRMSNormLt(t *testing.T) {
+	bf16Backend(t)
+	defer func(old bool) { gemmResidualOn = old }(gemmResidualOn)
+	for _, tc := range []struct {
+		T, K, N int
+		fused   bool
+	}{{1024, 4096, 2560, true}, {600, 1024, 512, true}, {normRowsMin, 512, 256, true}, {300, 512, 256, false}, {4, 512, 256, false}} {
+		t.Run(fmt.Sprintf("T%d_K%d_N%d", tc.T, tc.K, tc.N), func(t *testing.T) {
+			g := bf16Backend(t)
+			r := newRand(uint64(tc.T*5 + tc.N))
+			x := g.Upload(randSlice(r, tc.T*tc.K, 1), tc.T, tc.K)
+			w := g.UploadWeight(roundBF16(randSlice(r, tc.N*tc.K, 0.05)), tc.N, tc.K)
+			w2 := g.UploadWeight(roundBF16(randSlice(r, 64*tc.N, 0.05)), 64, tc.N) // a reader of normed
+			res := g.Upload(randSlice(r, tc.T*tc.N, 1), tc.T, tc.N)
+			norm := g.Upload(randSlice(r, tc.N, 0.1), tc.N)
+			defer func() {
+				for _, v := range []kernels.Tensor{x, w, w2, res, norm} {
+					g.Free(v)
+				}
+				g.ResetScratch()
+			}()
+			for _, readers := range [][]kernels.Tensor{nil, {w2}} {
+				gemmResidualOn = false
+				sum, normed := g.LinearAddRMSNormFor(readers, x, w, res, norm, 1e-6)
+				want, wantN := g.Download(sum), g.Download(g.Linear(normed, w2))
+				gemmResidualOn = true
+				_, _, ok := g.linearAddNormLt("test", readers, x, w, res, norm, 1e-6)
+				if ok != tc.fused {
+					t.Fatalf("readers %d: linearAddNormLt applies = %v, want %v", len(readers), ok, tc.fused)
+				}
+				s, n := g.LinearAddRMSNormFor(readers, x, w, res, norm, 1e-6)
+				bitEqual(t, fmt.Sprintf("readers %d: sum", len(readers)), g.Download(s), want)
+				bitEqual(t, fmt.Sprintf("readers %d: normed, projected", len(readers)), g.Download(g.Linear(n, w2)), wantN)
+				if readers == nil {
+					gemmResidualOn = false
+					_, n0 := g.LinearAddRMSNormFor(nil, x, w, res, norm, 1e-6)
+					bitEqual(t, "normed", g.Download(n), g.Download(n0))
+				}
+			}
+		})
+	}
+}

@@ -144,39 +144,48 @@ __device__ __forceinline__ double sq4(float4 s) {
 	return (double)s.x * (double)s.x + (double)s.y * (double)s.y + (double)s.z * (double)s.z + (double)s.w * (double)s.w;
 }
 
-extern "C" __global__ void __launch_bounds__(256) add_rmsnorm_rows_f32(float *__restrict__ sum, float *__restrict__ y,
-		unsigned short *__restrict__ yb, const float *__restrict__ r, const float *__restrict__ d, const float *__restrict__ w,
-		int g, int rows, float eps) {
-	PDL_LAUNCH();
-	PDL_WAIT();
+// arw_rows is the body of add_rmsnorm_rows_f32 (ADD: sum = r + d, stored)
+// and of rmsnorm_rows_f32 (r is the sum already, d and sum unused: the
+// prefill GEMM added the residual in its epilogue, ops.go's
+// LinearAddRMSNormFor), the same sums of squares and outputs either way.
+template <bool ADD>
+__device__ __forceinline__ void arw_rows(float *__restrict__ sum, float *__restrict__ y, unsigned short *__restrict__ yb,
+		const float *__restrict__ r, const float *__restrict__ d, const float *__restrict__ w, int g, int rows, float eps) {
 	const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
 	if (row >= rows) return; // the whole warp
 	const long long off = (long long)row * g;
 	const int g4 = g >> 2;
-	const float4 *r4 = (const float4 *)(r + off), *d4 = (const float4 *)(d + off), *w4 = (const float4 *)w;
-	float4 *s4 = (float4 *)(sum + off);
+	const float4 *r4 = (const float4 *)(r + off), *d4 = (const float4 *)(d + (ADD ? off : 0)), *w4 = (const float4 *)w;
+	float4 *s4 = (float4 *)(sum + (ADD ? off : 0));
 	float4 keep[ARW_KEEP];
 	double ss = 0;
 #pragma unroll
 	for (int k = 0; k < ARW_KEEP; k++) {
 		const int j = lane + 32 * k;
 		if (j < g4) {
-			float4 a = r4[j], b = d4[j];
-			keep[k] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+			float4 a = r4[j];
+			if constexpr (ADD) {
+				float4 b = d4[j];
+				a = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+			}
+			keep[k] = a;
 		}
 	}
 #pragma unroll
 	for (int k = 0; k < ARW_KEEP; k++) {
 		const int j = lane + 32 * k;
 		if (j < g4) {
-			s4[j] = keep[k];
+			if constexpr (ADD) s4[j] = keep[k];
 			ss += sq4(keep[k]);
 		}
 	}
 	for (int j = lane + 32 * ARW_KEEP; j < g4; j += 32) {
-		float4 a = r4[j], b = d4[j];
-		float4 s = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
-		s4[j] = s;
+		float4 s = r4[j];
+		if constexpr (ADD) {
+			float4 b = d4[j];
+			s = make_float4(s.x + b.x, s.y + b.y, s.z + b.z, s.w + b.w);
+			s4[j] = s;
+		}
 		ss += sq4(s);
 	}
 	const float inv = inv_rms(warp_sum_d(ss), g, eps);
@@ -192,11 +201,28 @@ extern "C" __global__ void __launch_bounds__(256) add_rmsnorm_rows_f32(float *__
 	}
 	// Each lane reads back only the sums it wrote itself.
 	for (int j = lane + 32 * ARW_KEEP; j < g4; j += 32) {
-		float4 s = s4[j], wv = __ldg(w4 + j);
+		float4 s = ADD ? s4[j] : r4[j], wv = __ldg(w4 + j);
 		float4 v = make_float4(s.x * inv * (1.0f + wv.x), s.y * inv * (1.0f + wv.y), s.z * inv * (1.0f + wv.z), s.w * inv * (1.0f + wv.w));
 		out4(y, off + 4LL * j, v);
 		twin4(yb, off + 4LL * j, v);
 	}
+}
+
+extern "C" __global__ void __launch_bounds__(256) add_rmsnorm_rows_f32(float *__restrict__ sum, float *__restrict__ y,
+		unsigned short *__restrict__ yb, const float *__restrict__ r, const float *__restrict__ d, const float *__restrict__ w,
+		int g, int rows, float eps) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	arw_rows<true>(sum, y, yb, r, d, w, g, rows, eps);
+}
+
+// rmsnorm_rows_f32: add_rmsnorm_rows_f32's norm of s, which already holds
+// the sum.
+extern "C" __global__ void __launch_bounds__(256) rmsnorm_rows_f32(float *__restrict__ y, unsigned short *__restrict__ yb,
+		const float *__restrict__ s, const float *__restrict__ w, int g, int rows, float eps) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+	arw_rows<false>(nullptr, y, yb, s, nullptr, w, g, rows, eps);
 }
 
 #define GRW_KEEP 2 // float4s a lane holds: groups of up to 256
