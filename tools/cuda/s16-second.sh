@@ -1,0 +1,32 @@
+#!/bin/bash
+# The sixteenth session's second device call (carry out/): the residual
+# added in the prefill GEMMs' epilogue (COHORT_CUDA_GEMM_RESIDUAL=1) with the
+# state pass of $WIDE columns (COHORT_CUDA_GDN_WIDE; 0 the 16-column one):
+#   1. TestLinearAddRMSNormLt, the wide state pass's tests and the
+#      whole-model tests;
+#   2. cohort bench alternated, the state pass of $WIDE columns with and
+#      without the residual in the epilogue: the 1k and 8k prefill and the 1k
+#      TTFT, rounds while time allows.
+# Files in $OUT: gpu.txt, cuda-tests.txt, res-<mode>.txt.
+export OUT=${OUT:-/tmp/s16-second}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee $OUT/gpu.txt
+. tools/cuda/run-lib.sh
+make_model
+CUDA_TESTS='TestLinearAddRMSNorm|TestGDNStateWide|TestModel' TEST_LIMIT=150 run_suite
+wait_model
+at model
+W=COHORT_CUDA_GDN_WIDE=${WIDE:-64}
+for r in 1 2 3; do
+	for m in $W $W+COHORT_CUDA_GEMM_RESIDUAL=1; do
+		n=$(mode_name $m)
+		# shellcheck disable=SC2046
+		timeout -k 5 70 env $(mode_env $m) /tmp/bin/cohort bench --model $M --device cuda --batch 1 --decode-tokens 16 \
+			--prefill 1024,8192 --prefill-runs 3 --ttft-len 1024 --ttft-runs 5 >/tmp/res.txt 2>&1
+		{ echo "### round $r"; cat /tmp/res.txt; } >>$OUT/res-$n.txt
+		echo "== $n round $r: $(grep -E '^prefill|^TTFT|rror' /tmp/res.txt | tr '\n' ' ')"
+	done
+	at "round $r"
+	[ "$(($(date +%s) - t0))" -gt "${ROUNDS_BEFORE:-230}" ] && break
+done
+at done
