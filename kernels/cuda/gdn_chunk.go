@@ -293,9 +293,9 @@ func (b *Backend) gdnChunk() gdnKernelPair {
 	switch {
 	case k.scan != gdnScanAuto:
 	case b.weights == "f32":
-		k.scan = gdnScanSplit
+		k.scan = gdnWideScan(gdnScanSplit, gdnStateWide)
 	default:
-		k.scan = gdnScanSplitTF32
+		k.scan = gdnWideScan(gdnScanSplitTF32, gdnStateWide)
 		if k.prep == gdnPrepPipe {
 			k.prep = gdnPrepPipeTF32
 		}
@@ -306,25 +306,29 @@ func (b *Backend) gdnChunk() gdnKernelPair {
 	if k.out == "" {
 		k.out = gdnOutKernel
 	}
-	k.scan = gdnWideScan(k.scan, gdnStateWide)
 	return k
 }
 
-// gdnStateWide is the state columns a block of the wide state pass takes
-// (COHORT_CUDA_GDN_WIDE=32 or 64; 0, the default, keeps the 16-column
-// pass): gdn_chunk_state_w<CT>_* in kernels/55_gdn_chunk.cu, the same
+// gdnStateWide is the state columns a block of the default state pass
+// takes (gdnScanAuto; COHORT_CUDA_GDN_WIDE: 32, the default, or 64; 0 keeps
+// the 16-column pass, which COHORT_CUDA_GDN_CHUNK's explicit choices name):
+// gdn_chunk_state_w<CT>_* in kernels/55_gdn_chunk.cu, the same
 // outputs bit for bit with two barriers a chunk instead of eight and a
-// head's W and K tiles staged by 2 or 4 blocks instead of 8.
+// head's W and K tiles staged by 4 or 2 blocks instead of 8. Measured on
+// an H100 (4b-shape, cohort bench, alternated, two rounds; docs/gpu.md
+// phase 17): the 8k prefill 165.9 and 167.3 ms with 32 columns, 169.5 and
+// 172.9 with 64, 179.8 and 180.1 with 16; the 1k prefill 21.4 and 21.5
+// against 22.8 and 23.3.
 var gdnStateWide = gdnWideFromEnv(os.Getenv("COHORT_CUDA_GDN_WIDE"))
 
 func gdnWideFromEnv(v string) int {
 	switch v {
-	case "32":
-		return 32
+	case "0":
+		return 0
 	case "64":
 		return 64
 	}
-	return 0
+	return 32
 }
 
 // gdnWideScan is the wide twin (cols 32 or 64) of a split state pass

@@ -93,6 +93,7 @@ func TestGDNStateWideMatches(t *testing.T) {
 				t.Run(wide, func(t *testing.T) {
 					for _, cfg := range gdnChunkCfgs {
 						t.Run(fmt.Sprintf("dk%d/dv%d", cfg.KeyDim, cfg.ValueDim), func(t *testing.T) {
+							gpu(t) // subtests run on their own goroutines: lock and bind
 							gdnTwoForms(t, be, cfg, uint64(cfg.KeyDim*7+cfg.ValueDim+cols), 5, []int{4, 1, 0},
 								[][]int{{130, 1, 64}, {257, 63, 2}, {65, 0, 200}},
 								func(f func()) { withGDNKernels(gdnKernelPair{prep: gdnKernelsNew.prep, scan: scan}, f) },
@@ -133,7 +134,7 @@ func TestGDNWideScan(t *testing.T) {
 	if _, smem := gdnStateLaunch("gdn_chunk_state_w64_tf32_f32"); smem != 186888 || smem > 227<<10 {
 		t.Errorf("the 64-column pass's shared memory %d bytes, want 186888 (gdn_wide<64>::SMEM floats)", smem)
 	}
-	for v, want := range map[string]int{"": 0, "32": 32, "64": 64, "16": 0, "wide": 0} {
+	for v, want := range map[string]int{"": 32, "32": 32, "64": 64, "0": 0, "16": 32, "wide": 32} {
 		if got := gdnWideFromEnv(v); got != want {
 			t.Errorf("COHORT_CUDA_GDN_WIDE=%q: %d, want %d", v, got, want)
 		}
@@ -649,15 +650,16 @@ func BenchmarkGDNPrep(b *testing.B) {
 // explicit choice holds whatever the weights.
 func TestGDNChunkByWeights(t *testing.T) {
 	exact := gdnKernelPair{prep: gdnPrepPipe, scan: gdnScanSplit, out: gdnOutKernel}
-	tf32 := gdnKernelPair{prep: gdnPrepPipeTF32, scan: gdnScanSplitTF32, out: gdnOutTF32}
+	exactAuto := gdnKernelPair{prep: gdnPrepPipe, scan: gdnWideScan(gdnScanSplit, gdnStateWide), out: gdnOutKernel}
+	tf32 := gdnKernelPair{prep: gdnPrepPipeTF32, scan: gdnWideScan(gdnScanSplitTF32, gdnStateWide), out: gdnOutTF32}
 	for _, tc := range []struct {
 		set     gdnKernelPair
 		weights string
 		want    gdnKernelPair
 	}{
 		{gdnKernelPair{prep: gdnPrepPipe, scan: gdnScanAuto}, "bf16", tf32},
-		{gdnKernelPair{prep: gdnPrepPipe, scan: gdnScanAuto}, "f32", exact},
-		{gdnKernelPair{prep: gdnPrepMMA, scan: gdnScanAuto}, "bf16", gdnKernelPair{prep: gdnPrepMMA, scan: gdnScanSplitTF32, out: gdnOutTF32}},
+		{gdnKernelPair{prep: gdnPrepPipe, scan: gdnScanAuto}, "f32", exactAuto},
+		{gdnKernelPair{prep: gdnPrepMMA, scan: gdnScanAuto}, "bf16", gdnKernelPair{prep: gdnPrepMMA, scan: tf32.scan, out: gdnOutTF32}},
 		{gdnKernelPair{prep: gdnPrepPipe, scan: gdnScanSplit}, "bf16", exact},
 		{gdnKernelPair{prep: gdnPrepPipe, scan: gdnScanSplitTF32}, "f32", gdnKernelPair{prep: gdnPrepPipe, scan: gdnScanSplitTF32, out: gdnOutKernel}},
 		{gdnKernelsMMAScan, "bf16", gdnKernelPair{prep: gdnKernelsMMAScan.prep, scan: gdnKernelsMMAScan.scan, out: gdnOutKernel}},

@@ -13,7 +13,7 @@ mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee $OUT/gpu.txt
 . tools/cuda/run-lib.sh
 make_model
-CUDA_TESTS='TestLinearAddRMSNorm|TestGDNStateWide|TestModel' TEST_LIMIT=150 run_suite
+CUDA_TESTS='TestLinearAddRMSNorm|TestGDN|TestGatedDelta|TestModel' TEST_LIMIT=200 run_suite
 wait_model
 at model
 W=COHORT_CUDA_GDN_WIDE=${WIDE:-64}
