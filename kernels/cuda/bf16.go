@@ -662,16 +662,20 @@ func ltBucket(key ltKey) ltKey {
 }
 
 // ltQuarterBuckets splits each octave of rows into four buckets of timed
-// cuBLASLt algorithms (COHORT_CUDA_LT_BUCKETS=quarter; off by default, not
-// yet measured). Why: on an H100 (2026-12-06) a 1k prefill took 27.1 ms
+// cuBLASLt algorithms (the default; COHORT_CUDA_LT_BUCKETS=octave keeps one
+// bucket an octave). Why: on an H100 (2026-12-06) a 1k prefill took 27.1 ms
 // after decode batches of 8 to 256 in the same engine and 25.7 ms in one
 // that had run only 1k prompts. Both engines timed the bucket of up to
 // 1,024 rows on a step of 896 or 897 rows (their logs), and chose
 // different algorithms there (candidate 0 against 7 for the 8,192-wide
-// projections), which the 1k prefills then adopted; whether timing at
-// 1,024 rows closes the gap is what a run must show. A mixed step's 144
+// projections), which the 1k prefills then adopted. A mixed step's 144
 // rows likewise take what the first step of 129 to 256 rows timed.
-var ltQuarterBuckets = os.Getenv("COHORT_CUDA_LT_BUCKETS") == "quarter"
+// Measured on an H100 in the sixteenth session (cohort bench, decode
+// batches 8 and 32 and then the 1k prefill in one engine, alternated, two
+// rounds; docs/gpu.md phase 17): the 1k prefill 21.9 and 21.7 ms against
+// 22.2 and 21.9, batch 32 6.439 and 6.389 ms/token against 6.549 and
+// 6.476, batch 8 and the 1k TTFT within 0.1.
+var ltQuarterBuckets = os.Getenv("COHORT_CUDA_LT_BUCKETS") != "octave"
 
 // ltGemm runs a cuBLASLt matmul, preparing and caching its plan on first use.
 func (b *Backend) ltGemm(op string, key ltKey, a, bm, d devptr) { b.ltGemmAdd(op, key, a, bm, 0, d) }

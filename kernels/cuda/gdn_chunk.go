@@ -310,20 +310,22 @@ func (b *Backend) gdnChunk() gdnKernelPair {
 }
 
 // gdnStateWide is the state columns a block of the default state pass
-// takes (gdnScanAuto; COHORT_CUDA_GDN_WIDE: 32, the default, or 64; 0 keeps
-// the 16-column pass, which COHORT_CUDA_GDN_CHUNK's explicit choices name):
-// gdn_chunk_state_w<CT>_* in kernels/55_gdn_chunk.cu, the same
+// takes (gdnScanAuto; COHORT_CUDA_GDN_STATE_COLS: 32, the default, or 64;
+// 16 keeps the 16-column pass, which COHORT_CUDA_GDN_CHUNK's explicit
+// choices name too): gdn_chunk_state_w<CT>_* in kernels/55_gdn_chunk.cu, the same
 // outputs bit for bit with two barriers a chunk instead of eight and a
 // head's W and K tiles staged by 4 or 2 blocks instead of 8. Measured on
 // an H100 (4b-shape, cohort bench, alternated, two rounds; docs/gpu.md
 // phase 17): the 8k prefill 165.9 and 167.3 ms with 32 columns, 169.5 and
 // 172.9 with 64, 179.8 and 180.1 with 16; the 1k prefill 21.4 and 21.5
 // against 22.8 and 23.3.
-var gdnStateWide = gdnWideFromEnv(os.Getenv("COHORT_CUDA_GDN_WIDE"))
+var gdnStateWide = gdnStateColsFromEnv(os.Getenv("COHORT_CUDA_GDN_STATE_COLS"))
 
-func gdnWideFromEnv(v string) int {
+// gdnStateColsFromEnv parses COHORT_CUDA_GDN_STATE_COLS: 16 (0, the
+// 16-column pass), 64, or 32 for anything else.
+func gdnStateColsFromEnv(v string) int {
 	switch v {
-	case "0":
+	case "16":
 		return 0
 	case "64":
 		return 64

@@ -74,7 +74,7 @@ var gdnVariants = []struct {
 	// And the prep's products: the default with bf16 weights (passed on the
 	// H200, 2026-12-03).
 	{"tf32all", gdnKernelPair{prep: gdnPrepPipeTF32, scan: gdnScanSplitTF32, out: gdnOutTF32}, 4e-3},
-	// The wide state passes (COHORT_CUDA_GDN_WIDE), exact and in TF32.
+	// The wide state passes (COHORT_CUDA_GDN_STATE_COLS), exact and in TF32.
 	{"w32exact", gdnKernelPair{prep: gdnKernelsNew.prep, scan: gdnWideScan(gdnScanSplit, 32)}, 1e-4},
 	{"w64exact", gdnKernelPair{prep: gdnKernelsNew.prep, scan: gdnWideScan(gdnScanSplit, 64)}, 1e-4},
 	{"w64tf32all", gdnKernelPair{prep: gdnPrepPipeTF32, scan: gdnWideScan(gdnScanSplitTF32, 64), out: gdnOutTF32}, 4e-3},
@@ -106,7 +106,7 @@ func TestGDNStateWideMatches(t *testing.T) {
 	})
 }
 
-// TestGDNWideScan: COHORT_CUDA_GDN_WIDE names the wide twin of either split
+// TestGDNWideScan: COHORT_CUDA_GDN_STATE_COLS names the wide twin of either split
 // state pass and nothing else, and each entry's launch takes its columns.
 func TestGDNWideScan(t *testing.T) {
 	names := map[string]bool{}
@@ -134,9 +134,9 @@ func TestGDNWideScan(t *testing.T) {
 	if _, smem := gdnStateLaunch("gdn_chunk_state_w64_tf32_f32"); smem != 186888 || smem > 227<<10 {
 		t.Errorf("the 64-column pass's shared memory %d bytes, want 186888 (gdn_wide<64>::SMEM floats)", smem)
 	}
-	for v, want := range map[string]int{"": 32, "32": 32, "64": 64, "0": 0, "16": 32, "wide": 32} {
-		if got := gdnWideFromEnv(v); got != want {
-			t.Errorf("COHORT_CUDA_GDN_WIDE=%q: %d, want %d", v, got, want)
+	for v, want := range map[string]int{"": 32, "32": 32, "64": 64, "16": 0, "0": 32, "wide": 32} {
+		if got := gdnStateColsFromEnv(v); got != want {
+			t.Errorf("COHORT_CUDA_GDN_STATE_COLS=%q: %d, want %d", v, got, want)
 		}
 	}
 }

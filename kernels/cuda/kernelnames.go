@@ -29,7 +29,7 @@ var kernelNames = []string{
 	"gdn_recurrent_f32_sbf16", "gdn_recurrent_cols_f32_sbf16", "gdn_recurrent_cols_wide_f32_sbf16", "gdn_recurrent_cols_pipe_f32_sbf16",
 	"gdn_decode_cols_f32_sbf16", "gdn_decode_cols_wide_f32_sbf16", "gdn_decode_norm_cols_f32_sbf16", "gdn_chunk_scan_f32_sbf16", "gdn_chunk_scan_mma_f32_sbf16",
 	"gdn_chunk_state_mma_f32_sbf16", "gdn_chunk_state_tf32_f32", "gdn_chunk_state_tf32_f32_sbf16",
-	// the wide state passes (COHORT_CUDA_GDN_WIDE, gdn_chunk.go)
+	// the wide state passes (COHORT_CUDA_GDN_STATE_COLS, gdn_chunk.go)
 	"gdn_chunk_state_w64_mma_f32", "gdn_chunk_state_w64_mma_f32_sbf16", "gdn_chunk_state_w64_tf32_f32", "gdn_chunk_state_w64_tf32_f32_sbf16",
 	"gdn_chunk_state_w32_mma_f32", "gdn_chunk_state_w32_mma_f32_sbf16", "gdn_chunk_state_w32_tf32_f32", "gdn_chunk_state_w32_tf32_f32_sbf16",
 }

@@ -1,6 +1,9 @@
 #!/bin/bash
+# Ran on 2026-12-06 with the variable's first name, COHORT_CUDA_GDN_WIDE, which
+# clashed with the decode recurrence's switch of that name (gdn.go); the
+# values run, 32 and 64, left that switch at its default.
 # The sixteenth session's first device call (carry out/ with cohort.gz and
-# cuda.test.gz), for the wide GDN state pass (COHORT_CUDA_GDN_WIDE):
+# cuda.test.gz), for the wide GDN state pass (COHORT_CUDA_GDN_STATE_COLS):
 #   1. the GDN, whole-model and cuBLASLt-bucket GPU tests (run-lib.sh's
 #      run_suite; TestGDNStateWideMatches wants the 16-column pass's bits);
 #   2. BenchmarkGDNPrefill once (the variants' ratios at 1k, 2k and 8k rows);
@@ -21,7 +24,7 @@ at gdn-bench
 wait_model
 at model
 for r in 1 2; do
-	for m in default COHORT_CUDA_GDN_WIDE=64 COHORT_CUDA_GDN_WIDE=32; do
+	for m in default COHORT_CUDA_GDN_STATE_COLS=64 COHORT_CUDA_GDN_STATE_COLS=32; do
 		n=$(mode_name $m)
 		# shellcheck disable=SC2046
 		timeout -k 5 80 env $(mode_env $m) /tmp/bin/cohort bench --model $M --device cuda --batch 1 --decode-tokens 32 \

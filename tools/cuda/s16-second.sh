@@ -1,7 +1,10 @@
 #!/bin/bash
+# Ran on 2026-12-06 with the variable's first name, COHORT_CUDA_GDN_WIDE, which
+# clashed with the decode recurrence's switch of that name (gdn.go); the
+# values run, 32 and 64, left that switch at its default.
 # The sixteenth session's second device call (carry out/): the residual
 # added in the prefill GEMMs' epilogue (COHORT_CUDA_GEMM_RESIDUAL=1) with the
-# state pass of $WIDE columns (COHORT_CUDA_GDN_WIDE; 0 the 16-column one):
+# state pass of $WIDE columns (COHORT_CUDA_GDN_STATE_COLS; 16 the 16-column one):
 #   1. TestLinearAddRMSNormLt, the wide state pass's tests and the
 #      whole-model tests;
 #   2. cohort bench alternated, the state pass of $WIDE columns with and
@@ -16,7 +19,7 @@ make_model
 CUDA_TESTS='TestLinearAddRMSNorm|TestGDN|TestGatedDelta|TestModel' TEST_LIMIT=200 run_suite
 wait_model
 at model
-W=COHORT_CUDA_GDN_WIDE=${WIDE:-64}
+W=COHORT_CUDA_GDN_STATE_COLS=${WIDE:-64}
 for r in 1 2 3; do
 	for m in $W $W+COHORT_CUDA_GEMM_RESIDUAL=1; do
 		n=$(mode_name $m)
