@@ -18,9 +18,10 @@ import (
 // goroutine; the scheduler keeps one of its own (newEngineTiming) for what
 // happens around the ranks' steps.
 type stepTiming struct {
-	on     bool
-	each   bool // the scheduler's: log every step (logStep)
-	who    string
+	on        bool
+	each      bool // the scheduler's: log every step (logStep)
+	eachOther bool // a rank's: log every other (prefill, mixed) step's phases
+	who       string
 	phases [4]string
 	kinds  [2]phaseSums // 0: decode, 1: other
 }
@@ -33,8 +34,11 @@ type phaseSums struct {
 
 const stepTimingEvery = 30
 
+// With COHORT_STEP_TIMING=steps a rank also logs each step that is not a
+// decode step (a long prefill is often a step of its own, which a mean over
+// 30 would hide).
 func newStepTiming(rank int) *stepTiming {
-	return &stepTiming{on: stepTimingOn(), who: fmt.Sprintf("rank %d", rank),
+	return &stepTiming{on: stepTimingOn(), eachOther: stepTimingEach(), who: fmt.Sprintf("rank %d", rank),
 		phases: [4]string{"forward (host)", "logits wait", "sampling", "step"}}
 }
 
@@ -65,21 +69,31 @@ func (t *stepTiming) add(decode bool, phases ...time.Duration) {
 		k, name = &t.kinds[0], "decode"
 	}
 	k.n++
+	var one [4]time.Duration
 	for i, d := range phases[:min(len(phases), len(k.d))] {
 		k.d[i] += d
+		one[i] = d
+	}
+	if t.eachOther && !decode {
+		log.Printf("actors: %s: other step: %s", t.who, t.phaseList(one, 1))
 	}
 	if k.n < stepTimingEvery {
 		return
 	}
+	log.Printf("actors: %s: mean over %d %s steps: %s", t.who, k.n, name, t.phaseList(k.d, k.n))
+	*k = phaseSums{}
+}
+
+// phaseList formats sums over n steps as the phases' means.
+func (t *stepTiming) phaseList(d [4]time.Duration, n int) string {
 	var b strings.Builder
 	for i, p := range t.phases {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "%s %v", p, k.d[i]/time.Duration(k.n))
+		fmt.Fprintf(&b, "%s %v", p, d[i]/time.Duration(n))
 	}
-	log.Printf("actors: %s: mean over %d %s steps: %s", t.who, k.n, name, b.String())
-	*k = phaseSums{}
+	return b.String()
 }
 
 // enabled reports whether t records (false for nil).

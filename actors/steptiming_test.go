@@ -42,6 +42,14 @@ func TestStepTiming(t *testing.T) {
 	if buf.Len() != 0 || quiet.kinds[0].n != 0 {
 		t.Errorf("an off timing logged %q or counted %d", buf.String(), quiet.kinds[0].n)
 	}
+	each := newStepTiming(2)
+	each.on, each.eachOther = true, true
+	each.add(true, time.Millisecond, 0, 0, time.Millisecond)
+	each.add(false, 4*time.Millisecond, 150*time.Millisecond, 0, 154*time.Millisecond)
+	if out := buf.String(); out == "" || strings.Count(out, "\n") != 1 ||
+		!strings.Contains(out, "rank 2: other step: forward (host) 4ms, logits wait 150ms, sampling 0s, step 154ms") {
+		t.Errorf("per-step log of other steps: %q, want one line for the prefill step alone", out)
+	}
 }
 
 // captureLog sends the standard logger to a buffer until the test ends.
