@@ -7,7 +7,9 @@
 #                   for none) as env arguments; mode_name MODE a file name
 #                   for it ("+" is not one the device tool brings back);
 #   make_model      starts making the 4b-shape model at $M unless it is
-#                   there; wait_model waits for it;
+#                   there; wait_model waits for it; model_ready does both
+#                   and notes the time;
+#   note_gpu        the card's name and memory, also into $OUT/gpu.txt;
 #   run_fidelity M  fidelity against HF f32 and bf16 at $LENS (fidelity.sh's
 #                   ids, score and ref stages on the model at $M) for each
 #                   mode M (default: none), its comparisons into
@@ -42,6 +44,12 @@ make_model() {
 	fi
 }
 wait_model() { [ -z "$mk" ] || wait $mk 2>/dev/null; }
+model_ready() {
+	make_model
+	wait_model
+	at model
+}
+note_gpu() { nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"; }
 run_fidelity() {
 	mkdir -p /tmp/fidelity && ln -sfn $M /tmp/fidelity/m4b
 	for m in "${@:-default}"; do

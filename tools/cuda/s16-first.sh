@@ -13,9 +13,8 @@
 #   4. on an H200 with time left, the prefix cache's chat benchmark.
 # Files in $OUT: gpu.txt, cuda-tests.txt, gdn-bench.txt, wide-<mode>.txt (both rounds), chat.txt.
 export OUT=${OUT:-/tmp/s16-first}
-mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee $OUT/gpu.txt
 . tools/cuda/run-lib.sh
+note_gpu
 make_model
 CUDA_TESTS='TestGDN|TestGatedDelta|TestLtBucket|TestModel|TestKernel' TEST_LIMIT=220 run_suite
 (cd kernels/cuda && timeout -k 5 120 /tmp/bin/cuda.test -test.run '^$' -test.bench BenchmarkGDNPrefill -test.benchtime 1x >$OUT/gdn-bench.txt 2>&1)

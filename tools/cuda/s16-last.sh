@@ -4,12 +4,9 @@
 # pass by default): batch-1 decode, the 1k prefill and TTFT, and the mixed
 # load at 128 prefill tokens a step. Files in $OUT: gpu.txt, last.txt.
 export OUT=${OUT:-/tmp/s16-last}
-mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee $OUT/gpu.txt
 . tools/cuda/run-lib.sh
-make_model
-wait_model
-at model
+note_gpu
+model_ready
 timeout -k 5 "${LAST_LIMIT:-120}" /tmp/bin/cohort bench --model $M --device cuda --batch 1 --decode-tokens 32 --prefill 1024 \
 	--prefill-runs 3 --ttft-len 1024 --ttft-runs 5 --mixed-prefill-tokens 128 >$OUT/last.txt 2>&1
 grep -E '^decode batch|^prefill|^TTFT|^mixed load|rror|panic' $OUT/last.txt | head

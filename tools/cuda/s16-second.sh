@@ -12,9 +12,8 @@
 #      TTFT, rounds while time allows.
 # Files in $OUT: gpu.txt, cuda-tests.txt, res-<mode>.txt.
 export OUT=${OUT:-/tmp/s16-second}
-mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee $OUT/gpu.txt
 . tools/cuda/run-lib.sh
+note_gpu
 make_model
 CUDA_TESTS='TestLinearAddRMSNorm|TestGDN|TestGatedDelta|TestModel' TEST_LIMIT=200 run_suite
 wait_model

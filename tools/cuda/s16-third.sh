@@ -6,12 +6,9 @@
 # time allows. Files in $OUT: gpu.txt, allbars.txt, bench.json, chat.txt or
 # table-*.md.
 export OUT=${OUT:-/tmp/s16-third}
-mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee $OUT/gpu.txt
 . tools/cuda/run-lib.sh
-make_model
-wait_model
-at model
+note_gpu
+model_ready
 BENCH_LIMIT=${BENCH_LIMIT:-200} run_allbars
 if grep -q H200 $OUT/gpu.txt; then
 	timeout -k 5 "${CHAT_LIMIT:-130}" /tmp/bin/cohort bench --chat --model $M --device cuda >$OUT/chat.txt 2>&1
