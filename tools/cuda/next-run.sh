@@ -1,32 +1,31 @@
 #!/bin/bash
-# The sixteenth session's first device call, as the fifteenth left it
-# (carry out/ with cohort.gz and cuda.test.gz):
-#   1. the whole GPU suite (run-lib.sh's run_suite; TestLtBucket is new);
-#   2. the quarter-octave cuBLASLt buckets against the octave ones
-#      (COHORT_CUDA_LT_BUCKETS=quarter): decode batches 8 and 32, then the
-#      1k prefill and TTFT after them, and the mixed load at 128, one engine
-#      a mode, two rounds (the 1k prefill took 27.1 ms after decode batches
-#      and 25.7 without them in the fifteenth session);
-#   3. if at most $NCU_BEFORE seconds have passed, ncu over one 8k prefill
-#      step (ncu-step.sh).
-# Files in $OUT: cuda-tests.txt, lt-*.txt, table-*.md.
+# The seventeenth session's first device call, as the sixteenth left it
+# (carry out/ with cohort.gz and cuda.test.gz built from main):
+#   1. the whole GPU suite (run-lib.sh's run_suite; the wide state pass is
+#      the default since phase 17, quarter-octave cuBLASLt buckets too);
+#   2. every bar of issues 11 and 12 in one cohort bench run (run_allbars);
+#   3. on an H200: the prefix cache's chat benchmark (issue 17's last open
+#      point); on another card: an 8k prompt with COHORT_STEP_TIMING=steps,
+#      whose per-step lines split the engine's 168 ms (phase 17, an H100)
+#      into the rank's host forward call and its wait for the device, against
+#      157 ms of kernels under ncu.
+# Files in $OUT: gpu.txt, cuda-tests.txt, allbars.txt, bench.json, and
+# chat.txt or steps8k.txt.
 export OUT=${OUT:-/tmp/next-run}
 . tools/cuda/run-lib.sh
+note_gpu
 make_model
-run_suite
-wait_model
-at model
-for r in 1 2; do
-	for m in default COHORT_CUDA_LT_BUCKETS=quarter; do
-		n=$(mode_name $m)
-		# shellcheck disable=SC2046
-		timeout -k 5 100 env $(mode_env $m) /tmp/bin/cohort bench --model $M --device cuda --batch 8,32 --decode-tokens 16 \
-			--prefill 1024 --prefill-runs 3 --ttft-len 1024 --ttft-runs 5 --mixed-prefill-tokens 128 >$OUT/lt-$n-$r.txt 2>&1
-		echo "== $n round $r: $(grep -E '^decode batch|^prefill|^TTFT|^mixed load, max|rror' $OUT/lt-$n-$r.txt | tr '\n' ' ')"
-	done
-	at "round $r"
-done
-if [ "$(($(date +%s) - t0))" -le "${NCU_BEFORE:-400}" ]; then
-	mkdir -p out/bin && cp /tmp/bin/cohort out/bin/ && BIN=out/bin SPECS=prefill:8192:8192:2 NCU_LIMIT=150 bash tools/cuda/ncu-step.sh | tail -40
+TEST_LIMIT=${TEST_LIMIT:-210} run_suite
+model_ready
+BENCH_LIMIT=${BENCH_LIMIT:-180} run_allbars
+if grep -q H200 "$OUT/gpu.txt"; then
+	timeout -k 5 "${CHAT_LIMIT:-120}" /tmp/bin/cohort bench --chat --model $M --device cuda >$OUT/chat.txt 2>&1
+	grep -E 'hit rate|TTFT|identical|rror' $OUT/chat.txt | head -16
+	at chat
+else
+	COHORT_STEP_TIMING=steps timeout -k 5 90 /tmp/bin/cohort bench --model $M --device cuda --batch 1 --decode-tokens 4 \
+		--prefill 8192 --prefill-runs 3 --ttft-len 0 >$OUT/steps8k.txt 2>&1
+	grep -E 'other step|^prefill|rror' $OUT/steps8k.txt | head -16
+	at steps8k
 fi
 at done
