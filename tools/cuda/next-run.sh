@@ -16,7 +16,8 @@ export OUT=${OUT:-/tmp/next-run}
 note_gpu
 make_model
 TEST_LIMIT=${TEST_LIMIT:-210} run_suite
-model_ready
+wait_model
+at model
 BENCH_LIMIT=${BENCH_LIMIT:-180} run_allbars
 if grep -q H200 "$OUT/gpu.txt"; then
 	timeout -k 5 "${CHAT_LIMIT:-120}" /tmp/bin/cohort bench --chat --model $M --device cuda >$OUT/chat.txt 2>&1
