@@ -22,8 +22,8 @@ type stepTiming struct {
 	each      bool // the scheduler's: log every step (logStep)
 	eachOther bool // a rank's: log every other (prefill, mixed) step's phases
 	who       string
-	phases [4]string
-	kinds  [2]phaseSums // 0: decode, 1: other
+	phases    [4]string
+	kinds     [2]phaseSums // 0: decode, 1: other
 }
 
 // phaseSums are one kind of step's accumulated phases.
