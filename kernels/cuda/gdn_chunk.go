@@ -274,9 +274,10 @@ func gdnKernelsFromEnv(v string) gdnKernelPair {
 
 // gdnChunk returns the entries of a chunked op: gdnKernels' own, or for
 // gdnScanAuto every product in one TF32 mma with bf16 weights (the prep's
-// gdnPrepPipeTF32, its inverse float32; the state pass gdnScanSplitTF32;
-// the outputs gdnOutTF32) and in 3xTF32 in the exact mode (float32
-// weights, which keeps its 1e-4 agreement with HF f32). Measured on the
+// gdnPrepPipeTF32, its inverse float32; the state pass gdnScanSplitTF32's
+// wide twin, gdnStateWide; the outputs gdnOutTF32) and in 3xTF32 in the
+// exact mode (float32 weights, which keeps its 1e-4 agreement with HF
+// f32; the state pass gdnScanSplit's wide twin). Measured on the
 // H200 (4b-shape, cohort bench):
 //   - the state pass alone in TF32 (2026-12-03, eleventh session): an 8k
 //     prefill 186.7 against 206.3 ms in 3xTF32, the distance to HF f32
