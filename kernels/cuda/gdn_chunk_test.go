@@ -78,6 +78,8 @@ var gdnVariants = []struct {
 	{"w32exact", gdnKernelPair{prep: gdnKernelsNew.prep, scan: gdnWideScan(gdnScanSplit, 32)}, 1e-4},
 	{"w64exact", gdnKernelPair{prep: gdnKernelsNew.prep, scan: gdnWideScan(gdnScanSplit, 64)}, 1e-4},
 	{"w64tf32all", gdnKernelPair{prep: gdnPrepPipeTF32, scan: gdnWideScan(gdnScanSplitTF32, 64), out: gdnOutTF32}, 4e-3},
+	// The default with bf16 weights since phase 17.
+	{"w32tf32all", gdnKernelPair{prep: gdnPrepPipeTF32, scan: gdnWideScan(gdnScanSplitTF32, 32), out: gdnOutTF32}, 4e-3},
 }
 
 // TestGDNStateWideMatches: the wide state passes (32 and 64 columns a
@@ -475,6 +477,8 @@ func BenchmarkGDNPrefill(b *testing.B) {
 			b.ReportMetric(times[11].Seconds()/newT.Seconds(), "w64exact/new")
 			b.ReportMetric(ms(times[12]), "w64tf32all_ms/layer")
 			b.ReportMetric(times[12].Seconds()/times[9].Seconds(), "w64tf32all/tf32all")
+			b.ReportMetric(ms(times[13]), "w32tf32all_ms/layer")
+			b.ReportMetric(times[13].Seconds()/times[9].Seconds(), "w32tf32all/tf32all")
 			b.ReportMetric(ms(recurrent), "recurrent_ms/layer")
 			b.Logf("T=%d: chunked new %.3f ms/layer, old %.3f ms/layer (old/new %.2fx); recurrent %.3f ms/layer (recurrent/new %.1fx)",
 				T, ms(newT), ms(oldT), oldT.Seconds()/newT.Seconds(), ms(recurrent), recurrent.Seconds()/newT.Seconds())
