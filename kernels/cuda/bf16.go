@@ -425,7 +425,13 @@ func (b *Backend) ltGemmBF16(op string, y *Tensor, xb devptr, w *Tensor, T, K, N
 		b.linearSkinny(op, y, xb, w, T, K, N)
 		return
 	}
-	b.ltGemm(op, ltKey{bf16: true, transA: true, m: N, n: T, k: K, lda: K, ldb: K, ldd: N}, w.ptr, xb, y.ptr)
+	b.ltGemm(op, ltLinearKey(T, K, N), w.ptr, xb, y.ptr)
+}
+
+// ltLinearKey is the cuBLASLt plan of a bf16 Linear: y [T, N] = xb [T, K] ·
+// w [N, K]ᵀ, column-major as cuBLASLt sees it.
+func ltLinearKey(T, K, N int) ltKey {
+	return ltKey{bf16: true, transA: true, m: N, n: T, k: K, lda: K, ldb: K, ldd: N}
 }
 
 // twinFor gives t, a producer's new [rows, cols] output, a bf16 twin for
@@ -698,11 +704,13 @@ func (b *Backend) ltGemmAdd(op string, key ltKey, a, bm, c, d devptr) {
 	if b.graph.skip(op, "cublasLtMatmul", uint64(a), uint64(bm), uint64(c), uint64(d)) {
 		return
 	}
-	run := func() error { return p.run(b.lt, a, bm, d, b.ws) }
+	var err error
 	if c != 0 {
-		run = func() error { return p.runAdd(b.lt, a, bm, c, d, b.ws) }
+		err = p.runAdd(b.lt, a, bm, c, d, b.ws)
+	} else {
+		err = p.run(b.lt, a, bm, d, b.ws)
 	}
-	if err := run(); err != nil {
+	if err != nil {
 		panic(fmt.Sprintf("cuda: %s: GEMM %+v: %v", op, key, err))
 	}
 	if b.syncLaunch && b.graph.mode == graphOff {

@@ -93,12 +93,9 @@ func (b *Backend) linearAddNormLt(op string, readers []kernels.Tensor, x, w, res
 		!b.useRowNorm(T, N, rt.ptr, nt.ptr) {
 		return nil, nil, false
 	}
-	s, n := b.newTensor(op, T, N), b.newTensor(op, T, N)
-	if !aligned16(s.ptr) {
-		panic("cuda: " + op + ": scratch not 16-byte aligned")
-	}
+	s, n := b.newTensor(op, T, N), b.newTensor(op, T, N) // scratch: arenaAlign-aligned, as useRowNorm wants
 	xb := b.rowsBF16(op, xt, T, K)
-	b.ltGemmAdd(op, ltKey{bf16: true, transA: true, m: N, n: T, k: K, lda: K, ldb: K, ldd: N}, wt.ptr, xb, rt.ptr, s.ptr)
+	b.ltGemmAdd(op, ltLinearKey(T, K, N), wt.ptr, xb, rt.ptr, s.ptr)
 	grid, block := b.normRowsGrid(T)
 	y, yb := b.outputs(op, n, readers)
 	b.launch(op, "rmsnorm_rows_f32", grid, block, 0, y, yb, s.ptr, nt.ptr, N, T, eps)

@@ -146,8 +146,8 @@ __device__ __forceinline__ double sq4(float4 s) {
 
 // arw_rows is the body of add_rmsnorm_rows_f32 (ADD: sum = r + d, stored)
 // and of rmsnorm_rows_f32 (r is the sum already, d and sum unused: the
-// prefill GEMM added the residual in its epilogue, ops.go's
-// LinearAddRMSNormFor), the same sums of squares and outputs either way.
+// prefill GEMM added the residual in its epilogue, linearnorm.go's
+// linearAddNormLt), the same sums of squares and outputs either way.
 template <bool ADD>
 __device__ __forceinline__ void arw_rows(float *__restrict__ sum, float *__restrict__ y, unsigned short *__restrict__ yb,
 		const float *__restrict__ r, const float *__restrict__ d, const float *__restrict__ w, int g, int rows, float eps) {
