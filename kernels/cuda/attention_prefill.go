@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"unsafe"
 
@@ -54,7 +55,9 @@ import (
 //
 // At head dim 256 over a bf16 cache the entries have _ldm twins (S = Q·Kᵀ's
 // fragments through ldmatrix, the same bits), taken unless
-// COHORT_CUDA_FLASH_LDM=0 (flashLDM).
+// COHORT_CUDA_FLASH_LDM=0 (flashLDM), and _wg twins (both products on
+// Hopper's warpgroup MMA, kernels/46_attention_prefill_wg.cu), taken before
+// them on an sm_90a image unless COHORT_CUDA_FLASH_WG=0 (flashWG).
 
 // flashAttention enables the tensor-core prefill attention kernel: unless
 // COHORT_CUDA_FLASH=0 at start-up; tests and benchmarks set it directly.
@@ -88,10 +91,43 @@ var flashLDM = os.Getenv("COHORT_CUDA_FLASH_LDM") != "0"
 // flashLDMEntry returns entry's *_ldm twin when flashLDM and there is one
 // (entry as kvEntry names it), else entry.
 func flashLDMEntry(entry string) string {
-	if flashLDM && (entry == "attention_prefill_kvbf16_hd256" || entry == "attention_prefill_split_kvbf16_hd256") {
+	if flashLDM && flashHasTwins(entry) {
 		return entry + "_ldm"
 	}
 	return entry
+}
+
+// flashHasTwins reports whether entry (as kvEntry names it) has _ldm and
+// _wg twins: the head dim 256 entries over a bf16 cache.
+func flashHasTwins(entry string) bool {
+	return entry == "attention_prefill_kvbf16_hd256" || entry == "attention_prefill_split_kvbf16_hd256"
+}
+
+// flashWG picks the *_wg twins of the head dim 256 entries over a bf16
+// cache (kernels/46_attention_prefill_wg.cu: the products on Hopper's
+// warpgroup MMA, straight from shared memory) on a backend that loaded an
+// sm_90a image: unless COHORT_CUDA_FLASH_WG=0 at start-up (the _ldm or
+// plain entries, for A/B runs); tests and benchmarks set it directly.
+var flashWG = os.Getenv("COHORT_CUDA_FLASH_WG") != "0"
+
+// flashEntry returns the entry that runs entry (as kvEntry names it) on
+// b: its _wg twin (flashWG on an sm_90a image), else flashLDMEntry's.
+func (b *Backend) flashEntry(entry string) string {
+	if flashWG && b.wgmma && flashHasTwins(entry) {
+		return entry + "_wg"
+	}
+	return flashLDMEntry(entry)
+}
+
+// flashSmemFor is the dynamic shared memory of flash entry name for head
+// dim hd over a bf16 cache when bf16: flashSmemKV's, and for a _wg entry
+// 1,024 bytes more, from which the kernel aligns its tiles to the
+// 128-byte swizzle's 1,024-byte pattern.
+func flashSmemFor(name string, hd int, bf16 bool) int {
+	if strings.HasSuffix(name, "_wg") {
+		return flashSmemKV(hd, bf16) + 1024
+	}
+	return flashSmemKV(hd, bf16)
 }
 
 // flashSplitForce, when positive, makes every tile longer than that many key
@@ -244,10 +280,10 @@ func (b *Backend) attentionFlash(op string, out, qt, gt *Tensor, c *KVCache, dpo
 	layer int, bt *kernels.Batch, cfg kernels.AttnConfig, scale float32) {
 	hd, H, KV := cfg.HeadDim, cfg.Heads, cfg.KVHeads
 	name := flashKernel(hd)
-	smem := flashSmemKV(hd, c.bf16)
 	if name != "" {
-		name = flashLDMEntry(kvEntry(name, c.bf16))
+		name = b.flashEntry(kvEntry(name, c.bf16))
 	}
+	smem := flashSmemFor(name, hd, c.bf16)
 	if name == "" || KV <= 0 || H%KV != 0 || out.n != bt.Rows()*H*hd {
 		panic(fmt.Sprintf("cuda: %s (flash): out %v, %d rows, cfg %+v (head dim 64, 128 or 256)", op, out.shape, bt.Rows(), cfg))
 	}
@@ -649,7 +685,8 @@ func (b *Backend) attentionFlashSplit(op string, out, qt, gt *Tensor, c *KVCache
 		return false
 	}
 	hd, H, KV := cfg.HeadDim, cfg.Heads, cfg.KVHeads
-	name, single, smem := flashLDMEntry(kvEntry(flashSplitKernel(hd), c.bf16)), flashLDMEntry(kvEntry(flashKernel(hd), c.bf16)), flashSmemKV(hd, c.bf16)
+	name, single := b.flashEntry(kvEntry(flashSplitKernel(hd), c.bf16)), b.flashEntry(kvEntry(flashKernel(hd), c.bf16))
+	smem := flashSmemFor(name, hd, c.bf16)
 	b.allowSmem(op, name, smem)
 	b.allowSmem(op, single, smem)
 	p, ok := planFlashSplit(tiles, flashKeyTileKV(hd, c.bf16), hd, KV, b.flashLanes(single, smem), b.flashLanes(name, smem), flashSplitForce, flashBalance)

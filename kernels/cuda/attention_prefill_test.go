@@ -706,13 +706,15 @@ func BenchmarkAttentionPrefill(b *testing.B) {
 	}
 }
 
-// withSwitches sets flashBalance and flashLDM for the test or benchmark
-// and restores them after it.
+// withSwitches sets flashBalance and flashLDM for the test or benchmark,
+// turns flashWG off (the tests and benchmarks of the _ldm entries compare
+// them with the plain ones, and their occupancy to the planner's), and
+// restores all three after it.
 func withSwitches(t testing.TB, balance, ldm bool) {
 	t.Helper()
-	b, l := flashBalance, flashLDM
-	flashBalance, flashLDM = balance, ldm
-	t.Cleanup(func() { flashBalance, flashLDM = b, l })
+	b, l, w := flashBalance, flashLDM, flashWG
+	flashBalance, flashLDM, flashWG = balance, ldm, false
+	t.Cleanup(func() { flashBalance, flashLDM, flashWG = b, l, w })
 }
 
 // switchCases are the 4b-heads prefills of TestAttentionPrefillSwitches

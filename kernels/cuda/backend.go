@@ -119,6 +119,7 @@ type Backend struct {
 	profile     profileWindow      // steps a profiler collects (COHORT_CUDA_PROFILE_ROWS)
 	lastLaunch  string             // the kernel launched last (for pdlGEMV)
 	bulkCopies  bool               // the module's gemv_bulk_nt1 runs (sm_90, NVRTC 12+)
+	wgmma       bool               // the module is an sm_90a image: the *_wg flash entries have bodies
 	fuse        bool               // fused decode kernels (COHORT_CUDA_FUSE=0 turns them off)
 	kvBF16      bool               // NewKVCache makes bf16 caches (kvType: the default with bf16 weights)
 	det         bool               // deterministic mode (deterministic.go)
@@ -271,6 +272,7 @@ func (b *Backend) init() error {
 		return err
 	}
 	b.image = desc
+	b.wgmma = strings.HasPrefix(desc, "sm_90a ")
 	if vmaj, _, err := nvrtcVersion(); err == nil {
 		b.bulkCopies = b.ccMaj >= 9 && vmaj >= 12 // gemv_bulk_nt1's bulk copies
 	}

@@ -136,6 +136,108 @@ __device__ __forceinline__ void fa_stage_bf16(unsigned *tK, unsigned *tV, const 
 	cp_async_commit();
 }
 
+// fa_online_softmax takes one key tile's scores s (the m16n8 accumulator
+// layout: rows gq and gq+8 of the warp's 16, columns 2tq and 2tq+1 of
+// each n8 block) at key positions kv0..: it scales them to base 2, masks
+// (when mask) the positions after each row's own (posA, posB), updates the
+// running maxima mA, mB and this thread's partial sums lA, lB, rescales
+// the output accumulator o and leaves exp2(s - max) in s.
+template <int BN, int HD>
+__device__ __forceinline__ void fa_online_softmax(float (&s)[BN / 8][4], float (&o)[HD / 8][4], float &mA, float &mB, float &lA,
+		float &lB, int kv0, int tq, int posA, int posB, bool mask, float sl2) {
+	float xA = NEG_INF, xB = NEG_INF;
+#pragma unroll
+	for (int n = 0; n < BN / 8; n++) {
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			int p = kv0 + n * 8 + 2 * tq + (e & 1);
+			float v = s[n][e] * sl2;
+			if (mask && p > (e < 2 ? posA : posB)) v = NEG_INF;
+			s[n][e] = v;
+		}
+		xA = fmaxf(xA, fmaxf(s[n][0], s[n][1]));
+		xB = fmaxf(xB, fmaxf(s[n][2], s[n][3]));
+	}
+	xA = fmaxf(xA, __shfl_xor_sync(0xffffffffu, xA, 1));
+	xA = fmaxf(xA, __shfl_xor_sync(0xffffffffu, xA, 2));
+	xB = fmaxf(xB, __shfl_xor_sync(0xffffffffu, xB, 1));
+	xB = fmaxf(xB, __shfl_xor_sync(0xffffffffu, xB, 2));
+	const float nA = fmaxf(mA, xA), nB = fmaxf(mB, xB);
+	// Position 0 is never masked, so the maxima are finite after the
+	// first tile; the guards only keep -inf - -inf out of exp2 (and,
+	// in a slice after position 0, keep M-rows whose positions are all
+	// before the tile at maximum -inf, sum 0 and output 0).
+	const float bA = nA == NEG_INF ? 0.0f : nA, bB = nB == NEG_INF ? 0.0f : nB;
+	const float cA = exp2f(mA - bA), cB = exp2f(mB - bB);
+	mA = nA;
+	mB = nB;
+	float sA = 0.0f, sB = 0.0f;
+#pragma unroll
+	for (int n = 0; n < BN / 8; n++) {
+		s[n][0] = exp2f(s[n][0] - bA);
+		s[n][1] = exp2f(s[n][1] - bA);
+		s[n][2] = exp2f(s[n][2] - bB);
+		s[n][3] = exp2f(s[n][3] - bB);
+		sA += s[n][0] + s[n][1];
+		sB += s[n][2] + s[n][3];
+	}
+	lA = lA * cA + sA; // this thread's columns; the quad's sum is taken at the end
+	lB = lB * cB + sB;
+#pragma unroll
+	for (int n = 0; n < HD / 8; n++) {
+		o[n][0] *= cA;
+		o[n][1] *= cA;
+		o[n][2] *= cB;
+		o[n][3] *= cB;
+	}
+}
+
+// fa_finish ends a block's work on its tile: it sums lA, lB over the quad,
+// then either (SPLIT, slot >= 0) stores the accumulator, maximum and sum of
+// the thread's two M-rows (warp·16 + gq and + 8) in partial slot slot, or
+// stores o / l · sigmoid(gate) for them in out. M-rows from nM on are
+// padding and store nothing.
+template <int HD, bool SPLIT>
+__device__ __forceinline__ void fa_finish(const float (&o)[HD / 8][4], float mA, float mB, float lA, float lB, float *out,
+		const float *gate, float *part, float *ml, int slot, int H, int KV, int kvh, int row0, int u0, int nM, int warp, int gq, int tq) {
+	lA += __shfl_xor_sync(0xffffffffu, lA, 1);
+	lA += __shfl_xor_sync(0xffffffffu, lA, 2);
+	lB += __shfl_xor_sync(0xffffffffu, lB, 1);
+	lB += __shfl_xor_sync(0xffffffffu, lB, 2);
+	if (SPLIT && slot >= 0) {
+		// A partial slot: the accumulator as it is, the maximum and the sum.
+		const long long pb = ((long long)slot * KV + kvh) * FA_BM;
+#pragma unroll
+		for (int half = 0; half < 2; half++) {
+			const int r = warp * 16 + gq + 8 * half;
+			if (u0 + r >= nM) continue;
+			float *po = part + (pb + r) * HD;
+#pragma unroll
+			for (int n = 0; n < HD / 8; n++)
+				*(float2 *)(po + n * 8 + 2 * tq) = make_float2(o[n][2 * half], o[n][2 * half + 1]);
+			if (tq == 0) *(float2 *)(ml + (pb + r) * 2) = half ? make_float2(mB, lB) : make_float2(mA, lA);
+		}
+		return;
+	}
+	const int G = H / KV;
+#pragma unroll
+	for (int half = 0; half < 2; half++) {
+		const int u = u0 + warp * 16 + gq + 8 * half;
+		if (u >= nM) continue;
+		const float inv = 1.0f / (half ? lB : lA);
+		const long long base = ((long long)(row0 + u / G) * H + kvh * G + u % G) * HD;
+#pragma unroll
+		for (int n = 0; n < HD / 8; n++) {
+			const int d = n * 8 + 2 * tq;
+			const float2 gv = *(const float2 *)(gate + base + d);
+			float2 r;
+			r.x = o[n][2 * half] * inv * sigmoid_ref(gv.x);
+			r.y = o[n][2 * half + 1] * inv * sigmoid_ref(gv.y);
+			*(float2 *)(out + base + d) = r;
+		}
+	}
+}
+
 // fa_prefill is the body of attention_prefill_hd<HD>. tiles[i] =
 // {first row of the sequence, its length, first M-row of the tile, positions
 // it sees (unused here)}; block x works on tile x / KV and KV head x % KV.
@@ -301,53 +403,7 @@ __device__ __forceinline__ void fa_prefill(float *out, const float *q, const flo
 			}
 		}
 
-		// Causal mask, then the online softmax in base 2.
-		const bool mask = kv0 + BN - 1 > warpLo;
-		float xA = NEG_INF, xB = NEG_INF;
-#pragma unroll
-		for (int n = 0; n < BN / 8; n++) {
-#pragma unroll
-			for (int e = 0; e < 4; e++) {
-				int p = kv0 + n * 8 + 2 * tq + (e & 1);
-				float v = s[n][e] * sl2;
-				if (mask && p > (e < 2 ? posA : posB)) v = NEG_INF;
-				s[n][e] = v;
-			}
-			xA = fmaxf(xA, fmaxf(s[n][0], s[n][1]));
-			xB = fmaxf(xB, fmaxf(s[n][2], s[n][3]));
-		}
-		xA = fmaxf(xA, __shfl_xor_sync(0xffffffffu, xA, 1));
-		xA = fmaxf(xA, __shfl_xor_sync(0xffffffffu, xA, 2));
-		xB = fmaxf(xB, __shfl_xor_sync(0xffffffffu, xB, 1));
-		xB = fmaxf(xB, __shfl_xor_sync(0xffffffffu, xB, 2));
-		const float nA = fmaxf(mA, xA), nB = fmaxf(mB, xB);
-		// Position 0 is never masked, so the maxima are finite after the
-		// first tile; the guards only keep -inf - -inf out of exp2 (and,
-		// in a slice after position 0, keep M-rows whose positions are all
-		// before the tile at maximum -inf, sum 0 and output 0).
-		const float bA = nA == NEG_INF ? 0.0f : nA, bB = nB == NEG_INF ? 0.0f : nB;
-		const float cA = exp2f(mA - bA), cB = exp2f(mB - bB);
-		mA = nA;
-		mB = nB;
-		float sA = 0.0f, sB = 0.0f;
-#pragma unroll
-		for (int n = 0; n < BN / 8; n++) {
-			s[n][0] = exp2f(s[n][0] - bA);
-			s[n][1] = exp2f(s[n][1] - bA);
-			s[n][2] = exp2f(s[n][2] - bB);
-			s[n][3] = exp2f(s[n][3] - bB);
-			sA += s[n][0] + s[n][1];
-			sB += s[n][2] + s[n][3];
-		}
-		lA = lA * cA + sA; // this thread's columns; the quad's sum is taken at the end
-		lB = lB * cB + sB;
-#pragma unroll
-		for (int n = 0; n < HD / 8; n++) {
-			o[n][0] *= cA;
-			o[n][1] *= cA;
-			o[n][2] *= cB;
-			o[n][3] *= cB;
-		}
+		fa_online_softmax<BN, HD>(s, o, mA, mB, lA, lB, kv0, tq, posA, posB, kv0 + BN - 1 > warpLo, sl2);
 
 		// O += P·V: P's accumulator layout is the A operand's, V comes
 		// transposed from ldmatrix (rows kk·16 + 0..15, columns d0 + 0..15).
@@ -371,41 +427,7 @@ __device__ __forceinline__ void fa_prefill(float *out, const float *q, const flo
 		}
 	}
 
-	lA += __shfl_xor_sync(0xffffffffu, lA, 1);
-	lA += __shfl_xor_sync(0xffffffffu, lA, 2);
-	lB += __shfl_xor_sync(0xffffffffu, lB, 1);
-	lB += __shfl_xor_sync(0xffffffffu, lB, 2);
-	if (SPLIT && slot >= 0) {
-		// A partial slot: the accumulator as it is, the maximum and the sum.
-		const long long pb = ((long long)slot * KV + kvh) * FA_BM;
-#pragma unroll
-		for (int half = 0; half < 2; half++) {
-			const int r = warp * 16 + gq + 8 * half;
-			if (u0 + r >= nM) continue;
-			float *po = part + (pb + r) * HD;
-#pragma unroll
-			for (int n = 0; n < HD / 8; n++)
-				*(float2 *)(po + n * 8 + 2 * tq) = make_float2(o[n][2 * half], o[n][2 * half + 1]);
-			if (tq == 0) *(float2 *)(ml + (pb + r) * 2) = half ? make_float2(mB, lB) : make_float2(mA, lA);
-		}
-		return;
-	}
-#pragma unroll
-	for (int half = 0; half < 2; half++) {
-		const int u = half ? ub : ua;
-		if (u >= nM) continue;
-		const float inv = 1.0f / (half ? lB : lA);
-		const long long base = ((long long)(row0 + u / G) * H + kvh * G + u % G) * HD;
-#pragma unroll
-		for (int n = 0; n < HD / 8; n++) {
-			const int d = n * 8 + 2 * tq;
-			const float2 gv = *(const float2 *)(gate + base + d);
-			float2 r;
-			r.x = o[n][2 * half] * inv * sigmoid_ref(gv.x);
-			r.y = o[n][2 * half + 1] * inv * sigmoid_ref(gv.y);
-			*(float2 *)(out + base + d) = r;
-		}
-	}
+	fa_finish<HD, SPLIT>(o, mA, mB, lA, lB, out, gate, part, ml, slot, H, KV, kvh, row0, u0, nM, warp, gq, tq);
 }
 
 // attention_prefill_hd64, _hd128, _hd256: fa_prefill for one head dim, one

@@ -1,0 +1,134 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"testing"
+	"time"
+)
+
+// flashWGTol bounds the wgmma entries' distance from the _ldm entries: both
+// round the same q, k, v and softmax weights to bf16 and sum in float32,
+// but in another order inside the tensor cores, so a score may differ in
+// its last bits and a weight round the other way now and then (a few
+// 2^-9 relative steps among thousands of terms).
+const flashWGTol = 2e-3
+
+// wgCases are the prefills of TestAttentionPrefillWG and
+// BenchmarkAttentionPrefillWG: switchCases and a whole 8,192-row prompt.
+var wgCases = append(append([]struct{ rows, cached int }{}, switchCases...), struct{ rows, cached int }{8192, 0})
+
+// TestAttentionPrefillWG: on an sm_90a image, the 4b heads over a bf16
+// cache through the _wg entries (kernels/46_attention_prefill_wg.cu),
+// single pass and split (as planFlashSplit chooses, and forced slices of
+// four key tiles, so that slices start after position 0 and lie after some
+// M-rows' positions): each output against attention_f32 over the same
+// cache within flashTol and against the _ldm entries within flashWGTol,
+// and a second run the same bits.
+func TestAttentionPrefillWG(t *testing.T) {
+	withFlash(t, 16)
+	withSplit(t, true, 0)
+	withSwitches(t, false, true) // flashWG off until the test turns it on
+	g := gpu(t)
+	if !g.wgmma {
+		t.Skipf("the module is %s, not an sm_90a image", g.image)
+	}
+	old := g.kvBF16
+	defer func() { g.kvBF16 = old }()
+	g.kvBF16 = true
+	for _, c := range wgCases {
+		t.Run(fmt.Sprintf("%d after %d", c.rows, c.cached), func(t *testing.T) {
+			g := gpu(t)
+			if c.rows > 2048 && testing.Short() {
+				t.Skip("8,192 rows in -short")
+			}
+			pf := newPrefill4BAt(g, c.cached, c.rows)
+			defer g.FreeKVCache(pf.cache)
+			defer pf.free(g)
+			ref := g.Download(pf.runMode(g, modeF32))
+			for _, force := range []int{0, 4} {
+				flashSplitForce = force
+				for _, m := range []flashMode{modeSingle, modeSplit} {
+					name := fmt.Sprintf("%v (forced slices %d)", m, force)
+					flashWG = false
+					ldm := g.Download(pf.runMode(g, m))
+					flashWG = true
+					got := g.Download(pf.runMode(g, m))
+					again := g.Download(pf.runMode(g, m))
+					checkClose(t, name+": wg vs attention_f32", got, ref, attnTol(flashTol))
+					checkClose(t, name+": wg vs ldm", got, ldm, flashWGTol)
+					if d := relDiff(again, got); d != 0 {
+						t.Errorf("%s: a second run differs (relative %.3g)", name, d)
+					}
+					g.ResetScratch()
+				}
+			}
+			flashSplitForce = 0
+		})
+	}
+}
+
+// BenchmarkAttentionPrefillWG times one 4b-shape attention layer over a
+// bf16 cache (kv_write_bf16 included, split path on, inside a step as
+// timeStep does) for each prefill of wgCases through the _ldm entries
+// (ldm_ms) and the _wg entries (wg_ms), their ratio ldm/wg, and the _wg
+// entries' rate in causal TFLOP/s (4·head dim·query heads·Σ keys seen,
+// the attention's two products).
+func BenchmarkAttentionPrefillWG(b *testing.B) {
+	withFlash(b, 16)
+	withSplit(b, true, 0)
+	withSwitches(b, false, true)
+	g := gpu(b)
+	if !g.wgmma {
+		b.Skipf("the module is %s, not an sm_90a image", g.image)
+	}
+	for _, c := range wgCases {
+		b.Run(fmt.Sprintf("%d new rows after %d cached", c.rows, c.cached), func(b *testing.B) {
+			g := gpu(b)
+			old := g.kvBF16
+			defer func() { g.kvBF16 = old }()
+			g.kvBF16 = true
+			pf := newPrefill4BAt(g, c.cached, c.rows)
+			defer g.FreeKVCache(pf.cache)
+			defer pf.free(g)
+			reps := max(2, 4096/c.rows)
+			var t [2]time.Duration // [ldm, wg]
+			for range b.N {
+				for i, wg := range []bool{false, true} {
+					flashWG = wg
+					t[i] += pf.timeStep(b, g, modeSplit, reps)
+				}
+			}
+			ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 / float64(b.N) }
+			keys := float64(c.rows)*float64(c.cached) + float64(c.rows)*float64(c.rows+1)/2
+			flops := 4 * 256 * 16 * keys
+			b.ReportMetric(ms(t[0]), "ldm_ms")
+			b.ReportMetric(ms(t[1]), "wg_ms")
+			b.ReportMetric(t[0].Seconds()/t[1].Seconds(), "ldm/wg")
+			b.ReportMetric(flops/(ms(t[1])*1e-3)/1e12, "wg_TFLOPs")
+		})
+	}
+}
+
+// TestFlashWGConstantsMatchSource: the _wg entries walk key tiles of
+// FA_WG_BN positions, which the split planner takes to be the bf16 cache's
+// tile at head dim 256 (flashKVTile256), and their shared memory
+// (flashSmemFor) fits an H100/H200 block.
+func TestFlashWGConstantsMatchSource(t *testing.T) {
+	src, err := os.ReadFile("kernels/46_attention_prefill_wg.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`#define FA_WG_BN (\d+)`).FindSubmatch(src)
+	if m == nil || string(m[1]) != fmt.Sprint(flashKVTile256) {
+		t.Errorf("FA_WG_BN is %q, flashKVTile256 %d", m, flashKVTile256)
+	}
+	for _, name := range []string{"attention_prefill_kvbf16_hd256_wg", "attention_prefill_split_kvbf16_hd256_wg"} {
+		if n := flashSmemFor(name, 256, true); n > 227<<10 || n != flashSmemKV(256, true)+1024 {
+			t.Errorf("%s: %d bytes of shared memory", name, n)
+		}
+	}
+}

@@ -1,0 +1,288 @@
+// Prefill attention with Hopper's warpgroup MMA (wgmma, sm_90a only): the
+// work of fa_prefill (45_attention_prefill.cu) over a bf16 cache at head dim
+// 256, the same tiles (FA_BM M-rows of one KV head a block, GQA packing),
+// the same cp.async staging of the paged keys and values (two stages) and
+// the same online softmax (fa_online_softmax) and ending (fa_finish), but
+// the products run on the tensor cores a warpgroup at a time, straight
+// from shared memory: warpgroup g (warps 4g..4g+3) owns M-rows 64g..64g+63.
+//
+// Per key tile of BN positions: S = Q·Kᵀ is HD/16 wgmma m64n{BN}k16, A = the
+// warpgroup's 64 Q rows and B = the BN key rows, both K-major; then the
+// softmax in registers (the accumulator holds, per warp, the m16n8 layout
+// that mma.sync gives: rows gq and gq+8, columns 2tq, 2tq+1 of each n8
+// block); then O += P·V is BN/16 wgmma m64n256k16 with A = P from registers
+// (rounded to bf16, in the A fragment layout, which is the accumulator's)
+// and B = the value rows read transposed (N-major: head dims contiguous).
+// Each group is waited for before its results are read (no overlap of
+// one tile's softmax with the next tile's products within a warpgroup; the
+// two warpgroups of a block overlap each other).
+//
+// Shared memory (dynamic, aligned here to 1,024 bytes): the Q tile and two
+// stages of K and V tiles, each stored as HD/64 column blocks of 64 bf16
+// (128 bytes a row), rows at 128 bytes, the 16-byte chunk c of row r at
+// chunk c ^ (r & 7): the 128-byte swizzle that the descriptors name
+// (wg_desc). K-major operands (Q, K): 8-row groups 1,024 bytes apart (the
+// stride dimension), a k16 step 32 bytes further in the row, the next
+// column block a whole block further. V (N-major): 64 head dims a 128-byte
+// row, the next 64 a column block further (the leading dimension), 8-key
+// groups 1,024 bytes apart. flashSmemWG in attention_prefill.go.
+//
+// The entries exist in every build; only an sm_90a image has their bodies
+// (the backend takes them only when it loaded one: Backend.wgmma).
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FA_WG 1
+#endif
+
+#define FA_WG_BN 64
+
+#ifdef FA_WG
+// wg_desc is the shared memory matrix descriptor of an operand at shared
+// address addr with the 128-byte swizzle: leading and stride dimension
+// byte offsets lbo and sbo (multiples of 16).
+__device__ __forceinline__ unsigned long long wg_desc(unsigned addr, unsigned lbo, unsigned sbo) {
+	return (unsigned long long)((addr & 0x3FFFFu) >> 4) | (unsigned long long)(lbo >> 4) << 16 |
+	       (unsigned long long)(sbo >> 4) << 32 | 1ull << 62;
+}
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+
+// fence_proxy_async orders this thread's generic-proxy writes to shared
+// memory (st.shared, cp.async) before the async proxy's reads (wgmma).
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// wg_keep pins the registers of d at this point of the program: the
+// compiler may not move their reads or writes across it (wgmma writes them
+// asynchronously, so they are read only after wg_wait0 and a wg_keep).
+template <int R>
+__device__ __forceinline__ void wg_keep(float (&d)[R][4]) {
+#pragma unroll
+	for (int n = 0; n < R; n++)
+		asm volatile("" : "+f"(d[n][0]), "+f"(d[n][1]), "+f"(d[n][2]), "+f"(d[n][3])::"memory");
+}
+
+// wg_mma_qk: d (m64n64, float32) = or += A·Bᵀ, A and B bf16 K-major in
+// shared memory (descriptors a, b); acc 0 overwrites d.
+__device__ __forceinline__ void wg_mma_qk(float (&d)[8][4], unsigned long long a, unsigned long long b, int acc) {
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+		"wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+		"%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+		"%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+		"}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+		: "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+		  "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+		  "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+		  "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+		  "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+		  "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+		  "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+		  "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+		: "l"(a), "l"(b), "r"(acc));
+}
+
+// wg_mma_pv: d (m64n256, float32) += A·B, A bf16 in registers (p0..p3, the
+// A fragment layout), B bf16 N-major in shared memory (descriptor b).
+__device__ __forceinline__ void wg_mma_pv(float (&d)[32][4], unsigned p0, unsigned p1, unsigned p2, unsigned p3, unsigned long long b) {
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+		"wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+		"%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+		"%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+		"%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+		"%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+		"%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+		"%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+		"%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+		"%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+		"}, {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
+		: "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+		  "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+		  "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+		  "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+		  "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+		  "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+		  "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+		  "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
+		  "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
+		  "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+		  "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
+		  "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
+		  "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
+		  "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
+		  "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+		  "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]),
+		  "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]),
+		  "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]),
+		  "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]),
+		  "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]),
+		  "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]),
+		  "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]),
+		  "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]),
+		  "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]),
+		  "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]),
+		  "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]),
+		  "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]),
+		  "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]),
+		  "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]),
+		  "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]),
+		  "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]),
+		  "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
+		: "r"(p0), "r"(p1), "r"(p2), "r"(p3), "l"(b), "r"(1));
+}
+
+// wg_off is the byte offset of 16-byte chunk c (columns 8c..8c+7) of row r
+// in a swizzled tile of ROWS rows (column blocks of 64 columns).
+template <int ROWS>
+__device__ __forceinline__ unsigned wg_off(int r, int c) {
+	return (unsigned)((c >> 3) * (ROWS * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
+// fa_stage_wg is fa_stage_bf16 for the swizzled tiles tK, tV (byte
+// pointers) of this file.
+template <int HD, int BN>
+__device__ __forceinline__ void fa_stage_wg(unsigned char *tK, unsigned char *tV, const unsigned short *kb, const unsigned short *vb,
+		const int *pg, int kv0, int kvEnd, int pageSize, long long kvw) {
+	constexpr int C8 = HD / 8;
+#pragma unroll
+	for (int i = threadIdx.x; i < BN * C8; i += FA_THREADS) {
+		int r = i / C8, c = i % C8, p = kv0 + r;
+		bool live = p < kvEnd;
+		long long off = live ? ((long long)pg[p / pageSize] * pageSize + p % pageSize) * kvw + 8 * c : 0;
+		unsigned b = wg_off<BN>(r, c);
+		cp_async16(tK + b, kb + off, live);
+		cp_async16(tV + b, vb + off, live);
+	}
+	cp_async_commit();
+}
+
+// fa_prefill_wg is the body of the *_wg entries: fa_prefill's arguments and
+// tiles (SPLIT as there), over a bf16 cache.
+template <int HD, int BN, bool SPLIT>
+__device__ __forceinline__ void fa_prefill_wg(float *out, const float *q, const float *gate, const unsigned short *kc,
+		const unsigned short *vc, const int *pos, const int *pageOff, const int *pages, const int4 *tiles, int H, int KV,
+		int pageSize, int numPages, int layer, float scale, float *part, float *ml) {
+	extern __shared__ __align__(16) unsigned char fa_wg_smem[];
+	const unsigned raw = (unsigned)__cvta_generic_to_shared(fa_wg_smem);
+	unsigned char *sQ = fa_wg_smem + ((1024u - (raw & 1023u)) & 1023u);
+	constexpr int QB = FA_BM * HD * 2, KB = BN * HD * 2; // bytes of the Q tile, of one K or V tile
+	unsigned char *sKV = sQ + QB;                        // stage st: K at sKV + 2·KB·st, V KB after it
+	const int tid = threadIdx.x, warp = tid >> 5, wg = warp >> 2, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
+	const int4 tl = tiles[SPLIT ? 2 * (blockIdx.x / KV) : blockIdx.x / KV];
+	const int kvh = blockIdx.x % KV, G = H / KV;
+	const int row0 = tl.x, len = tl.y, u0 = tl.z, nM = len * G;
+	const int cached = pos[row0];
+	const int *pg = pages + pageOff[row0];
+	int kLo = 0, kvEnd = cached + min(len - 1, (u0 + FA_BM - 1) / G) + 1, slot = -1; // positions [kLo, kvEnd)
+	if (SPLIT) {
+		const int4 sl = tiles[2 * (blockIdx.x / KV) + 1];
+		kLo = tl.w;
+		kvEnd = sl.x;
+		slot = sl.y;
+	}
+	const long long kvw = (long long)KV * HD;
+	const long long layerOff = (long long)layer * numPages * pageSize * kvw + (long long)kvh * HD;
+	const unsigned short *kb = kc + layerOff, *vb = vc + layerOff;
+	fa_stage_wg<HD, BN>(sKV, sKV + KB, kb, vb, pg, kLo, kvEnd, pageSize, kvw);
+
+	// The Q tile (M-rows past the sequence are zero and never stored).
+	constexpr int C4 = HD / 4;
+#pragma unroll 8
+	for (int i = tid; i < FA_BM * C4; i += FA_THREADS) {
+		int r = i / C4, c = i % C4, u = u0 + r;
+		float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+		if (u < nM) x = *(const float4 *)(q + ((long long)(row0 + u / G) * H + kvh * G + u % G) * HD + 4 * c);
+		*(uint2 *)(sQ + wg_off<FA_BM>(r, c >> 1) + 8 * (c & 1)) = make_uint2(fa_pack_bf16x2(x.x, x.y), fa_pack_bf16x2(x.z, x.w));
+	}
+
+	const int ua = u0 + warp * 16 + gq, ub = ua + 8;
+	const int posA = cached + min(ua / G, len - 1), posB = cached + min(ub / G, len - 1);
+	const int warpLo = cached + min((u0 + warp * 16) / G, len - 1);
+	const int wgHi = cached + min((u0 + wg * 64 + 63) / G, len - 1); // the warpgroup's last position
+	const float sl2 = scale * 1.4426950408889634f;
+	const unsigned qAddr = (unsigned)__cvta_generic_to_shared(sQ) + (unsigned)(wg * 64 * 128);
+	const unsigned kvAddr = (unsigned)__cvta_generic_to_shared(sKV);
+
+	float o[HD / 8][4];
+#pragma unroll
+	for (int n = 0; n < HD / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+	float mA = NEG_INF, mB = NEG_INF, lA = 0.0f, lB = 0.0f;
+
+	for (int kv0 = kLo, it = 0; kv0 < kvEnd; kv0 += BN, it++) {
+		cp_async_wait<0>();
+		fence_proxy_async();
+		__syncthreads(); // this tile landed (and the Q tile); both warpgroups are done with the other stage
+		const int cs = it & 1;
+		if (kv0 + BN < kvEnd)
+			fa_stage_wg<HD, BN>(sKV + 2 * KB * (cs ^ 1), sKV + 2 * KB * (cs ^ 1) + KB, kb, vb, pg, kv0 + BN, kvEnd, pageSize, kvw);
+		if (kv0 > wgHi) continue; // every position of the tile is after the warpgroup's rows
+		const unsigned kAddr = kvAddr + (unsigned)(2 * KB * cs), vAddr = kAddr + (unsigned)KB;
+
+		// S = Q·Kᵀ for the warpgroup's 64 M-rows and the tile's BN positions.
+		float s[BN / 8][4];
+#pragma unroll
+		for (int n = 0; n < BN / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+		wg_keep(s);
+		wg_fence();
+#pragma unroll
+		for (int kk = 0; kk < HD / 16; kk++)
+			wg_mma_qk(s, wg_desc(qAddr + (unsigned)((kk >> 2) * (FA_BM * 128) + (kk & 3) * 32), 16, 1024),
+					wg_desc(kAddr + (unsigned)((kk >> 2) * (BN * 128) + (kk & 3) * 32), 16, 1024), kk);
+		wg_commit();
+		wg_wait0();
+		wg_keep(s);
+
+		fa_online_softmax<BN, HD>(s, o, mA, mB, lA, lB, kv0, tq, posA, posB, kv0 + BN - 1 > warpLo, sl2);
+
+		// O += P·V, P rounded to bf16 in the A fragment layout.
+		unsigned pa[BN / 16][4];
+#pragma unroll
+		for (int kk = 0; kk < BN / 16; kk++) {
+			pa[kk][0] = fa_pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
+			pa[kk][1] = fa_pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
+			pa[kk][2] = fa_pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+			pa[kk][3] = fa_pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+		}
+		wg_keep(o);
+		wg_fence();
+#pragma unroll
+		for (int kk = 0; kk < BN / 16; kk++)
+			wg_mma_pv(o, pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3], wg_desc(vAddr + (unsigned)(kk * 16 * 128), BN * 128, 1024));
+		wg_commit();
+		wg_wait0();
+		wg_keep(o);
+	}
+
+	fa_finish<HD, SPLIT>(o, mA, mB, lA, lB, out, gate, part, ml, slot, H, KV, kvh, row0, u0, nM, warp, gq, tq);
+}
+#endif
+
+// attention_prefill_kvbf16_hd256_wg and attention_prefill_split_kvbf16_hd256_wg:
+// attention_prefill_kvbf16_hd256 and its split twin on wgmma (sm_90a
+// images; elsewhere they trap), which attentionFlash takes on such an image
+// unless COHORT_CUDA_FLASH_WG=0.
+extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_kvbf16_hd256_wg(float *out, const float *q,
+		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
+		const int4 *tiles, int H, int KV, int pageSize, int numPages, int layer, float scale) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+#ifdef FA_WG
+	fa_prefill_wg<256, FA_WG_BN, false>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer, scale,
+			nullptr, nullptr);
+#else
+	__trap();
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_split_kvbf16_hd256_wg(float *out, const float *q,
+		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
+		const int4 *items, float *part, float *ml, int H, int KV, int pageSize, int numPages, int layer, float scale) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+#ifdef FA_WG
+	fa_prefill_wg<256, FA_WG_BN, true>(out, q, gate, kc, vc, pos, pageOff, pages, items, H, KV, pageSize, numPages, layer, scale,
+			part, ml);
+#else
+	__trap();
+#endif
+}
