@@ -1,7 +1,7 @@
 # Shared by the one-call device scripts (kernels-run.sh, modes-run.sh,
 # profile-run.sh); source it from the repository root with OUT set. It sets
 # the environment, unpacks the carried out/cohort.gz and out/cuda.test.gz
-# into /tmp/bin, and defines:
+# (or ${BINS}/*.gz) into /tmp/bin, and defines:
 #   at MSG          MSG after the seconds since the script began;
 #   mode_env MODE   a mode's settings (VAR=value joined by "+", "default"
 #                   for none) as env arguments; mode_name MODE a file name
@@ -30,7 +30,7 @@
 set -u
 export NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 mkdir -p "$OUT" /tmp/bin
-for b in cohort cuda.test; do gunzip -c out/$b.gz >/tmp/bin/$b && chmod +x /tmp/bin/$b; done
+for b in cohort cuda.test; do gunzip -c "${BINS:-out}/$b.gz" >/tmp/bin/$b && chmod +x /tmp/bin/$b; done
 M=/tmp/m4b
 t0=$(date +%s)
 mk=
