@@ -9,10 +9,11 @@
 #   2. BenchmarkAttentionPrefillWG (ldm_ms, wg_ms, their ratio, TFLOP/s);
 #   3. compute-sanitizer memcheck over a short TestAttentionPrefillWG case;
 #   4. every bar of issues 11 and 12 in one cohort bench run (run_allbars);
-#   5. the 8k prefill with COHORT_CUDA_FLASH_WG=0 beside it;
+#   5. the 8k prefill with COHORT_CUDA_FLASH_WG=0 beside it, then with
+#      COHORT_STEP_TIMING=steps (each rank's phases of the prefill step);
 #   6. on an H200, the prefix cache's chat benchmark (issue 17).
 # Files in $OUT: gpu.txt, wg-tests.txt, wg-bench.txt, wg-memcheck.txt,
-# allbars.txt, bench.json, pf-nowg.txt, chat.txt.
+# allbars.txt, bench.json, pf-nowg.txt, steps8k.txt, chat.txt.
 export OUT=${OUT:-/tmp/s17-wg}
 . tools/cuda/run-lib.sh
 note_gpu
@@ -38,6 +39,10 @@ COHORT_CUDA_FLASH_WG=0 timeout -k 5 60 /tmp/bin/cohort bench --model $M --device
 	--prefill 1024,8192 --prefill-runs 3 --ttft-len 0 >$OUT/pf-nowg.txt 2>&1
 echo "== FLASH_WG=0: $(grep -E '^prefill|rror' $OUT/pf-nowg.txt | tr '\n' ' ')"
 at nowg
+COHORT_STEP_TIMING=steps timeout -k 5 60 /tmp/bin/cohort bench --model $M --device cuda --batch 1 --decode-tokens 4 \
+	--prefill 8192 --prefill-runs 2 --ttft-len 0 >$OUT/steps8k.txt 2>&1
+grep -E 'other step|^prefill|rror' $OUT/steps8k.txt | tail -8
+at steps8k
 if grep -q H200 "$OUT/gpu.txt"; then
 	timeout -k 5 "${CHAT_LIMIT:-120}" /tmp/bin/cohort bench --chat --model $M --device cuda >$OUT/chat.txt 2>&1
 	grep -E 'hit rate|TTFT|identical|rror' $OUT/chat.txt | head -16
