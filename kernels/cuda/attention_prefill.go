@@ -56,8 +56,9 @@ import (
 // At head dim 256 over a bf16 cache the entries have _ldm twins (S = Q·Kᵀ's
 // fragments through ldmatrix, the same bits), taken unless
 // COHORT_CUDA_FLASH_LDM=0 (flashLDM), and _wg twins (both products on
-// Hopper's warpgroup MMA, kernels/46_attention_prefill_wg.cu), taken before
-// them on an sm_90a image unless COHORT_CUDA_FLASH_WG=0 (flashWG).
+// Hopper's warpgroup MMA, kernels/46_attention_prefill_wg.cu, and _wgp
+// twins that overlap each tile's softmax with the tensor cores), taken
+// before them on an sm_90a image as COHORT_CUDA_FLASH_WG says (flashWG).
 
 // flashAttention enables the tensor-core prefill attention kernel: unless
 // COHORT_CUDA_FLASH=0 at start-up; tests and benchmarks set it directly.
@@ -103,28 +104,42 @@ func flashHasTwins(entry string) bool {
 	return entry == "attention_prefill_kvbf16_hd256" || entry == "attention_prefill_split_kvbf16_hd256"
 }
 
-// flashWG picks the *_wg twins of the head dim 256 entries over a bf16
+// flashWG picks the wgmma twins of the head dim 256 entries over a bf16
 // cache (kernels/46_attention_prefill_wg.cu: the products on Hopper's
 // warpgroup MMA, straight from shared memory) on a backend that loaded an
-// sm_90a image: unless COHORT_CUDA_FLASH_WG=0 at start-up (the _ldm or
-// plain entries, for A/B runs); tests and benchmarks set it directly.
-var flashWG = os.Getenv("COHORT_CUDA_FLASH_WG") != "0"
+// sm_90a image, as COHORT_CUDA_FLASH_WG says at start-up: unset or 1 the
+// *_wg entries, pipe the *_wgp ones (each tile's softmax overlapping the
+// previous tile's P·V), 0 neither (the _ldm or plain entries, for A/B
+// runs); tests and benchmarks set it directly ("" is off).
+var flashWG = flashWGSuffix(os.Getenv("COHORT_CUDA_FLASH_WG"))
+
+// flashWGSuffix maps a COHORT_CUDA_FLASH_WG value to the entries' suffix
+// ("" for none).
+func flashWGSuffix(v string) string {
+	switch v {
+	case "0":
+		return ""
+	case "pipe":
+		return "_wgp"
+	}
+	return "_wg"
+}
 
 // flashEntry returns the entry that runs entry (as kvEntry names it) on
-// b: its _wg twin (flashWG on an sm_90a image), else flashLDMEntry's.
+// b: its wgmma twin (flashWG on an sm_90a image), else flashLDMEntry's.
 func (b *Backend) flashEntry(entry string) string {
-	if flashWG && b.wgmma && flashHasTwins(entry) {
-		return entry + "_wg"
+	if flashWG != "" && b.wgmma && flashHasTwins(entry) {
+		return entry + flashWG
 	}
 	return flashLDMEntry(entry)
 }
 
 // flashSmemFor is the dynamic shared memory of flash entry name for head
-// dim hd over a bf16 cache when bf16: flashSmemKV's, and for a _wg entry
+// dim hd over a bf16 cache when bf16: flashSmemKV's, and for a wgmma entry
 // 1,024 bytes more, from which the kernel aligns its tiles to the
 // 128-byte swizzle's 1,024-byte pattern.
 func flashSmemFor(name string, hd int, bf16 bool) int {
-	if strings.HasSuffix(name, "_wg") {
+	if strings.HasSuffix(name, "_wg") || strings.HasSuffix(name, "_wgp") {
 		return flashSmemKV(hd, bf16) + 1024
 	}
 	return flashSmemKV(hd, bf16)

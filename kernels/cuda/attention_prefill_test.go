@@ -713,7 +713,7 @@ func BenchmarkAttentionPrefill(b *testing.B) {
 func withSwitches(t testing.TB, balance, ldm bool) {
 	t.Helper()
 	b, l, w := flashBalance, flashLDM, flashWG
-	flashBalance, flashLDM, flashWG = balance, ldm, false
+	flashBalance, flashLDM, flashWG = balance, ldm, ""
 	t.Cleanup(func() { flashBalance, flashLDM, flashWG = b, l, w })
 }
 

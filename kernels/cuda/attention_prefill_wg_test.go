@@ -21,17 +21,20 @@ const flashWGTol = 2e-3
 // BenchmarkAttentionPrefillWG: switchCases and a whole 8,192-row prompt.
 var wgCases = append(append([]struct{ rows, cached int }{}, switchCases...), struct{ rows, cached int }{8192, 0})
 
+// wgSuffixes are the wgmma twins: the plain one and the pipelined one.
+var wgSuffixes = []string{"_wg", "_wgp"}
+
 // TestAttentionPrefillWG: on an sm_90a image, the 4b heads over a bf16
-// cache through the _wg entries (kernels/46_attention_prefill_wg.cu),
-// single pass and split (as planFlashSplit chooses, and forced slices of
-// four key tiles, so that slices start after position 0 and lie after some
-// M-rows' positions): each output against attention_f32 over the same
-// cache within flashTol and against the _ldm entries within flashWGTol,
-// and a second run the same bits.
+// cache through the wgmma entries (kernels/46_attention_prefill_wg.cu,
+// _wg and _wgp), single pass and split (as planFlashSplit chooses, and
+// forced slices of four key tiles, so that slices start after position 0
+// and lie after some M-rows' positions): each output against
+// attention_f32 over the same cache within flashTol and against the _ldm
+// entries within flashWGTol, and a second run the same bits.
 func TestAttentionPrefillWG(t *testing.T) {
 	withFlash(t, 16)
 	withSplit(t, true, 0)
-	withSwitches(t, false, true) // flashWG off until the test turns it on
+	withSwitches(t, false, true) // flashWG off until the test sets it
 	g := gpu(t)
 	if !g.wgmma {
 		t.Skipf("the module is %s, not an sm_90a image", g.image)
@@ -52,16 +55,18 @@ func TestAttentionPrefillWG(t *testing.T) {
 			for _, force := range []int{0, 4} {
 				flashSplitForce = force
 				for _, m := range []flashMode{modeSingle, modeSplit} {
-					name := fmt.Sprintf("%v (forced slices %d)", m, force)
-					flashWG = false
+					flashWG = ""
 					ldm := g.Download(pf.runMode(g, m))
-					flashWG = true
-					got := g.Download(pf.runMode(g, m))
-					again := g.Download(pf.runMode(g, m))
-					checkClose(t, name+": wg vs attention_f32", got, ref, attnTol(flashTol))
-					checkClose(t, name+": wg vs ldm", got, ldm, flashWGTol)
-					if d := relDiff(again, got); d != 0 {
-						t.Errorf("%s: a second run differs (relative %.3g)", name, d)
+					for _, wg := range wgSuffixes {
+						name := fmt.Sprintf("%s %v (forced slices %d)", wg, m, force)
+						flashWG = wg
+						got := g.Download(pf.runMode(g, m))
+						again := g.Download(pf.runMode(g, m))
+						checkClose(t, name+": vs attention_f32", got, ref, attnTol(flashTol))
+						checkClose(t, name+": vs ldm", got, ldm, flashWGTol)
+						if d := relDiff(again, got); d != 0 {
+							t.Errorf("%s: a second run differs (relative %.3g)", name, d)
+						}
 					}
 					g.ResetScratch()
 				}
@@ -74,9 +79,10 @@ func TestAttentionPrefillWG(t *testing.T) {
 // BenchmarkAttentionPrefillWG times one 4b-shape attention layer over a
 // bf16 cache (kv_write_bf16 included, split path on, inside a step as
 // timeStep does) for each prefill of wgCases through the _ldm entries
-// (ldm_ms) and the _wg entries (wg_ms), their ratio ldm/wg, and the _wg
-// entries' rate in causal TFLOP/s (4·head dim·query heads·Σ keys seen,
-// the attention's two products).
+// (ldm_ms), the _wg entries (wg_ms) and the _wgp entries (wgp_ms), the
+// ratios ldm/wg and ldm/wgp, and the wgmma entries' rates in causal
+// TFLOP/s (4·head dim·query heads·Σ keys seen: the attention's two
+// products).
 func BenchmarkAttentionPrefillWG(b *testing.B) {
 	withFlash(b, 16)
 	withSplit(b, true, 0)
@@ -95,9 +101,9 @@ func BenchmarkAttentionPrefillWG(b *testing.B) {
 			defer g.FreeKVCache(pf.cache)
 			defer pf.free(g)
 			reps := max(2, 4096/c.rows)
-			var t [2]time.Duration // [ldm, wg]
+			var t [3]time.Duration // ldm, _wg, _wgp
 			for range b.N {
-				for i, wg := range []bool{false, true} {
+				for i, wg := range append([]string{""}, wgSuffixes...) {
 					flashWG = wg
 					t[i] += pf.timeStep(b, g, modeSplit, reps)
 				}
@@ -107,8 +113,11 @@ func BenchmarkAttentionPrefillWG(b *testing.B) {
 			flops := 4 * 256 * 16 * keys
 			b.ReportMetric(ms(t[0]), "ldm_ms")
 			b.ReportMetric(ms(t[1]), "wg_ms")
+			b.ReportMetric(ms(t[2]), "wgp_ms")
 			b.ReportMetric(t[0].Seconds()/t[1].Seconds(), "ldm/wg")
+			b.ReportMetric(t[0].Seconds()/t[2].Seconds(), "ldm/wgp")
 			b.ReportMetric(flops/(ms(t[1])*1e-3)/1e12, "wg_TFLOPs")
+			b.ReportMetric(flops/(ms(t[2])*1e-3)/1e12, "wgp_TFLOPs")
 		})
 	}
 }
@@ -126,9 +135,18 @@ func TestFlashWGConstantsMatchSource(t *testing.T) {
 	if m == nil || string(m[1]) != fmt.Sprint(flashKVTile256) {
 		t.Errorf("FA_WG_BN is %q, flashKVTile256 %d", m, flashKVTile256)
 	}
-	for _, name := range []string{"attention_prefill_kvbf16_hd256_wg", "attention_prefill_split_kvbf16_hd256_wg"} {
+	for _, name := range []string{"attention_prefill_kvbf16_hd256_wg", "attention_prefill_split_kvbf16_hd256_wgp"} {
 		if n := flashSmemFor(name, 256, true); n > 227<<10 || n != flashSmemKV(256, true)+1024 {
 			t.Errorf("%s: %d bytes of shared memory", name, n)
+		}
+	}
+}
+
+// TestFlashWGSuffix: COHORT_CUDA_FLASH_WG's values.
+func TestFlashWGSuffix(t *testing.T) {
+	for v, want := range map[string]string{"": "_wg", "1": "_wg", "pipe": "_wgp", "0": ""} {
+		if got := flashWGSuffix(v); got != want {
+			t.Errorf("COHORT_CUDA_FLASH_WG=%q: %q, want %q", v, got, want)
 		}
 	}
 }

@@ -136,15 +136,16 @@ __device__ __forceinline__ void fa_stage_bf16(unsigned *tK, unsigned *tV, const 
 	cp_async_commit();
 }
 
-// fa_online_softmax takes one key tile's scores s (the m16n8 accumulator
+// fa_softmax_scores takes one key tile's scores s (the m16n8 accumulator
 // layout: rows gq and gq+8 of the warp's 16, columns 2tq and 2tq+1 of
 // each n8 block) at key positions kv0..: it scales them to base 2, masks
 // (when mask) the positions after each row's own (posA, posB), updates the
-// running maxima mA, mB and this thread's partial sums lA, lB, rescales
-// the output accumulator o and leaves exp2(s - max) in s.
-template <int BN, int HD>
-__device__ __forceinline__ void fa_online_softmax(float (&s)[BN / 8][4], float (&o)[HD / 8][4], float &mA, float &mB, float &lA,
-		float &lB, int kv0, int tq, int posA, int posB, bool mask, float sl2) {
+// running maxima mA, mB and this thread's partial sums lA, lB, leaves
+// exp2(s - max) in s and returns in cA, cB the factors that bring an
+// output accumulator of the old maxima to the new (fa_rescale).
+template <int BN>
+__device__ __forceinline__ void fa_softmax_scores(float (&s)[BN / 8][4], float &mA, float &mB, float &lA, float &lB, float &cA,
+		float &cB, int kv0, int tq, int posA, int posB, bool mask, float sl2) {
 	float xA = NEG_INF, xB = NEG_INF;
 #pragma unroll
 	for (int n = 0; n < BN / 8; n++) {
@@ -168,7 +169,8 @@ __device__ __forceinline__ void fa_online_softmax(float (&s)[BN / 8][4], float (
 	// in a slice after position 0, keep M-rows whose positions are all
 	// before the tile at maximum -inf, sum 0 and output 0).
 	const float bA = nA == NEG_INF ? 0.0f : nA, bB = nB == NEG_INF ? 0.0f : nB;
-	const float cA = exp2f(mA - bA), cB = exp2f(mB - bB);
+	cA = exp2f(mA - bA);
+	cB = exp2f(mB - bB);
 	mA = nA;
 	mB = nB;
 	float sA = 0.0f, sB = 0.0f;
@@ -183,6 +185,11 @@ __device__ __forceinline__ void fa_online_softmax(float (&s)[BN / 8][4], float (
 	}
 	lA = lA * cA + sA; // this thread's columns; the quad's sum is taken at the end
 	lB = lB * cB + sB;
+}
+
+// fa_rescale multiplies the output accumulator's rows gq by cA and gq+8 by cB.
+template <int HD>
+__device__ __forceinline__ void fa_rescale(float (&o)[HD / 8][4], float cA, float cB) {
 #pragma unroll
 	for (int n = 0; n < HD / 8; n++) {
 		o[n][0] *= cA;
@@ -190,6 +197,15 @@ __device__ __forceinline__ void fa_online_softmax(float (&s)[BN / 8][4], float (
 		o[n][2] *= cB;
 		o[n][3] *= cB;
 	}
+}
+
+// fa_online_softmax is fa_softmax_scores followed by fa_rescale of o.
+template <int BN, int HD>
+__device__ __forceinline__ void fa_online_softmax(float (&s)[BN / 8][4], float (&o)[HD / 8][4], float &mA, float &mB, float &lA,
+		float &lB, int kv0, int tq, int posA, int posB, bool mask, float sl2) {
+	float cA, cB;
+	fa_softmax_scores<BN>(s, mA, mB, lA, lB, cA, cB, kv0, tq, posA, posB, mask, sl2);
+	fa_rescale<HD>(o, cA, cB);
 }
 
 // fa_finish ends a block's work on its tile: it sums lA, lB over the quad,

@@ -48,6 +48,7 @@ __device__ __forceinline__ unsigned long long wg_desc(unsigned addr, unsigned lb
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+__device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
 
 // fence_proxy_async orders this thread's generic-proxy writes to shared
 // memory (st.shared, cp.async) before the async proxy's reads (wgmma).
@@ -63,14 +64,24 @@ __device__ __forceinline__ void wg_keep(float (&d)[R][4]) {
 		asm volatile("" : "+f"(d[n][0]), "+f"(d[n][1]), "+f"(d[n][2]), "+f"(d[n][3])::"memory");
 }
 
-// wg_mma_qk: d (m64n64, float32) = or += A·Bᵀ, A and B bf16 K-major in
-// shared memory (descriptors a, b); acc 0 overwrites d.
-__device__ __forceinline__ void wg_mma_qk(float (&d)[8][4], unsigned long long a, unsigned long long b, int acc) {
-	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+// wg_keep_u is wg_keep for packed registers.
+template <int R>
+__device__ __forceinline__ void wg_keep_u(unsigned (&d)[R][4]) {
+#pragma unroll
+	for (int n = 0; n < R; n++)
+		asm volatile("" : "+r"(d[n][0]), "+r"(d[n][1]), "+r"(d[n][2]), "+r"(d[n][3])::"memory");
+}
+
+// wg_mma_qk: d (m64n64, float32) = (ACC 0) or += (ACC 1) A·Bᵀ, A and B
+// bf16 K-major in shared memory (descriptors a, b). The immediate ACC lets
+// ptxas see that the first product of a group does not read d.
+template <int ACC>
+__device__ __forceinline__ void wg_mma_qk(float (&d)[8][4], unsigned long long a, unsigned long long b) {
+	asm volatile("{\n"
 		"wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
 		"%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
 		"%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-		"}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+		"}, %32, %33, %34, 1, 1, 0, 0;\n}\n"
 		: "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
 		  "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
 		  "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
@@ -79,13 +90,13 @@ __device__ __forceinline__ void wg_mma_qk(float (&d)[8][4], unsigned long long a
 		  "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
 		  "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
 		  "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-		: "l"(a), "l"(b), "r"(acc));
+		: "l"(a), "l"(b), "n"(ACC));
 }
 
 // wg_mma_pv: d (m64n256, float32) += A·B, A bf16 in registers (p0..p3, the
 // A fragment layout), B bf16 N-major in shared memory (descriptor b).
 __device__ __forceinline__ void wg_mma_pv(float (&d)[32][4], unsigned p0, unsigned p1, unsigned p2, unsigned p3, unsigned long long b) {
-	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+	asm volatile("{\n"
 		"wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
 		"%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
 		"%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
@@ -95,7 +106,7 @@ __device__ __forceinline__ void wg_mma_pv(float (&d)[32][4], unsigned p0, unsign
 		"%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
 		"%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
 		"%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-		"}, {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
+		"}, {%128, %129, %130, %131}, %132, 1, 1, 1, 1;\n}\n"
 		: "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
 		  "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
 		  "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
@@ -128,7 +139,7 @@ __device__ __forceinline__ void wg_mma_pv(float (&d)[32][4], unsigned p0, unsign
 		  "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]),
 		  "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]),
 		  "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
-		: "r"(p0), "r"(p1), "r"(p2), "r"(p3), "l"(b), "r"(1));
+		: "r"(p0), "r"(p1), "r"(p2), "r"(p3), "l"(b));
 }
 
 // wg_off is the byte offset of 16-byte chunk c (columns 8c..8c+7) of row r
@@ -138,136 +149,252 @@ __device__ __forceinline__ unsigned wg_off(int r, int c) {
 	return (unsigned)((c >> 3) * (ROWS * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4));
 }
 
-// fa_stage_wg is fa_stage_bf16 for the swizzled tiles tK, tV (byte
-// pointers) of this file.
+// fa_stage_wg copies (cp.async, one group) the key rows of positions
+// kK..kK+BN-1 into the swizzled tile tK and the value rows of kV..kV+BN-1
+// into tV (zeros from kvEnd on; a tile that starts at or past kvEnd is
+// not copied at all).
 template <int HD, int BN>
-__device__ __forceinline__ void fa_stage_wg(unsigned char *tK, unsigned char *tV, const unsigned short *kb, const unsigned short *vb,
-		const int *pg, int kv0, int kvEnd, int pageSize, long long kvw) {
+__device__ __forceinline__ void fa_stage_wg(unsigned char *tK, int kK, unsigned char *tV, int kV, const unsigned short *kb,
+		const unsigned short *vb, const int *pg, int kvEnd, int pageSize, long long kvw) {
 	constexpr int C8 = HD / 8;
 #pragma unroll
 	for (int i = threadIdx.x; i < BN * C8; i += FA_THREADS) {
-		int r = i / C8, c = i % C8, p = kv0 + r;
-		bool live = p < kvEnd;
-		long long off = live ? ((long long)pg[p / pageSize] * pageSize + p % pageSize) * kvw + 8 * c : 0;
+		int r = i / C8, c = i % C8;
 		unsigned b = wg_off<BN>(r, c);
-		cp_async16(tK + b, kb + off, live);
-		cp_async16(tV + b, vb + off, live);
+		for (int h = 0; h < 2; h++) {
+			const int k0 = h ? kV : kK, p = k0 + r;
+			if (k0 >= kvEnd) continue;
+			bool live = p < kvEnd;
+			long long off = live ? ((long long)pg[p / pageSize] * pageSize + p % pageSize) * kvw + 8 * c : 0;
+			cp_async16((h ? tV : tK) + b, (h ? vb : kb) + off, live);
+		}
 	}
 	cp_async_commit();
 }
 
+// FaWG is what a block of the _wg entries works on: its tile (fa_prefill's
+// tiles and items), the cache of its KV head and layer, and its shared
+// memory: the Q tile at sQ, the key tile of stage st at sKV + 2·KB·st and
+// its value tile KB after it (KB the bytes of one).
+template <int HD, int BN>
+struct FaWG {
+	static constexpr int KB = BN * HD * 2;
+	unsigned char *sQ, *sKV;
+	const unsigned short *kb, *vb;
+	const int *pg;
+	long long kvw;
+	int kvh, row0, len, u0, nM, cached, kLo, kvEnd, slot;
+
+	__device__ __forceinline__ unsigned char *k(int st) const { return sKV + 2 * KB * st; }
+	__device__ __forceinline__ unsigned char *v(int st) const { return sKV + 2 * KB * st + KB; }
+};
+
+// fa_wg_begin sets up block blockIdx.x's FaWG (SPLIT as fa_prefill), issues
+// the copies of its first key tile and, unless PIPE, its first value tile
+// (stage 0), and stores its Q tile (bf16, swizzled; M-rows past the
+// sequence zero).
+template <int HD, int BN, bool SPLIT, bool PIPE>
+__device__ __forceinline__ FaWG<HD, BN> fa_wg_begin(const float *q, const unsigned short *kc, const unsigned short *vc, const int *pos,
+		const int *pageOff, const int *pages, const int4 *tiles, int H, int KV, int pageSize, int numPages, int layer) {
+	extern __shared__ __align__(16) unsigned char fa_wg_smem[];
+	FaWG<HD, BN> f;
+	const unsigned raw = (unsigned)__cvta_generic_to_shared(fa_wg_smem);
+	f.sQ = fa_wg_smem + ((1024u - (raw & 1023u)) & 1023u);
+	f.sKV = f.sQ + FA_BM * HD * 2;
+	const int4 tl = tiles[SPLIT ? 2 * (blockIdx.x / KV) : blockIdx.x / KV];
+	const int G = H / KV;
+	f.kvh = blockIdx.x % KV;
+	f.row0 = tl.x;
+	f.len = tl.y;
+	f.u0 = tl.z;
+	f.nM = f.len * G;
+	f.cached = pos[f.row0];
+	f.pg = pages + pageOff[f.row0];
+	f.kLo = 0;
+	f.kvEnd = f.cached + min(f.len - 1, (f.u0 + FA_BM - 1) / G) + 1; // positions [kLo, kvEnd)
+	f.slot = -1;
+	if (SPLIT) {
+		const int4 sl = tiles[2 * (blockIdx.x / KV) + 1];
+		f.kLo = tl.w;
+		f.kvEnd = sl.x;
+		f.slot = sl.y;
+	}
+	f.kvw = (long long)KV * HD;
+	const long long layerOff = (long long)layer * numPages * pageSize * f.kvw + (long long)f.kvh * HD;
+	f.kb = kc + layerOff;
+	f.vb = vc + layerOff;
+	fa_stage_wg<HD, BN>(f.k(0), f.kLo, f.v(0), PIPE ? f.kvEnd : f.kLo, f.kb, f.vb, f.pg, f.kvEnd, pageSize, f.kvw);
+	constexpr int C4 = HD / 4;
+#pragma unroll 8
+	for (int i = threadIdx.x; i < FA_BM * C4; i += FA_THREADS) {
+		int r = i / C4, c = i % C4, u = f.u0 + r;
+		float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+		if (u < f.nM) x = *(const float4 *)(q + ((long long)(f.row0 + u / G) * H + f.kvh * G + u % G) * HD + 4 * c);
+		*(uint2 *)(f.sQ + wg_off<FA_BM>(r, c >> 1) + 8 * (c & 1)) = make_uint2(fa_pack_bf16x2(x.x, x.y), fa_pack_bf16x2(x.z, x.w));
+	}
+	return f;
+}
+
+// fa_wg_scores issues S = Q·Kᵀ for warpgroup wg's 64 M-rows (Q tile at
+// shared address qAddr, the warpgroup's rows) and the key tile at kAddr,
+// into s, as one committed group.
+template <int HD, int BN>
+__device__ __forceinline__ void fa_wg_scores(float (&s)[BN / 8][4], unsigned qAddr, unsigned kAddr) {
+	wg_fence();
+	wg_mma_qk<0>(s, wg_desc(qAddr, 16, 1024), wg_desc(kAddr, 16, 1024));
+#pragma unroll
+	for (int kk = 1; kk < HD / 16; kk++)
+		wg_mma_qk<1>(s, wg_desc(qAddr + (unsigned)((kk >> 2) * (FA_BM * 128) + (kk & 3) * 32), 16, 1024),
+				wg_desc(kAddr + (unsigned)((kk >> 2) * (BN * 128) + (kk & 3) * 32), 16, 1024));
+	wg_commit();
+}
+
+// fa_wg_pack rounds the softmax weights s to bf16 in the A fragment layout
+// of the k16 steps of O += P·V.
+template <int BN>
+__device__ __forceinline__ void fa_wg_pack(const float (&s)[BN / 8][4], unsigned (&pa)[BN / 16][4]) {
+#pragma unroll
+	for (int kk = 0; kk < BN / 16; kk++) {
+		pa[kk][0] = fa_pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
+		pa[kk][1] = fa_pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
+		pa[kk][2] = fa_pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+		pa[kk][3] = fa_pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+	}
+}
+
+// fa_wg_vdesc fills dv with the descriptors of the k16 steps of O += P·V
+// over the value tile at vAddr and pins them (see fa_wg_values).
+template <int BN>
+__device__ __forceinline__ void fa_wg_vdesc(unsigned long long (&dv)[BN / 16], unsigned vAddr) {
+#pragma unroll
+	for (int kk = 0; kk < BN / 16; kk++) {
+		dv[kk] = wg_desc(vAddr + (unsigned)(kk * 16 * 128), BN * 128, 1024);
+		asm volatile("" : "+l"(dv[kk])::"memory");
+	}
+}
+
+// fa_wg_values issues O += P·V (the descriptors dv of fa_wg_vdesc) as one
+// committed group. The caller pins o and pa (wg_keep) and makes dv after
+// it last wrote them and before any wgmma group still open when this one
+// is issued: ptxas serializes the wgmma instructions (C7513) when anything
+// defines their input registers while a group is open.
+template <int HD, int BN>
+__device__ __forceinline__ void fa_wg_values(float (&o)[HD / 8][4], const unsigned (&pa)[BN / 16][4],
+		const unsigned long long (&dv)[BN / 16]) {
+	wg_fence();
+#pragma unroll
+	for (int kk = 0; kk < BN / 16; kk++) wg_mma_pv(o, pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3], dv[kk]);
+	wg_commit();
+}
+
 // fa_prefill_wg is the body of the *_wg entries: fa_prefill's arguments and
-// tiles (SPLIT as there), over a bf16 cache.
-template <int HD, int BN, bool SPLIT>
+// tiles (SPLIT as there), over a bf16 cache. Per key tile: the copies of
+// the next tile go out, then S, the softmax, and O += P·V, each group
+// waited for before its results are read.
+//
+// With PIPE (the *_wgp entries) a warpgroup overlaps one tile's softmax
+// with the previous tile's O += P·V. Step t (t = 0 .. tiles, the last only
+// finishing the one before) issues S for tile t, then O += P·V for tile
+// t - 1 (its weights kept packed in registers), waits for S only, computes
+// tile t's weights while the tensor cores add tile t - 1's values, then
+// waits for those, rescales O and packs the new weights. So the keys run a
+// tile ahead of the values: the copies issued at the start of step t are
+// the keys of tile t + 1 (into the stage of tile t - 1's keys, whose S is
+// done) and the values of tile t (into the stage of tile t - 2's values,
+// whose O += P·V is done); the key and value tiles of a stage belong to
+// different steps.
+template <int HD, int BN, bool SPLIT, bool PIPE>
 __device__ __forceinline__ void fa_prefill_wg(float *out, const float *q, const float *gate, const unsigned short *kc,
 		const unsigned short *vc, const int *pos, const int *pageOff, const int *pages, const int4 *tiles, int H, int KV,
 		int pageSize, int numPages, int layer, float scale, float *part, float *ml) {
-	extern __shared__ __align__(16) unsigned char fa_wg_smem[];
-	const unsigned raw = (unsigned)__cvta_generic_to_shared(fa_wg_smem);
-	unsigned char *sQ = fa_wg_smem + ((1024u - (raw & 1023u)) & 1023u);
-	constexpr int QB = FA_BM * HD * 2, KB = BN * HD * 2; // bytes of the Q tile, of one K or V tile
-	unsigned char *sKV = sQ + QB;                        // stage st: K at sKV + 2·KB·st, V KB after it
-	const int tid = threadIdx.x, warp = tid >> 5, wg = warp >> 2, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
-	const int4 tl = tiles[SPLIT ? 2 * (blockIdx.x / KV) : blockIdx.x / KV];
-	const int kvh = blockIdx.x % KV, G = H / KV;
-	const int row0 = tl.x, len = tl.y, u0 = tl.z, nM = len * G;
-	const int cached = pos[row0];
-	const int *pg = pages + pageOff[row0];
-	int kLo = 0, kvEnd = cached + min(len - 1, (u0 + FA_BM - 1) / G) + 1, slot = -1; // positions [kLo, kvEnd)
-	if (SPLIT) {
-		const int4 sl = tiles[2 * (blockIdx.x / KV) + 1];
-		kLo = tl.w;
-		kvEnd = sl.x;
-		slot = sl.y;
-	}
-	const long long kvw = (long long)KV * HD;
-	const long long layerOff = (long long)layer * numPages * pageSize * kvw + (long long)kvh * HD;
-	const unsigned short *kb = kc + layerOff, *vb = vc + layerOff;
-	fa_stage_wg<HD, BN>(sKV, sKV + KB, kb, vb, pg, kLo, kvEnd, pageSize, kvw);
-
-	// The Q tile (M-rows past the sequence are zero and never stored).
-	constexpr int C4 = HD / 4;
-#pragma unroll 8
-	for (int i = tid; i < FA_BM * C4; i += FA_THREADS) {
-		int r = i / C4, c = i % C4, u = u0 + r;
-		float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-		if (u < nM) x = *(const float4 *)(q + ((long long)(row0 + u / G) * H + kvh * G + u % G) * HD + 4 * c);
-		*(uint2 *)(sQ + wg_off<FA_BM>(r, c >> 1) + 8 * (c & 1)) = make_uint2(fa_pack_bf16x2(x.x, x.y), fa_pack_bf16x2(x.z, x.w));
-	}
-
-	const int ua = u0 + warp * 16 + gq, ub = ua + 8;
-	const int posA = cached + min(ua / G, len - 1), posB = cached + min(ub / G, len - 1);
-	const int warpLo = cached + min((u0 + warp * 16) / G, len - 1);
-	const int wgHi = cached + min((u0 + wg * 64 + 63) / G, len - 1); // the warpgroup's last position
+	const FaWG<HD, BN> f = fa_wg_begin<HD, BN, SPLIT, PIPE>(q, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer);
+	const int tid = threadIdx.x, warp = tid >> 5, wg = warp >> 2, lane = tid & 31, gq = lane >> 2, tq = lane & 3, G = H / KV;
+	const int ua = f.u0 + warp * 16 + gq, ub = ua + 8;
+	const int posA = f.cached + min(ua / G, f.len - 1), posB = f.cached + min(ub / G, f.len - 1);
+	const int warpLo = f.cached + min((f.u0 + warp * 16) / G, f.len - 1);
+	const int wgHi = f.cached + min((f.u0 + wg * 64 + 63) / G, f.len - 1); // the warpgroup's last position
 	const float sl2 = scale * 1.4426950408889634f;
-	const unsigned qAddr = (unsigned)__cvta_generic_to_shared(sQ) + (unsigned)(wg * 64 * 128);
-	const unsigned kvAddr = (unsigned)__cvta_generic_to_shared(sKV);
+	const unsigned qAddr = (unsigned)__cvta_generic_to_shared(f.sQ) + (unsigned)(wg * 64 * 128);
+	const unsigned kvAddr = (unsigned)__cvta_generic_to_shared(f.sKV);
+	constexpr unsigned KB = FaWG<HD, BN>::KB;
 
 	float o[HD / 8][4];
 #pragma unroll
 	for (int n = 0; n < HD / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-	float mA = NEG_INF, mB = NEG_INF, lA = 0.0f, lB = 0.0f;
-
-	for (int kv0 = kLo, it = 0; kv0 < kvEnd; kv0 += BN, it++) {
-		cp_async_wait<0>();
-		fence_proxy_async();
-		__syncthreads(); // this tile landed (and the Q tile); both warpgroups are done with the other stage
-		const int cs = it & 1;
-		if (kv0 + BN < kvEnd)
-			fa_stage_wg<HD, BN>(sKV + 2 * KB * (cs ^ 1), sKV + 2 * KB * (cs ^ 1) + KB, kb, vb, pg, kv0 + BN, kvEnd, pageSize, kvw);
-		if (kv0 > wgHi) continue; // every position of the tile is after the warpgroup's rows
-		const unsigned kAddr = kvAddr + (unsigned)(2 * KB * cs), vAddr = kAddr + (unsigned)KB;
-
-		// S = Q·Kᵀ for the warpgroup's 64 M-rows and the tile's BN positions.
-		float s[BN / 8][4];
+	float mA = NEG_INF, mB = NEG_INF, lA = 0.0f, lB = 0.0f, cA, cB;
+	float s[BN / 8][4];
+	unsigned pa[BN / 16][4];
 #pragma unroll
-		for (int n = 0; n < BN / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-		wg_keep(s);
-		wg_fence();
+	for (int n = 0; n < BN / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
-		for (int kk = 0; kk < HD / 16; kk++)
-			wg_mma_qk(s, wg_desc(qAddr + (unsigned)((kk >> 2) * (FA_BM * 128) + (kk & 3) * 32), 16, 1024),
-					wg_desc(kAddr + (unsigned)((kk >> 2) * (BN * 128) + (kk & 3) * 32), 16, 1024), kk);
-		wg_commit();
-		wg_wait0();
-		wg_keep(s);
-
-		fa_online_softmax<BN, HD>(s, o, mA, mB, lA, lB, kv0, tq, posA, posB, kv0 + BN - 1 > warpLo, sl2);
-
-		// O += P·V, P rounded to bf16 in the A fragment layout.
-		unsigned pa[BN / 16][4];
-#pragma unroll
-		for (int kk = 0; kk < BN / 16; kk++) {
-			pa[kk][0] = fa_pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
-			pa[kk][1] = fa_pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
-			pa[kk][2] = fa_pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-			pa[kk][3] = fa_pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+	for (int n = 0; n < BN / 16; n++) pa[n][0] = pa[n][1] = pa[n][2] = pa[n][3] = 0u;
+	if constexpr (!PIPE) {
+		for (int kv0 = f.kLo, it = 0; kv0 < f.kvEnd; kv0 += BN, it++) {
+			cp_async_wait<0>();
+			fence_proxy_async();
+			__syncthreads(); // this tile landed (and the Q tile); both warpgroups are done with the other stage
+			const int cs = it & 1;
+			if (kv0 + BN < f.kvEnd)
+				fa_stage_wg<HD, BN>(f.k(cs ^ 1), kv0 + BN, f.v(cs ^ 1), kv0 + BN, f.kb, f.vb, f.pg, f.kvEnd, pageSize, f.kvw);
+			if (kv0 > wgHi) continue; // every position of the tile is after the warpgroup's rows
+			const unsigned kAddr = kvAddr + 2u * KB * (unsigned)cs;
+			fa_wg_scores<HD, BN>(s, qAddr, kAddr);
+			wg_wait0();
+			wg_keep(s);
+			fa_online_softmax<BN, HD>(s, o, mA, mB, lA, lB, kv0, tq, posA, posB, kv0 + BN - 1 > warpLo, sl2);
+			fa_wg_pack<BN>(s, pa);
+			wg_keep(o);
+			unsigned long long dv[BN / 16];
+			fa_wg_vdesc<BN>(dv, kAddr + KB);
+			fa_wg_values<HD, BN>(o, pa, dv);
+			wg_wait0();
+			wg_keep(o);
 		}
-		wg_keep(o);
-		wg_fence();
-#pragma unroll
-		for (int kk = 0; kk < BN / 16; kk++)
-			wg_mma_pv(o, pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3], wg_desc(vAddr + (unsigned)(kk * 16 * 128), BN * 128, 1024));
-		wg_commit();
-		wg_wait0();
-		wg_keep(o);
+	} else {
+		bool prev = false; // the warpgroup has tile t - 1's weights in pa
+		for (int kv0 = f.kLo, it = 0; kv0 < f.kvEnd + BN; kv0 += BN, it++) {
+			cp_async_wait<0>();
+			fence_proxy_async();
+			__syncthreads(); // tile t's keys and tile t - 1's values landed; both warpgroups are done with what the copies overwrite
+			const int cs = it & 1;
+			fa_stage_wg<HD, BN>(f.k(cs ^ 1), kv0 + BN, f.v(cs), kv0, f.kb, f.vb, f.pg, f.kvEnd, pageSize, f.kvw);
+			const bool cur = kv0 < f.kvEnd && kv0 <= wgHi;
+			unsigned long long dv[BN / 16];
+			fa_wg_vdesc<BN>(dv, kvAddr + 2u * KB * (unsigned)(cs ^ 1) + KB);
+			if (cur) fa_wg_scores<HD, BN>(s, qAddr, kvAddr + 2u * KB * (unsigned)cs);
+			if (prev) fa_wg_values<HD, BN>(o, pa, dv);
+			if (cur) {
+				if (prev) wg_wait1();
+				else wg_wait0();
+				wg_keep(s);
+				fa_softmax_scores<BN>(s, mA, mB, lA, lB, cA, cB, kv0, tq, posA, posB, kv0 + BN - 1 > warpLo, sl2);
+			}
+			wg_wait0();
+			wg_keep(o);
+			if (cur) {
+				fa_rescale<HD>(o, cA, cB);
+				fa_wg_pack<BN>(s, pa);
+			}
+			wg_keep(o);
+			wg_keep_u(pa);
+			prev = cur;
+		}
 	}
-
-	fa_finish<HD, SPLIT>(o, mA, mB, lA, lB, out, gate, part, ml, slot, H, KV, kvh, row0, u0, nM, warp, gq, tq);
+	fa_finish<HD, SPLIT>(o, mA, mB, lA, lB, out, gate, part, ml, f.slot, H, KV, f.kvh, f.row0, f.u0, f.nM, warp, gq, tq);
 }
 #endif
 
-// attention_prefill_kvbf16_hd256_wg and attention_prefill_split_kvbf16_hd256_wg:
-// attention_prefill_kvbf16_hd256 and its split twin on wgmma (sm_90a
-// images; elsewhere they trap), which attentionFlash takes on such an image
-// unless COHORT_CUDA_FLASH_WG=0.
+// attention_prefill_kvbf16_hd256_wg, attention_prefill_split_kvbf16_hd256_wg
+// and their PIPE twins *_wgp: attention_prefill_kvbf16_hd256 and its split
+// twin on wgmma (sm_90a images; elsewhere they trap), which attentionFlash
+// takes on such an image as COHORT_CUDA_FLASH_WG says (flashWGMode).
 extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_kvbf16_hd256_wg(float *out, const float *q,
 		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
 		const int4 *tiles, int H, int KV, int pageSize, int numPages, int layer, float scale) {
 	PDL_LAUNCH();
 	PDL_WAIT();
 #ifdef FA_WG
-	fa_prefill_wg<256, FA_WG_BN, false>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer, scale,
+	fa_prefill_wg<256, FA_WG_BN, false, false>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer, scale,
 			nullptr, nullptr);
 #else
 	__trap();
@@ -280,7 +407,33 @@ extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_sp
 	PDL_LAUNCH();
 	PDL_WAIT();
 #ifdef FA_WG
-	fa_prefill_wg<256, FA_WG_BN, true>(out, q, gate, kc, vc, pos, pageOff, pages, items, H, KV, pageSize, numPages, layer, scale,
+	fa_prefill_wg<256, FA_WG_BN, true, false>(out, q, gate, kc, vc, pos, pageOff, pages, items, H, KV, pageSize, numPages, layer, scale,
+			part, ml);
+#else
+	__trap();
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_kvbf16_hd256_wgp(float *out, const float *q,
+		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
+		const int4 *tiles, int H, int KV, int pageSize, int numPages, int layer, float scale) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+#ifdef FA_WG
+	fa_prefill_wg<256, FA_WG_BN, false, true>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer, scale,
+			nullptr, nullptr);
+#else
+	__trap();
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_split_kvbf16_hd256_wgp(float *out, const float *q,
+		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
+		const int4 *items, float *part, float *ml, int H, int KV, int pageSize, int numPages, int layer, float scale) {
+	PDL_LAUNCH();
+	PDL_WAIT();
+#ifdef FA_WG
+	fa_prefill_wg<256, FA_WG_BN, true, true>(out, q, gate, kc, vc, pos, pageOff, pages, items, H, KV, pageSize, numPages, layer, scale,
 			part, ml);
 #else
 	__trap();
