@@ -9,11 +9,12 @@
 #   2. BenchmarkAttentionPrefillWG (ldm_ms, wg_ms, their ratio, TFLOP/s);
 #   3. compute-sanitizer memcheck over a short TestAttentionPrefillWG case;
 #   4. every bar of issues 11 and 12 in one cohort bench run (run_allbars);
-#   5. the 8k prefill with COHORT_CUDA_FLASH_WG=0 beside it, then with
+#   5. the 1k and 8k prefill with COHORT_CUDA_FLASH_WG=0 and =pipe beside
+#      it (PF_MODES), then with
 #      COHORT_STEP_TIMING=steps (each rank's phases of the prefill step);
 #   6. on an H200, the prefix cache's chat benchmark (issue 17).
 # Files in $OUT: gpu.txt, wg-tests.txt, wg-bench.txt, wg-memcheck.txt,
-# allbars.txt, bench.json, pf-nowg.txt, steps8k.txt, chat.txt.
+# allbars.txt, bench.json, pf-<mode>.txt, steps8k.txt, chat.txt.
 export OUT=${OUT:-/tmp/s17-wg}
 . tools/cuda/run-lib.sh
 note_gpu
@@ -35,9 +36,13 @@ at memcheck
 wait_model
 at model
 BENCH_LIMIT=${BENCH_LIMIT:-180} run_allbars
-COHORT_CUDA_FLASH_WG=0 timeout -k 5 60 /tmp/bin/cohort bench --model $M --device cuda --batch 1 --decode-tokens 4 \
-	--prefill 1024,8192 --prefill-runs 3 --ttft-len 0 >$OUT/pf-nowg.txt 2>&1
-echo "== FLASH_WG=0: $(grep -E '^prefill|rror' $OUT/pf-nowg.txt | tr '\n' ' ')"
+for m in ${PF_MODES:-COHORT_CUDA_FLASH_WG=0 COHORT_CUDA_FLASH_WG=pipe}; do
+	n=$(mode_name $m)
+	# shellcheck disable=SC2046
+	timeout -k 5 60 env $(mode_env $m) /tmp/bin/cohort bench --model $M --device cuda --batch 1 --decode-tokens 4 \
+		--prefill 1024,8192 --prefill-runs 3 --ttft-len 0 >$OUT/pf-$n.txt 2>&1
+	echo "== $n: $(grep -E '^prefill|rror' $OUT/pf-$n.txt | tr '\n' ' ')"
+done
 at nowg
 COHORT_STEP_TIMING=steps timeout -k 5 60 /tmp/bin/cohort bench --model $M --device cuda --batch 1 --decode-tokens 4 \
 	--prefill 8192 --prefill-runs 2 --ttft-len 0 >$OUT/steps8k.txt 2>&1
