@@ -8,11 +8,12 @@
 #      if any fails, the rest runs with COHORT_CUDA_FLASH_WG=0;
 #   2. BenchmarkAttentionPrefillWG (ldm_ms, wg_ms, their ratio, TFLOP/s);
 #   3. compute-sanitizer memcheck over a short TestAttentionPrefillWG case;
-#   4. every bar of issues 11 and 12 in one cohort bench run (run_allbars);
+#   4. every bar of issues 11 and 12 in one cohort bench run (run_allbars),
+#      and on an H200 the prefix cache's chat benchmark (issue 17);
 #   5. the 1k and 8k prefill with COHORT_CUDA_FLASH_WG=0 and =pipe beside
 #      it (PF_MODES), then with
 #      COHORT_STEP_TIMING=steps (each rank's phases of the prefill step);
-#   6. on an H200, the prefix cache's chat benchmark (issue 17).
+# MEMCHECK=0 skips 3, STEPS=0 the step timing of 5.
 # Files in $OUT: gpu.txt, wg-tests.txt, wg-bench.txt, wg-memcheck.txt,
 # allbars.txt, bench.json, pf-<mode>.txt, steps8k.txt, chat.txt.
 export OUT=${OUT:-/tmp/s17-wg}
@@ -29,13 +30,20 @@ at tests
 	>$OUT/wg-bench.txt 2>&1)
 grep -E 'Benchmark|FAIL' $OUT/wg-bench.txt
 at bench
-(cd kernels/cuda && timeout -k 5 60 compute-sanitizer --tool memcheck /tmp/bin/cuda.test -test.count=1 -test.short \
-	-test.run 'TestAttentionPrefillWG/128_after_3000' >$OUT/wg-memcheck.txt 2>&1; echo "rc=$?" >>$OUT/wg-memcheck.txt)
-tail -3 $OUT/wg-memcheck.txt
-at memcheck
+if [ "${MEMCHECK:-1}" = 1 ]; then
+	(cd kernels/cuda && timeout -k 5 60 compute-sanitizer --tool memcheck /tmp/bin/cuda.test -test.count=1 -test.short \
+		-test.run 'TestAttentionPrefillWG/128_after_3000' >$OUT/wg-memcheck.txt 2>&1; echo "rc=$?" >>$OUT/wg-memcheck.txt)
+	tail -3 $OUT/wg-memcheck.txt
+	at memcheck
+fi
 wait_model
 at model
 BENCH_LIMIT=${BENCH_LIMIT:-180} run_allbars
+if grep -q H200 "$OUT/gpu.txt"; then
+	timeout -k 5 "${CHAT_LIMIT:-120}" /tmp/bin/cohort bench --chat --model $M --device cuda >$OUT/chat.txt 2>&1
+	grep -E 'hit rate|TTFT|identical|rror' $OUT/chat.txt | head -16
+	at chat
+fi
 for m in ${PF_MODES:-COHORT_CUDA_FLASH_WG=0 COHORT_CUDA_FLASH_WG=pipe}; do
 	n=$(mode_name $m)
 	# shellcheck disable=SC2046
@@ -44,13 +52,10 @@ for m in ${PF_MODES:-COHORT_CUDA_FLASH_WG=0 COHORT_CUDA_FLASH_WG=pipe}; do
 	echo "== $n: $(grep -E '^prefill|rror' $OUT/pf-$n.txt | tr '\n' ' ')"
 done
 at nowg
-COHORT_STEP_TIMING=steps timeout -k 5 60 /tmp/bin/cohort bench --model $M --device cuda --batch 1 --decode-tokens 4 \
-	--prefill 8192 --prefill-runs 2 --ttft-len 0 >$OUT/steps8k.txt 2>&1
-grep -E 'other step|^prefill|rror' $OUT/steps8k.txt | tail -8
-at steps8k
-if grep -q H200 "$OUT/gpu.txt"; then
-	timeout -k 5 "${CHAT_LIMIT:-120}" /tmp/bin/cohort bench --chat --model $M --device cuda >$OUT/chat.txt 2>&1
-	grep -E 'hit rate|TTFT|identical|rror' $OUT/chat.txt | head -16
-	at chat
+if [ "${STEPS:-1}" = 1 ]; then
+	COHORT_STEP_TIMING=steps timeout -k 5 60 /tmp/bin/cohort bench --model $M --device cuda --batch 1 --decode-tokens 4 \
+		--prefill 8192 --prefill-runs 2 --ttft-len 0 >$OUT/steps8k.txt 2>&1
+	grep -E 'other step|^prefill|rror' $OUT/steps8k.txt | tail -8
+	at steps8k
 fi
 at done
