@@ -107,22 +107,24 @@ func flashHasTwins(entry string) bool {
 // flashWG picks the wgmma twins of the head dim 256 entries over a bf16
 // cache (kernels/46_attention_prefill_wg.cu: the products on Hopper's
 // warpgroup MMA, straight from shared memory) on a backend that loaded an
-// sm_90a image, as COHORT_CUDA_FLASH_WG says at start-up: unset or 1 the
-// *_wg entries, pipe the *_wgp ones (each tile's softmax overlapping the
-// previous tile's P·V), 0 neither (the _ldm or plain entries, for A/B
-// runs); tests and benchmarks set it directly ("" is off).
+// sm_90a image, as COHORT_CUDA_FLASH_WG says at start-up: 1 the *_wg
+// entries, pipe the *_wgp ones (each tile's softmax overlapping the
+// previous tile's P·V), unset or 0 neither (the _ldm entries). They stay
+// off by default until a GPU run has checked them (they were written in
+// the seventeenth session, whose device calls got no machine); tests and
+// benchmarks set it directly ("" is off).
 var flashWG = flashWGSuffix(os.Getenv("COHORT_CUDA_FLASH_WG"))
 
 // flashWGSuffix maps a COHORT_CUDA_FLASH_WG value to the entries' suffix
 // ("" for none).
 func flashWGSuffix(v string) string {
 	switch v {
-	case "0":
-		return ""
+	case "1":
+		return "_wg"
 	case "pipe":
 		return "_wgp"
 	}
-	return "_wg"
+	return ""
 }
 
 // flashEntry returns the entry that runs entry (as kvEntry names it) on

@@ -5,7 +5,8 @@
 #      TestAttentionPrefillWG (against attention_f32 and the _ldm entries,
 #      single pass and split), the other 4b-head flash tests with the _wg
 #      entries as the default, the cuBLASLt plan tests, TestCompileKernels;
-#      if any fails, the rest runs with COHORT_CUDA_FLASH_WG=0;
+#      the rest runs with COHORT_CUDA_FLASH_WG=$WG (default 1), or 0 if a
+#      test failed;
 #   2. BenchmarkAttentionPrefillWG (ldm_ms, wg_ms, their ratio, TFLOP/s);
 #   3. compute-sanitizer memcheck over a short TestAttentionPrefillWG case;
 #   4. every bar of issues 11 and 12 in one cohort bench run (run_allbars),
@@ -23,7 +24,8 @@ make_model
 (cd kernels/cuda && timeout -k 5 "${TEST_LIMIT:-150}" /tmp/bin/cuda.test -test.v -test.count=1 \
 	-test.run 'TestAttentionPrefillWG|TestFlashWGConstants|TestAttentionPrefillSwitches|TestAttentionPrefill4B|TestCompileKernels|TestAttentionPrefillSplitLong|TestLinearAddRMSNorm' \
 	>$OUT/wg-tests.txt 2>&1; echo "rc=$?" >>$OUT/wg-tests.txt)
-grep -E -- '--- (FAIL|PASS)|wg vs|rc=|panic|sm_90a' $OUT/wg-tests.txt | head -60
+grep -E -- '--- (FAIL|PASS)|_wgp? flash|rc=|panic|sm_90a' $OUT/wg-tests.txt | head -70
+export COHORT_CUDA_FLASH_WG=${WG:-1} # the _wg entries for the bars (not yet the default)
 grep -q '^rc=0' $OUT/wg-tests.txt || { export COHORT_CUDA_FLASH_WG=0; echo "WG OFF for the rest"; }
 at tests
 (cd kernels/cuda && timeout -k 5 90 /tmp/bin/cuda.test -test.run '^$' -test.bench 'BenchmarkAttentionPrefillWG' -test.benchtime=1x \
