@@ -706,6 +706,27 @@ func BenchmarkAttentionPrefill(b *testing.B) {
 	}
 }
 
+// newPrefill4BKV is newPrefill4BAt over a bf16 cache on the test's
+// backend, freed when the test (or sub-benchmark) ends.
+func newPrefill4BKV(tb testing.TB, cached, rows int) (*Backend, prefill4B) {
+	g := gpu(tb)
+	useKVBF16(tb, g)
+	pf := newPrefill4BAt(g, cached, rows)
+	tb.Cleanup(func() {
+		pf.free(g)
+		g.FreeKVCache(pf.cache)
+	})
+	return g, pf
+}
+
+// useKVBF16 makes g's new caches bf16 for the test or benchmark (a
+// sub-benchmark's, when tb is one) and restores the setting after it.
+func useKVBF16(tb testing.TB, g *Backend) {
+	old := g.kvBF16
+	g.kvBF16 = true
+	tb.Cleanup(func() { g.kvBF16 = old })
+}
+
 // withSwitches sets flashBalance and flashLDM for the test or benchmark,
 // turns flashWG off (the tests and benchmarks of the _ldm entries compare
 // them with the plain ones, and their occupancy to the planner's), and
@@ -733,16 +754,9 @@ func TestAttentionPrefillSwitches(t *testing.T) {
 	withFlash(t, 16)
 	withSplit(t, true, 0)
 	withSwitches(t, flashBalance, flashLDM)
-	g := gpu(t)
-	old := g.kvBF16
-	defer func() { g.kvBF16 = old }()
-	g.kvBF16 = true
 	for _, c := range switchCases {
 		t.Run(fmt.Sprintf("%d after %d", c.rows, c.cached), func(t *testing.T) {
-			g := gpu(t)
-			pf := newPrefill4BAt(g, c.cached, c.rows)
-			defer g.FreeKVCache(pf.cache)
-			defer pf.free(g)
+			g, pf := newPrefill4BKV(t, c.cached, c.rows)
 			ref := g.Download(pf.runMode(g, modeF32))
 			tiles, _ := flashTiles(pf.bt, 4)
 			for _, bal := range []bool{false, true} {
@@ -793,13 +807,7 @@ func BenchmarkAttentionPrefillSwitches(b *testing.B) {
 	withSwitches(b, flashBalance, flashLDM)
 	for _, c := range switchCases {
 		b.Run(fmt.Sprintf("%d new rows after %d cached", c.rows, c.cached), func(b *testing.B) {
-			g := gpu(b)
-			old := g.kvBF16
-			defer func() { g.kvBF16 = old }()
-			g.kvBF16 = true
-			pf := newPrefill4BAt(g, c.cached, c.rows)
-			defer g.FreeKVCache(pf.cache)
-			defer pf.free(g)
+			g, pf := newPrefill4BKV(b, c.cached, c.rows)
 			reps := max(4, 4096/c.rows)
 			var t [2][2]time.Duration // [balance][ldm]
 			for range b.N {

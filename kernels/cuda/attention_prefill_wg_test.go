@@ -39,18 +39,12 @@ func TestAttentionPrefillWG(t *testing.T) {
 	if !g.wgmma {
 		t.Skipf("the module is %s, not an sm_90a image", g.image)
 	}
-	old := g.kvBF16
-	defer func() { g.kvBF16 = old }()
-	g.kvBF16 = true
 	for _, c := range wgCases {
 		t.Run(fmt.Sprintf("%d after %d", c.rows, c.cached), func(t *testing.T) {
-			g := gpu(t)
 			if c.rows > 2048 && testing.Short() {
 				t.Skip("8,192 rows in -short")
 			}
-			pf := newPrefill4BAt(g, c.cached, c.rows)
-			defer g.FreeKVCache(pf.cache)
-			defer pf.free(g)
+			g, pf := newPrefill4BKV(t, c.cached, c.rows)
 			ref := g.Download(pf.runMode(g, modeF32))
 			for _, force := range []int{0, 4} {
 				flashSplitForce = force
@@ -93,13 +87,7 @@ func BenchmarkAttentionPrefillWG(b *testing.B) {
 	}
 	for _, c := range wgCases {
 		b.Run(fmt.Sprintf("%d new rows after %d cached", c.rows, c.cached), func(b *testing.B) {
-			g := gpu(b)
-			old := g.kvBF16
-			defer func() { g.kvBF16 = old }()
-			g.kvBF16 = true
-			pf := newPrefill4BAt(g, c.cached, c.rows)
-			defer g.FreeKVCache(pf.cache)
-			defer pf.free(g)
+			g, pf := newPrefill4BKV(b, c.cached, c.rows)
 			reps := max(2, 4096/c.rows)
 			var t [3]time.Duration // ldm, _wg, _wgp
 			for range b.N {

@@ -64,6 +64,10 @@ __device__ __forceinline__ void wg_keep(float (&d)[R][4]) {
 		asm volatile("" : "+f"(d[n][0]), "+f"(d[n][1]), "+f"(d[n][2]), "+f"(d[n][3])::"memory");
 }
 
+// WG_D4(n) names the four accumulator registers of n8 block n of d as
+// read-write asm operands.
+#define WG_D4(n) "+f"(d[n][0]), "+f"(d[n][1]), "+f"(d[n][2]), "+f"(d[n][3])
+
 // wg_keep_u is wg_keep for packed registers.
 template <int R>
 __device__ __forceinline__ void wg_keep_u(unsigned (&d)[R][4]) {
@@ -82,14 +86,7 @@ __device__ __forceinline__ void wg_mma_qk(float (&d)[8][4], unsigned long long a
 		"%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
 		"%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 		"}, %32, %33, %34, 1, 1, 0, 0;\n}\n"
-		: "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-		  "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-		  "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-		  "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-		  "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-		  "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-		  "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-		  "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+		: WG_D4(0), WG_D4(1), WG_D4(2), WG_D4(3), WG_D4(4), WG_D4(5), WG_D4(6), WG_D4(7)
 		: "l"(a), "l"(b), "n"(ACC));
 }
 
@@ -107,38 +104,10 @@ __device__ __forceinline__ void wg_mma_pv(float (&d)[32][4], unsigned p0, unsign
 		"%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
 		"%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 		"}, {%128, %129, %130, %131}, %132, 1, 1, 1, 1;\n}\n"
-		: "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-		  "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-		  "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-		  "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-		  "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-		  "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-		  "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-		  "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
-		  "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
-		  "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
-		  "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
-		  "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
-		  "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
-		  "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
-		  "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
-		  "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]),
-		  "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]),
-		  "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]),
-		  "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]),
-		  "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]),
-		  "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]),
-		  "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]),
-		  "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]),
-		  "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]),
-		  "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]),
-		  "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]),
-		  "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]),
-		  "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]),
-		  "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]),
-		  "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]),
-		  "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]),
-		  "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
+		: WG_D4(0), WG_D4(1), WG_D4(2), WG_D4(3), WG_D4(4), WG_D4(5), WG_D4(6), WG_D4(7),
+		  WG_D4(8), WG_D4(9), WG_D4(10), WG_D4(11), WG_D4(12), WG_D4(13), WG_D4(14), WG_D4(15),
+		  WG_D4(16), WG_D4(17), WG_D4(18), WG_D4(19), WG_D4(20), WG_D4(21), WG_D4(22), WG_D4(23),
+		  WG_D4(24), WG_D4(25), WG_D4(26), WG_D4(27), WG_D4(28), WG_D4(29), WG_D4(30), WG_D4(31)
 		: "r"(p0), "r"(p1), "r"(p2), "r"(p3), "l"(b));
 }
 
@@ -384,58 +353,46 @@ __device__ __forceinline__ void fa_prefill_wg(float *out, const float *q, const 
 }
 #endif
 
-// attention_prefill_kvbf16_hd256_wg, attention_prefill_split_kvbf16_hd256_wg
-// and their PIPE twins *_wgp: attention_prefill_kvbf16_hd256 and its split
-// twin on wgmma (sm_90a images; elsewhere they trap), which attentionFlash
-// takes on such an image as COHORT_CUDA_FLASH_WG says (flashWGMode).
-extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_kvbf16_hd256_wg(float *out, const float *q,
-		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
-		const int4 *tiles, int H, int KV, int pageSize, int numPages, int layer, float scale) {
+// fa_wg_entry is the body of the entries below: fa_prefill_wg at head dim
+// 256 on an sm_90a image, a trap elsewhere.
+template <bool SPLIT, bool PIPE>
+__device__ __forceinline__ void fa_wg_entry(float *out, const float *q, const float *gate, const unsigned short *kc,
+		const unsigned short *vc, const int *pos, const int *pageOff, const int *pages, const int4 *tiles, float *part, float *ml,
+		int H, int KV, int pageSize, int numPages, int layer, float scale) {
 	PDL_LAUNCH();
 	PDL_WAIT();
 #ifdef FA_WG
-	fa_prefill_wg<256, FA_WG_BN, false, false>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer, scale,
-			nullptr, nullptr);
+	fa_prefill_wg<256, FA_WG_BN, SPLIT, PIPE>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer,
+			scale, part, ml);
 #else
 	__trap();
 #endif
+}
+
+// attention_prefill_kvbf16_hd256_wg, attention_prefill_split_kvbf16_hd256_wg
+// and their PIPE twins *_wgp: attention_prefill_kvbf16_hd256 and its split
+// twin on wgmma (sm_90a images; elsewhere they trap), which attentionFlash
+// takes on such an image as COHORT_CUDA_FLASH_WG says (flashWG).
+extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_kvbf16_hd256_wg(float *out, const float *q,
+		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
+		const int4 *tiles, int H, int KV, int pageSize, int numPages, int layer, float scale) {
+	fa_wg_entry<false, false>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, nullptr, nullptr, H, KV, pageSize, numPages, layer, scale);
 }
 
 extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_split_kvbf16_hd256_wg(float *out, const float *q,
 		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
 		const int4 *items, float *part, float *ml, int H, int KV, int pageSize, int numPages, int layer, float scale) {
-	PDL_LAUNCH();
-	PDL_WAIT();
-#ifdef FA_WG
-	fa_prefill_wg<256, FA_WG_BN, true, false>(out, q, gate, kc, vc, pos, pageOff, pages, items, H, KV, pageSize, numPages, layer, scale,
-			part, ml);
-#else
-	__trap();
-#endif
+	fa_wg_entry<true, false>(out, q, gate, kc, vc, pos, pageOff, pages, items, part, ml, H, KV, pageSize, numPages, layer, scale);
 }
 
 extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_kvbf16_hd256_wgp(float *out, const float *q,
 		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
 		const int4 *tiles, int H, int KV, int pageSize, int numPages, int layer, float scale) {
-	PDL_LAUNCH();
-	PDL_WAIT();
-#ifdef FA_WG
-	fa_prefill_wg<256, FA_WG_BN, false, true>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer, scale,
-			nullptr, nullptr);
-#else
-	__trap();
-#endif
+	fa_wg_entry<false, true>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, nullptr, nullptr, H, KV, pageSize, numPages, layer, scale);
 }
 
 extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_split_kvbf16_hd256_wgp(float *out, const float *q,
 		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
 		const int4 *items, float *part, float *ml, int H, int KV, int pageSize, int numPages, int layer, float scale) {
-	PDL_LAUNCH();
-	PDL_WAIT();
-#ifdef FA_WG
-	fa_prefill_wg<256, FA_WG_BN, true, true>(out, q, gate, kc, vc, pos, pageOff, pages, items, H, KV, pageSize, numPages, layer, scale,
-			part, ml);
-#else
-	__trap();
-#endif
+	fa_wg_entry<true, true>(out, q, gate, kc, vc, pos, pageOff, pages, items, part, ml, H, KV, pageSize, numPages, layer, scale);
 }
