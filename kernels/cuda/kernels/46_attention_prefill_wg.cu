@@ -2,7 +2,7 @@
 // work of fa_prefill (45_attention_prefill.cu) over a bf16 cache at head dim
 // 256, the same tiles (FA_BM M-rows of one KV head a block, GQA packing),
 // the same cp.async staging of the paged keys and values (two stages) and
-// the same online softmax (fa_online_softmax) and ending (fa_finish), but
+// the same online softmax (fa_softmax_scores) and ending (fa_finish), but
 // the products run on the tensor cores a warpgroup at a time, straight
 // from shared memory: warpgroup g (warps 4g..4g+3) owns M-rows 64g..64g+63.
 //
@@ -118,24 +118,37 @@ __device__ __forceinline__ unsigned wg_off(int r, int c) {
 	return (unsigned)((c >> 3) * (ROWS * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4));
 }
 
+// fa_wg_row returns the element offset in the cache (before the layer and
+// head offsets) of position p's row: its page from the page list pg, then
+// its slot in the page (a shift and a mask when pageSize is a power of two,
+// pageShift its log2, else -1).
+__device__ __forceinline__ long long fa_wg_row(const int *pg, int p, int pageSize, int pageShift, long long kvw) {
+	const int page = pageShift >= 0 ? p >> pageShift : p / pageSize;
+	const int in = pageShift >= 0 ? p & (pageSize - 1) : p % pageSize;
+	return ((long long)pg[page] * pageSize + in) * kvw;
+}
+
 // fa_stage_wg copies (cp.async, one group) the key rows of positions
 // kK..kK+BN-1 into the swizzled tile tK and the value rows of kV..kV+BN-1
 // into tV (zeros from kvEnd on; a tile that starts at or past kvEnd is
-// not copied at all).
+// not copied at all). When kK == kV a row's cache offset serves both.
 template <int HD, int BN>
 __device__ __forceinline__ void fa_stage_wg(unsigned char *tK, int kK, unsigned char *tV, int kV, const unsigned short *kb,
 		const unsigned short *vb, const int *pg, int kvEnd, int pageSize, long long kvw) {
 	constexpr int C8 = HD / 8;
+	const int pageShift = (pageSize & (pageSize - 1)) == 0 ? __ffs(pageSize) - 1 : -1;
+	const bool same = kK == kV;
 #pragma unroll
 	for (int i = threadIdx.x; i < BN * C8; i += FA_THREADS) {
-		int r = i / C8, c = i % C8;
-		unsigned b = wg_off<BN>(r, c);
-		for (int h = 0; h < 2; h++) {
-			const int k0 = h ? kV : kK, p = k0 + r;
-			if (k0 >= kvEnd) continue;
-			bool live = p < kvEnd;
-			long long off = live ? ((long long)pg[p / pageSize] * pageSize + p % pageSize) * kvw + 8 * c : 0;
-			cp_async16((h ? tV : tK) + b, (h ? vb : kb) + off, live);
+		const int r = i / C8, c = i % C8;
+		const unsigned b = wg_off<BN>(r, c);
+		const int pK = kK + r, pV = kV + r;
+		const bool liveK = pK < kvEnd, liveV = pV < kvEnd;
+		const long long offK = liveK ? fa_wg_row(pg, pK, pageSize, pageShift, kvw) + 8 * c : 0;
+		if (kK < kvEnd) cp_async16(tK + b, kb + offK, liveK);
+		if (kV < kvEnd) {
+			const long long offV = same ? offK : liveV ? fa_wg_row(pg, pV, pageSize, pageShift, kvw) + 8 * c : 0;
+			cp_async16(tV + b, vb + offV, liveV);
 		}
 	}
 	cp_async_commit();
@@ -256,6 +269,15 @@ __device__ __forceinline__ void fa_wg_values(float (&o)[HD / 8][4], const unsign
 	wg_commit();
 }
 
+// fa_wg_rescale is fa_rescale, skipped by a warp none of whose rows'
+// maxima moved (factors exactly 1, so the same bits): once a row has seen
+// its largest scores most key tiles leave it alone, and the rescale is
+// HD/2 multiplications a thread against BN/2 exponentials.
+template <int HD>
+__device__ __forceinline__ void fa_wg_rescale(float (&o)[HD / 8][4], float cA, float cB) {
+	if (__any_sync(0xffffffffu, cA != 1.0f || cB != 1.0f)) fa_rescale<HD>(o, cA, cB);
+}
+
 // fa_prefill_wg is the body of the *_wg entries: fa_prefill's arguments and
 // tiles (SPLIT as there), over a bf16 cache. Per key tile: the copies of
 // the next tile go out, then S, the softmax, and O += P·V, each group
@@ -310,7 +332,8 @@ __device__ __forceinline__ void fa_prefill_wg(float *out, const float *q, const 
 			fa_wg_scores<HD, BN>(s, qAddr, kAddr);
 			wg_wait0();
 			wg_keep(s);
-			fa_online_softmax<BN, HD>(s, o, mA, mB, lA, lB, kv0, tq, posA, posB, kv0 + BN - 1 > warpLo, sl2);
+			fa_softmax_scores<BN>(s, mA, mB, lA, lB, cA, cB, kv0, tq, posA, posB, kv0 + BN - 1 > warpLo, sl2);
+			fa_wg_rescale<HD>(o, cA, cB);
 			fa_wg_pack<BN>(s, pa);
 			wg_keep(o);
 			unsigned long long dv[BN / 16];
@@ -341,7 +364,7 @@ __device__ __forceinline__ void fa_prefill_wg(float *out, const float *q, const 
 			wg_wait0();
 			wg_keep(o);
 			if (cur) {
-				fa_rescale<HD>(o, cA, cB);
+				fa_wg_rescale<HD>(o, cA, cB);
 				fa_wg_pack<BN>(s, pa);
 			}
 			wg_keep(o);
