@@ -1,0 +1,40 @@
+#!/bin/bash
+# The eighteenth session's first device call, as the seventeenth left it
+# (carry out/ with cohort.gz and cuda.test.gz built from main):
+#   1. tools/cuda/ncu-flash.sh: what the ldm, wg and wgp flash kernels wait
+#      on at 8k rows (phase 18: the wgmma ones are no faster);
+#   2. BenchmarkAttentionPrefillWG with the wgmma entries' rescale skip and
+#      copy offsets (the seventeenth session's last commit, untested);
+#   3. the mixed load at 128 prefill tokens a step with the step timing and
+#      a host CPU profile (a mixed step spent 4.5-6.0 ms in the rank's
+#      forward call in phase 18);
+#   4. on an H200, the prefix cache's chat benchmark (issue 17's last point);
+#   5. every bar of issues 11 and 12 (run_allbars).
+# Files in $OUT (8 at most): gpu.txt, ncu.txt, wg-bench.txt, mixed.txt,
+# mixed.pprof, chat.txt, allbars.txt.
+export OUT=${OUT:-/tmp/s18-first}
+. tools/cuda/run-lib.sh
+note_gpu
+make_model
+OUT=/tmp/ncuf bash tools/cuda/ncu-flash.sh >/dev/null 2>&1
+cat /tmp/ncuf/summary.txt
+cat /tmp/ncuf/summary.txt /tmp/ncuf/ncu-*.txt >$OUT/ncu.txt 2>/dev/null
+at ncu
+(cd kernels/cuda && timeout -k 5 90 /tmp/bin/cuda.test -test.run '^$' -test.bench 'BenchmarkAttentionPrefillWG' -test.benchtime=1x \
+	>$OUT/wg-bench.txt 2>&1)
+grep -E 'Benchmark|FAIL' $OUT/wg-bench.txt
+at bench
+wait_model
+at model
+COHORT_STEP_TIMING=1 timeout -k 5 90 /tmp/bin/cohort bench --model $M --device cuda --batch 1 --decode-tokens 4 --prefill= \
+	--ttft-len 0 --mixed-prefill-tokens 128 --cpuprofile $OUT/mixed.pprof >$OUT/mixed.txt 2>&1
+grep -E 'other step|mixed load|rror' $OUT/mixed.txt | tail -6
+at mixed
+if grep -q H200 "$OUT/gpu.txt"; then
+	timeout -k 5 "${CHAT_LIMIT:-120}" /tmp/bin/cohort bench --chat --model $M --device cuda >$OUT/chat.txt 2>&1
+	grep -E 'hit rate|TTFT|identical|rror' $OUT/chat.txt | head -16
+	at chat
+fi
+BENCH_LIMIT=${BENCH_LIMIT:-180} run_allbars
+rm -f $OUT/bench.json
+at done
