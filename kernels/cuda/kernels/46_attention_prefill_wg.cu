@@ -13,9 +13,12 @@
 // block); then O += P·V is BN/16 wgmma m64n256k16 with A = P from registers
 // (rounded to bf16, in the A fragment layout, which is the accumulator's)
 // and B = the value rows read transposed (N-major: head dims contiguous).
-// Each group is waited for before its results are read (no overlap of
-// one tile's softmax with the next tile's products within a warpgroup; the
-// two warpgroups of a block overlap each other).
+// In the _wg entries each group is waited for before its results are
+// read (the two warpgroups of a block overlap each other); the _wgp
+// entries (PIPE) overlap a tile's softmax with the previous tile's P·V
+// within a warpgroup. Both give the bits of the _ldm entries (measured on
+// an H100: wgmma sums a k16 step's products as mma.sync does) and were no
+// faster there (docs/gpu.md, phase 18).
 //
 // Shared memory (dynamic, aligned here to 1,024 bytes): the Q tile and two
 // stages of K and V tiles, each stored as HD/64 column blocks of 64 bf16
@@ -25,7 +28,7 @@
 // stride dimension), a k16 step 32 bytes further in the row, the next
 // column block a whole block further. V (N-major): 64 head dims a 128-byte
 // row, the next 64 a column block further (the leading dimension), 8-key
-// groups 1,024 bytes apart. flashSmemWG in attention_prefill.go.
+// groups 1,024 bytes apart. flashSmemFor in attention_prefill.go.
 //
 // The entries exist in every build; only an sm_90a image has their bodies
 // (the backend takes them only when it loaded one: Backend.wgmma).
