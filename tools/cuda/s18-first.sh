@@ -1,6 +1,9 @@
 #!/bin/bash
 # The eighteenth session's first device call, as the seventeenth left it
 # (carry out/ with cohort.gz and cuda.test.gz built from main):
+#   0. the tests of what no GPU has run yet: the wgmma entries' last commit
+#      (TestAttentionPrefillWG wants the ldm entries' bits) and the
+#      cuBLASLt tidy of 00e4f47 (TestLinearAddRMSNorm*), -short;
 #   1. tools/cuda/ncu-flash.sh: what the ldm, wg and wgp flash kernels wait
 #      on at 8k rows (phase 18: the wgmma ones are no faster);
 #   2. BenchmarkAttentionPrefillWG with the wgmma entries' rescale skip and
@@ -10,12 +13,16 @@
 #      forward call in phase 18);
 #   4. on an H200, the prefix cache's chat benchmark (issue 17's last point);
 #   5. every bar of issues 11 and 12 (run_allbars).
-# Files in $OUT (8 at most): gpu.txt, ncu.txt, wg-bench.txt, mixed.txt,
+# Files in $OUT (8 at most): gpu.txt, tests.txt, ncu.txt, wg-bench.txt, mixed.txt,
 # mixed.pprof, chat.txt, allbars.txt.
 export OUT=${OUT:-/tmp/s18-first}
 . tools/cuda/run-lib.sh
 note_gpu
 make_model
+(cd kernels/cuda && timeout -k 5 120 /tmp/bin/cuda.test -test.v -test.count=1 -test.short \
+	-test.run 'TestAttentionPrefillWG|TestLinearAddRMSNorm|TestAttentionPrefillSwitches' >$OUT/tests.txt 2>&1; echo "rc=$?" >>$OUT/tests.txt)
+grep -E -- '^--- |rc=|differs' $OUT/tests.txt | head -20
+at tests
 OUT=/tmp/ncuf bash tools/cuda/ncu-flash.sh >/dev/null 2>&1
 cat /tmp/ncuf/summary.txt
 cat /tmp/ncuf/summary.txt /tmp/ncuf/ncu-*.txt >$OUT/ncu.txt 2>/dev/null
