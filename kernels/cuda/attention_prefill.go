@@ -56,9 +56,10 @@ import (
 // At head dim 256 over a bf16 cache the entries have _ldm twins (S = Q·Kᵀ's
 // fragments through ldmatrix, the same bits), taken unless
 // COHORT_CUDA_FLASH_LDM=0 (flashLDM), and _wg twins (both products on
-// Hopper's warpgroup MMA, kernels/46_attention_prefill_wg.cu, and _wgp
-// twins that overlap each tile's softmax with the tensor cores), taken
-// before them on an sm_90a image as COHORT_CUDA_FLASH_WG says (flashWG).
+// Hopper's warpgroup MMA, kernels/46_attention_prefill_wg.cu, with _wgp
+// and _wgt twins that overlap the softmax with the tensor cores in two
+// ways), taken before them on an sm_90a image as COHORT_CUDA_FLASH_WG
+// says (flashWG).
 
 // flashAttention enables the tensor-core prefill attention kernel: unless
 // COHORT_CUDA_FLASH=0 at start-up; tests and benchmarks set it directly.
@@ -109,7 +110,8 @@ func flashHasTwins(entry string) bool {
 // warpgroup MMA, straight from shared memory) on a backend that loaded an
 // sm_90a image, as COHORT_CUDA_FLASH_WG says at start-up: 1 the *_wg
 // entries, pipe the *_wgp ones (each tile's softmax overlapping the
-// previous tile's P·V), unset or 0 neither (the _ldm entries). They stay
+// previous tile's P·V), turns the *_wgt ones (the block's two warpgroups
+// taking turns at the tensor cores), unset or 0 none (the _ldm entries). They stay
 // off by default until a GPU run has checked them (they were written in
 // the seventeenth session, whose device calls got no machine); tests and
 // benchmarks set it directly ("" is off).
@@ -123,6 +125,8 @@ func flashWGSuffix(v string) string {
 		return "_wg"
 	case "pipe":
 		return "_wgp"
+	case "turns":
+		return "_wgt"
 	}
 	return ""
 }
@@ -141,7 +145,7 @@ func (b *Backend) flashEntry(entry string) string {
 // 1,024 bytes more, from which the kernel aligns its tiles to the
 // 128-byte swizzle's 1,024-byte pattern.
 func flashSmemFor(name string, hd int, bf16 bool) int {
-	if strings.HasSuffix(name, "_wg") || strings.HasSuffix(name, "_wgp") {
+	if strings.HasSuffix(name, "_wg") || strings.HasSuffix(name, "_wgp") || strings.HasSuffix(name, "_wgt") {
 		return flashSmemKV(hd, bf16) + 1024
 	}
 	return flashSmemKV(hd, bf16)

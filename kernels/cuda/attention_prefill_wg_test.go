@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -14,12 +15,13 @@ import (
 // BenchmarkAttentionPrefillWG: switchCases and a whole 8,192-row prompt.
 var wgCases = append(append([]struct{ rows, cached int }{}, switchCases...), struct{ rows, cached int }{8192, 0})
 
-// wgSuffixes are the wgmma twins: the plain one and the pipelined one.
-var wgSuffixes = []string{"_wg", "_wgp"}
+// wgSuffixes are the wgmma twins: plain, pipelined within a warpgroup,
+// and the warpgroups taking turns.
+var wgSuffixes = []string{"_wg", "_wgp", "_wgt"}
 
 // TestAttentionPrefillWG: on an sm_90a image, the 4b heads over a bf16
 // cache through the wgmma entries (kernels/46_attention_prefill_wg.cu,
-// _wg and _wgp), single pass and split (as planFlashSplit chooses, and
+// _wg, _wgp and _wgt), single pass and split (as planFlashSplit chooses, and
 // forced slices of four key tiles, so that slices start after position 0
 // and lie after some M-rows' positions): each output against
 // attention_f32 over the same cache within flashTol, the same bits as the
@@ -70,8 +72,8 @@ func TestAttentionPrefillWG(t *testing.T) {
 // BenchmarkAttentionPrefillWG times one 4b-shape attention layer over a
 // bf16 cache (kv_write_bf16 included, split path on, inside a step as
 // timeStep does) for each prefill of wgCases through the _ldm entries
-// (ldm_ms), the _wg entries (wg_ms) and the _wgp entries (wgp_ms), the
-// ratios ldm/wg and ldm/wgp, and the wgmma entries' rates in causal
+// (ldm_ms) and each wgmma twin (wg_ms, wgp_ms, wgt_ms), the ratios of the
+// _ldm time to each (ldm/wg, ...), and the wgmma entries' rates in causal
 // TFLOP/s (4·head dim·query heads·Σ keys seen: the attention's two
 // products).
 func BenchmarkAttentionPrefillWG(b *testing.B) {
@@ -86,9 +88,10 @@ func BenchmarkAttentionPrefillWG(b *testing.B) {
 		b.Run(fmt.Sprintf("%d new rows after %d cached", c.rows, c.cached), func(b *testing.B) {
 			g, pf := newPrefill4BKV(b, c.cached, c.rows)
 			reps := max(2, 4096/c.rows)
-			var t [3]time.Duration // ldm, _wg, _wgp
+			names := append([]string{""}, wgSuffixes...)
+			t := make([]time.Duration, len(names))
 			for range b.N {
-				for i, wg := range append([]string{""}, wgSuffixes...) {
+				for i, wg := range names {
 					flashWG = wg
 					t[i] += pf.timeStep(b, g, modeSplit, reps)
 				}
@@ -97,12 +100,12 @@ func BenchmarkAttentionPrefillWG(b *testing.B) {
 			keys := float64(c.rows)*float64(c.cached) + float64(c.rows)*float64(c.rows+1)/2
 			flops := 4 * 256 * 16 * keys
 			b.ReportMetric(ms(t[0]), "ldm_ms")
-			b.ReportMetric(ms(t[1]), "wg_ms")
-			b.ReportMetric(ms(t[2]), "wgp_ms")
-			b.ReportMetric(t[0].Seconds()/t[1].Seconds(), "ldm/wg")
-			b.ReportMetric(t[0].Seconds()/t[2].Seconds(), "ldm/wgp")
-			b.ReportMetric(flops/(ms(t[1])*1e-3)/1e12, "wg_TFLOPs")
-			b.ReportMetric(flops/(ms(t[2])*1e-3)/1e12, "wgp_TFLOPs")
+			for i, wg := range wgSuffixes {
+				name := strings.TrimPrefix(wg, "_")
+				b.ReportMetric(ms(t[i+1]), name+"_ms")
+				b.ReportMetric(t[0].Seconds()/t[i+1].Seconds(), "ldm/"+name)
+				b.ReportMetric(flops/(ms(t[i+1])*1e-3)/1e12, name+"_TFLOPs")
+			}
 		})
 	}
 }
@@ -129,7 +132,7 @@ func TestFlashWGConstantsMatchSource(t *testing.T) {
 
 // TestFlashWGSuffix: COHORT_CUDA_FLASH_WG's values.
 func TestFlashWGSuffix(t *testing.T) {
-	for v, want := range map[string]string{"": "", "1": "_wg", "pipe": "_wgp", "0": ""} {
+	for v, want := range map[string]string{"": "", "1": "_wg", "pipe": "_wgp", "turns": "_wgt", "0": ""} {
 		if got := flashWGSuffix(v); got != want {
 			t.Errorf("COHORT_CUDA_FLASH_WG=%q: %q, want %q", v, got, want)
 		}

@@ -4,10 +4,12 @@
 #   0. the tests of what no GPU has run yet: the wgmma entries' last commit
 #      (TestAttentionPrefillWG wants the ldm entries' bits) and the
 #      cuBLASLt tidy of 00e4f47 (TestLinearAddRMSNorm*), -short;
-#   1. tools/cuda/ncu-flash.sh: what the ldm, wg and wgp flash kernels wait
+#   1. tools/cuda/ncu-flash.sh: what the ldm, wg, wgp and wgt flash kernels wait
 #      on at 8k rows (phase 18: the wgmma ones are no faster);
 #   2. BenchmarkAttentionPrefillWG with the wgmma entries' rescale skip and
-#      copy offsets (the seventeenth session's last commit, untested);
+#      copy offsets and the _wgt entries (the warpgroups taking turns at
+#      the tensor cores), all untested; then the 1k and 8k prefill through
+#      cohort bench with COHORT_CUDA_FLASH_WG=0, 1 and turns;
 #   3. the mixed load at 128 prefill tokens a step with the step timing and
 #      a host CPU profile (a mixed step spent 4.5-6.0 ms in the rank's
 #      forward call in phase 18);
@@ -33,6 +35,12 @@ grep -E 'Benchmark|FAIL' $OUT/wg-bench.txt
 at bench
 wait_model
 at model
+for m in 0 1 turns; do
+	COHORT_CUDA_FLASH_WG=$m timeout -k 5 60 /tmp/bin/cohort bench --model $M --device cuda --batch 1 --decode-tokens 4 \
+		--prefill 1024,8192 --prefill-runs 3 --ttft-len 0 >/tmp/pf-$m.txt 2>&1
+	echo "== COHORT_CUDA_FLASH_WG=$m: $(grep -E '^prefill|rror' /tmp/pf-$m.txt | tr '\n' ' ')" | tee -a $OUT/wg-bench.txt
+done
+at prefill
 COHORT_STEP_TIMING=1 timeout -k 5 90 /tmp/bin/cohort bench --model $M --device cuda --batch 1 --decode-tokens 4 --prefill= \
 	--ttft-len 0 --mixed-prefill-tokens 128 --cpuprofile $OUT/mixed.pprof >$OUT/mixed.txt 2>&1
 grep -E 'other step|mixed load|rror' $OUT/mixed.txt | tail -6

@@ -14,11 +14,14 @@
 // (rounded to bf16, in the A fragment layout, which is the accumulator's)
 // and B = the value rows read transposed (N-major: head dims contiguous).
 // In the _wg entries each group is waited for before its results are
-// read (the two warpgroups of a block overlap each other); the _wgp
-// entries (PIPE) overlap a tile's softmax with the previous tile's P·V
-// within a warpgroup. Both give the bits of the _ldm entries (measured on
-// an H100: wgmma sums a k16 step's products as mma.sync does) and were no
-// faster there (docs/gpu.md, phase 18).
+// read, and the block's barrier at every tile keeps the two warpgroups in
+// step; the _wgp entries (FA_WG_PIPE) overlap a tile's softmax with the
+// previous tile's P·V within a warpgroup. Both give the bits of the _ldm
+// entries (measured on an H100: wgmma sums a k16 step's products as
+// mma.sync does) and were no faster there (docs/gpu.md, phase 18). The
+// _wgt entries (FA_WG_TURNS) make the two warpgroups take turns at the
+// tensor cores, so that each one's softmax runs under the other's
+// products (not yet run on a GPU).
 //
 // Shared memory (dynamic, aligned here to 1,024 bytes): the Q tile and two
 // stages of K and V tiles, each stored as HD/64 column blocks of 64 bf16
@@ -39,6 +42,14 @@
 
 #define FA_WG_BN 64
 
+// The schedules of fa_prefill_wg (its SCHED): each group waited for before
+// its results are read; a tile's softmax overlapping the previous tile's
+// P·V within a warpgroup; the two warpgroups taking turns at the tensor
+// cores.
+#define FA_WG_PLAIN 0
+#define FA_WG_PIPE 1
+#define FA_WG_TURNS 2
+
 #ifdef FA_WG
 // wg_desc is the shared memory matrix descriptor of an operand at shared
 // address addr with the 128-byte swizzle: leading and stride dimension
@@ -56,6 +67,13 @@ __device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync
 // fence_proxy_async orders this thread's generic-proxy writes to shared
 // memory (st.shared, cp.async) before the async proxy's reads (wgmma).
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// wg_turn_wait and wg_turn_pass order the two warpgroups of a block at
+// named barrier id (1 or 2; 0 is __syncthreads): warpgroup 1 waits there
+// until warpgroup 0 has passed it (each barrier completes with the 128
+// threads of each).
+__device__ __forceinline__ void wg_turn_wait(int id) { asm volatile("bar.sync %0, 256;" ::"r"(id) : "memory"); }
+__device__ __forceinline__ void wg_turn_pass(int id) { asm volatile("bar.arrive %0, 256;" ::"r"(id) : "memory"); }
 
 // wg_keep pins the registers of d at this point of the program: the
 // compiler may not move their reads or writes across it (wgmma writes them
@@ -175,10 +193,11 @@ struct FaWG {
 };
 
 // fa_wg_begin sets up block blockIdx.x's FaWG (SPLIT as fa_prefill), issues
-// the copies of its first key tile and, unless PIPE, its first value tile
+// the copies of its first key tile and, unless SCHED is FA_WG_PIPE, its
+// first value tile
 // (stage 0), and stores its Q tile (bf16, swizzled; M-rows past the
 // sequence zero).
-template <int HD, int BN, bool SPLIT, bool PIPE>
+template <int HD, int BN, bool SPLIT, int SCHED>
 __device__ __forceinline__ FaWG<HD, BN> fa_wg_begin(const float *q, const unsigned short *kc, const unsigned short *vc, const int *pos,
 		const int *pageOff, const int *pages, const int4 *tiles, int H, int KV, int pageSize, int numPages, int layer) {
 	extern __shared__ __align__(16) unsigned char fa_wg_smem[];
@@ -208,7 +227,7 @@ __device__ __forceinline__ FaWG<HD, BN> fa_wg_begin(const float *q, const unsign
 	const long long layerOff = (long long)layer * numPages * pageSize * f.kvw + (long long)f.kvh * HD;
 	f.kb = kc + layerOff;
 	f.vb = vc + layerOff;
-	fa_stage_wg<HD, BN>(f.k(0), f.kLo, f.v(0), PIPE ? f.kvEnd : f.kLo, f.kb, f.vb, f.pg, f.kvEnd, pageSize, f.kvw);
+	fa_stage_wg<HD, BN>(f.k(0), f.kLo, f.v(0), SCHED == FA_WG_PIPE ? f.kvEnd : f.kLo, f.kb, f.vb, f.pg, f.kvEnd, pageSize, f.kvw);
 	constexpr int C4 = HD / 4;
 #pragma unroll 8
 	for (int i = threadIdx.x; i < FA_BM * C4; i += FA_THREADS) {
@@ -286,7 +305,7 @@ __device__ __forceinline__ void fa_wg_rescale(float (&o)[HD / 8][4], float cA, f
 // the next tile go out, then S, the softmax, and O += P·V, each group
 // waited for before its results are read.
 //
-// With PIPE (the *_wgp entries) a warpgroup overlaps one tile's softmax
+// With FA_WG_PIPE (the *_wgp entries) a warpgroup overlaps one tile's softmax
 // with the previous tile's O += P·V. Step t (t = 0 .. tiles, the last only
 // finishing the one before) issues S for tile t, then O += P·V for tile
 // t - 1 (its weights kept packed in registers), waits for S only, computes
@@ -297,11 +316,11 @@ __device__ __forceinline__ void fa_wg_rescale(float (&o)[HD / 8][4], float cA, f
 // done) and the values of tile t (into the stage of tile t - 2's values,
 // whose O += P·V is done); the key and value tiles of a stage belong to
 // different steps.
-template <int HD, int BN, bool SPLIT, bool PIPE>
+template <int HD, int BN, bool SPLIT, int SCHED>
 __device__ __forceinline__ void fa_prefill_wg(float *out, const float *q, const float *gate, const unsigned short *kc,
 		const unsigned short *vc, const int *pos, const int *pageOff, const int *pages, const int4 *tiles, int H, int KV,
 		int pageSize, int numPages, int layer, float scale, float *part, float *ml) {
-	const FaWG<HD, BN> f = fa_wg_begin<HD, BN, SPLIT, PIPE>(q, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer);
+	const FaWG<HD, BN> f = fa_wg_begin<HD, BN, SPLIT, SCHED>(q, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer);
 	const int tid = threadIdx.x, warp = tid >> 5, wg = warp >> 2, lane = tid & 31, gq = lane >> 2, tq = lane & 3, G = H / KV;
 	const int ua = f.u0 + warp * 16 + gq, ub = ua + 8;
 	const int posA = f.cached + min(ua / G, f.len - 1), posB = f.cached + min(ub / G, f.len - 1);
@@ -322,7 +341,7 @@ __device__ __forceinline__ void fa_prefill_wg(float *out, const float *q, const 
 	for (int n = 0; n < BN / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
 	for (int n = 0; n < BN / 16; n++) pa[n][0] = pa[n][1] = pa[n][2] = pa[n][3] = 0u;
-	if constexpr (!PIPE) {
+	if constexpr (SCHED == FA_WG_PLAIN) {
 		for (int kv0 = f.kLo, it = 0; kv0 < f.kvEnd; kv0 += BN, it++) {
 			cp_async_wait<0>();
 			fence_proxy_async();
@@ -344,6 +363,44 @@ __device__ __forceinline__ void fa_prefill_wg(float *out, const float *q, const 
 			fa_wg_values<HD, BN>(o, pa, dv);
 			wg_wait0();
 			wg_keep(o);
+		}
+	} else if constexpr (SCHED == FA_WG_TURNS) {
+		// As FA_WG_PLAIN, but warpgroup 1 issues its S only after warpgroup
+		// 0 has issued its own (named barrier 1), and its P·V only after
+		// warpgroup 0's (barrier 2): the tensor cores run S0, S1, P·V0,
+		// P·V1 back to back while warpgroup 0's softmax runs under S1 and
+		// warpgroup 1's under P·V0. Both warpgroups pass both barriers at
+		// every tile, also where one of them skips the tile.
+		for (int kv0 = f.kLo, it = 0; kv0 < f.kvEnd; kv0 += BN, it++) {
+			cp_async_wait<0>();
+			fence_proxy_async();
+			__syncthreads(); // this tile landed (and the Q tile); both warpgroups are done with the other stage
+			const int cs = it & 1;
+			if (kv0 + BN < f.kvEnd)
+				fa_stage_wg<HD, BN>(f.k(cs ^ 1), kv0 + BN, f.v(cs ^ 1), kv0 + BN, f.kb, f.vb, f.pg, f.kvEnd, pageSize, f.kvw);
+			const bool cur = kv0 <= wgHi;
+			const unsigned kAddr = kvAddr + 2u * KB * (unsigned)cs;
+			unsigned long long dv[BN / 16];
+			fa_wg_vdesc<BN>(dv, kAddr + KB);
+			if (wg == 1) wg_turn_wait(1);
+			if (cur) fa_wg_scores<HD, BN>(s, qAddr, kAddr);
+			if (wg == 0) wg_turn_pass(1);
+			if (cur) {
+				wg_wait0();
+				wg_keep(s);
+				fa_softmax_scores<BN>(s, mA, mB, lA, lB, cA, cB, kv0, tq, posA, posB, kv0 + BN - 1 > warpLo, sl2);
+				fa_wg_rescale<HD>(o, cA, cB);
+				fa_wg_pack<BN>(s, pa);
+				wg_keep(o);
+				wg_keep_u(pa);
+			}
+			if (wg == 1) wg_turn_wait(2);
+			if (cur) fa_wg_values<HD, BN>(o, pa, dv);
+			if (wg == 0) wg_turn_pass(2);
+			if (cur) {
+				wg_wait0();
+				wg_keep(o);
+			}
 		}
 	} else {
 		bool prev = false; // the warpgroup has tile t - 1's weights in pa
@@ -381,14 +438,14 @@ __device__ __forceinline__ void fa_prefill_wg(float *out, const float *q, const 
 
 // fa_wg_entry is the body of the entries below: fa_prefill_wg at head dim
 // 256 on an sm_90a image, a trap elsewhere.
-template <bool SPLIT, bool PIPE>
+template <bool SPLIT, int SCHED>
 __device__ __forceinline__ void fa_wg_entry(float *out, const float *q, const float *gate, const unsigned short *kc,
 		const unsigned short *vc, const int *pos, const int *pageOff, const int *pages, const int4 *tiles, float *part, float *ml,
 		int H, int KV, int pageSize, int numPages, int layer, float scale) {
 	PDL_LAUNCH();
 	PDL_WAIT();
 #ifdef FA_WG
-	fa_prefill_wg<256, FA_WG_BN, SPLIT, PIPE>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer,
+	fa_prefill_wg<256, FA_WG_BN, SPLIT, SCHED>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer,
 			scale, part, ml);
 #else
 	__trap();
@@ -396,29 +453,42 @@ __device__ __forceinline__ void fa_wg_entry(float *out, const float *q, const fl
 }
 
 // attention_prefill_kvbf16_hd256_wg, attention_prefill_split_kvbf16_hd256_wg
-// and their PIPE twins *_wgp: attention_prefill_kvbf16_hd256 and its split
+// and their twins *_wgp (FA_WG_PIPE) and *_wgt (FA_WG_TURNS):
+// attention_prefill_kvbf16_hd256 and its split
 // twin on wgmma (sm_90a images; elsewhere they trap), which attentionFlash
 // takes on such an image as COHORT_CUDA_FLASH_WG says (flashWG).
 extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_kvbf16_hd256_wg(float *out, const float *q,
 		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
 		const int4 *tiles, int H, int KV, int pageSize, int numPages, int layer, float scale) {
-	fa_wg_entry<false, false>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, nullptr, nullptr, H, KV, pageSize, numPages, layer, scale);
+	fa_wg_entry<false, FA_WG_PLAIN>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, nullptr, nullptr, H, KV, pageSize, numPages, layer, scale);
 }
 
 extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_split_kvbf16_hd256_wg(float *out, const float *q,
 		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
 		const int4 *items, float *part, float *ml, int H, int KV, int pageSize, int numPages, int layer, float scale) {
-	fa_wg_entry<true, false>(out, q, gate, kc, vc, pos, pageOff, pages, items, part, ml, H, KV, pageSize, numPages, layer, scale);
+	fa_wg_entry<true, FA_WG_PLAIN>(out, q, gate, kc, vc, pos, pageOff, pages, items, part, ml, H, KV, pageSize, numPages, layer, scale);
 }
 
 extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_kvbf16_hd256_wgp(float *out, const float *q,
 		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
 		const int4 *tiles, int H, int KV, int pageSize, int numPages, int layer, float scale) {
-	fa_wg_entry<false, true>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, nullptr, nullptr, H, KV, pageSize, numPages, layer, scale);
+	fa_wg_entry<false, FA_WG_PIPE>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, nullptr, nullptr, H, KV, pageSize, numPages, layer, scale);
 }
 
 extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_split_kvbf16_hd256_wgp(float *out, const float *q,
 		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
 		const int4 *items, float *part, float *ml, int H, int KV, int pageSize, int numPages, int layer, float scale) {
-	fa_wg_entry<true, true>(out, q, gate, kc, vc, pos, pageOff, pages, items, part, ml, H, KV, pageSize, numPages, layer, scale);
+	fa_wg_entry<true, FA_WG_PIPE>(out, q, gate, kc, vc, pos, pageOff, pages, items, part, ml, H, KV, pageSize, numPages, layer, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_kvbf16_hd256_wgt(float *out, const float *q,
+		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
+		const int4 *tiles, int H, int KV, int pageSize, int numPages, int layer, float scale) {
+	fa_wg_entry<false, FA_WG_TURNS>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, nullptr, nullptr, H, KV, pageSize, numPages, layer, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_split_kvbf16_hd256_wgt(float *out, const float *q,
+		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
+		const int4 *items, float *part, float *ml, int H, int KV, int pageSize, int numPages, int layer, float scale) {
+	fa_wg_entry<true, FA_WG_TURNS>(out, q, gate, kc, vc, pos, pageOff, pages, items, part, ml, H, KV, pageSize, numPages, layer, scale);
 }
