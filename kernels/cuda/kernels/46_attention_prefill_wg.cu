@@ -341,36 +341,14 @@ __device__ __forceinline__ void fa_prefill_wg(float *out, const float *q, const 
 	for (int n = 0; n < BN / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
 	for (int n = 0; n < BN / 16; n++) pa[n][0] = pa[n][1] = pa[n][2] = pa[n][3] = 0u;
-	if constexpr (SCHED == FA_WG_PLAIN) {
-		for (int kv0 = f.kLo, it = 0; kv0 < f.kvEnd; kv0 += BN, it++) {
-			cp_async_wait<0>();
-			fence_proxy_async();
-			__syncthreads(); // this tile landed (and the Q tile); both warpgroups are done with the other stage
-			const int cs = it & 1;
-			if (kv0 + BN < f.kvEnd)
-				fa_stage_wg<HD, BN>(f.k(cs ^ 1), kv0 + BN, f.v(cs ^ 1), kv0 + BN, f.kb, f.vb, f.pg, f.kvEnd, pageSize, f.kvw);
-			if (kv0 > wgHi) continue; // every position of the tile is after the warpgroup's rows
-			const unsigned kAddr = kvAddr + 2u * KB * (unsigned)cs;
-			fa_wg_scores<HD, BN>(s, qAddr, kAddr);
-			wg_wait0();
-			wg_keep(s);
-			fa_softmax_scores<BN>(s, mA, mB, lA, lB, cA, cB, kv0, tq, posA, posB, kv0 + BN - 1 > warpLo, sl2);
-			fa_wg_rescale<HD>(o, cA, cB);
-			fa_wg_pack<BN>(s, pa);
-			wg_keep(o);
-			unsigned long long dv[BN / 16];
-			fa_wg_vdesc<BN>(dv, kAddr + KB);
-			fa_wg_values<HD, BN>(o, pa, dv);
-			wg_wait0();
-			wg_keep(o);
-		}
-	} else if constexpr (SCHED == FA_WG_TURNS) {
-		// As FA_WG_PLAIN, but warpgroup 1 issues its S only after warpgroup
-		// 0 has issued its own (named barrier 1), and its P·V only after
-		// warpgroup 0's (barrier 2): the tensor cores run S0, S1, P·V0,
+	if constexpr (SCHED != FA_WG_PIPE) {
+		// FA_WG_TURNS: warpgroup 1 issues its S only after warpgroup 0 has
+		// issued its own (named barrier 1), and its P·V only after
+		// warpgroup 0's (barrier 2), so the tensor cores run S0, S1, P·V0,
 		// P·V1 back to back while warpgroup 0's softmax runs under S1 and
 		// warpgroup 1's under P·V0. Both warpgroups pass both barriers at
 		// every tile, also where one of them skips the tile.
+		constexpr bool turns = SCHED == FA_WG_TURNS;
 		for (int kv0 = f.kLo, it = 0; kv0 < f.kvEnd; kv0 += BN, it++) {
 			cp_async_wait<0>();
 			fence_proxy_async();
@@ -378,13 +356,13 @@ __device__ __forceinline__ void fa_prefill_wg(float *out, const float *q, const 
 			const int cs = it & 1;
 			if (kv0 + BN < f.kvEnd)
 				fa_stage_wg<HD, BN>(f.k(cs ^ 1), kv0 + BN, f.v(cs ^ 1), kv0 + BN, f.kb, f.vb, f.pg, f.kvEnd, pageSize, f.kvw);
-			const bool cur = kv0 <= wgHi;
+			const bool cur = kv0 <= wgHi; // some position of the tile is at or before the warpgroup's last
 			const unsigned kAddr = kvAddr + 2u * KB * (unsigned)cs;
 			unsigned long long dv[BN / 16];
 			fa_wg_vdesc<BN>(dv, kAddr + KB);
-			if (wg == 1) wg_turn_wait(1);
+			if (turns && wg == 1) wg_turn_wait(1);
 			if (cur) fa_wg_scores<HD, BN>(s, qAddr, kAddr);
-			if (wg == 0) wg_turn_pass(1);
+			if (turns && wg == 0) wg_turn_pass(1);
 			if (cur) {
 				wg_wait0();
 				wg_keep(s);
@@ -394,9 +372,9 @@ __device__ __forceinline__ void fa_prefill_wg(float *out, const float *q, const 
 				wg_keep(o);
 				wg_keep_u(pa);
 			}
-			if (wg == 1) wg_turn_wait(2);
+			if (turns && wg == 1) wg_turn_wait(2);
 			if (cur) fa_wg_values<HD, BN>(o, pa, dv);
-			if (wg == 0) wg_turn_pass(2);
+			if (turns && wg == 0) wg_turn_pass(2);
 			if (cur) {
 				wg_wait0();
 				wg_keep(o);
@@ -452,43 +430,27 @@ __device__ __forceinline__ void fa_wg_entry(float *out, const float *q, const fl
 #endif
 }
 
-// attention_prefill_kvbf16_hd256_wg, attention_prefill_split_kvbf16_hd256_wg
-// and their twins *_wgp (FA_WG_PIPE) and *_wgt (FA_WG_TURNS):
-// attention_prefill_kvbf16_hd256 and its split
-// twin on wgmma (sm_90a images; elsewhere they trap), which attentionFlash
-// takes on such an image as COHORT_CUDA_FLASH_WG says (flashWG).
-extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_kvbf16_hd256_wg(float *out, const float *q,
-		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
-		const int4 *tiles, int H, int KV, int pageSize, int numPages, int layer, float scale) {
-	fa_wg_entry<false, FA_WG_PLAIN>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, nullptr, nullptr, H, KV, pageSize, numPages, layer, scale);
-}
+// attention_prefill_kvbf16_hd256<SUF> and attention_prefill_split_kvbf16_hd256<SUF>
+// for SUF _wg (FA_WG_PLAIN), _wgp (FA_WG_PIPE) and _wgt (FA_WG_TURNS):
+// attention_prefill_kvbf16_hd256 and its split twin on wgmma (sm_90a
+// images; elsewhere they trap), which attentionFlash takes on such an
+// image as COHORT_CUDA_FLASH_WG says (flashWG).
+#define FA_WG_ENTRIES(SUF, SCHED)                                                                                       \
+	extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_kvbf16_hd256##SUF(float *out,        \
+	    const float *q, const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos,           \
+	    const int *pageOff, const int *pages, const int4 *tiles, int H, int KV, int pageSize, int numPages, int layer,   \
+	    float scale) {                                                                                                   \
+		fa_wg_entry<false, SCHED>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, nullptr, nullptr, H, KV, pageSize, \
+		    numPages, layer, scale);                                                                                     \
+	}                                                                                                                    \
+	extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_split_kvbf16_hd256##SUF(float *out,  \
+	    const float *q, const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos,           \
+	    const int *pageOff, const int *pages, const int4 *items, float *part, float *ml, int H, int KV, int pageSize,    \
+	    int numPages, int layer, float scale) {                                                                          \
+		fa_wg_entry<true, SCHED>(out, q, gate, kc, vc, pos, pageOff, pages, items, part, ml, H, KV, pageSize, numPages,  \
+		    layer, scale);                                                                                               \
+	}
 
-extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_split_kvbf16_hd256_wg(float *out, const float *q,
-		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
-		const int4 *items, float *part, float *ml, int H, int KV, int pageSize, int numPages, int layer, float scale) {
-	fa_wg_entry<true, FA_WG_PLAIN>(out, q, gate, kc, vc, pos, pageOff, pages, items, part, ml, H, KV, pageSize, numPages, layer, scale);
-}
-
-extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_kvbf16_hd256_wgp(float *out, const float *q,
-		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
-		const int4 *tiles, int H, int KV, int pageSize, int numPages, int layer, float scale) {
-	fa_wg_entry<false, FA_WG_PIPE>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, nullptr, nullptr, H, KV, pageSize, numPages, layer, scale);
-}
-
-extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_split_kvbf16_hd256_wgp(float *out, const float *q,
-		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
-		const int4 *items, float *part, float *ml, int H, int KV, int pageSize, int numPages, int layer, float scale) {
-	fa_wg_entry<true, FA_WG_PIPE>(out, q, gate, kc, vc, pos, pageOff, pages, items, part, ml, H, KV, pageSize, numPages, layer, scale);
-}
-
-extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_kvbf16_hd256_wgt(float *out, const float *q,
-		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
-		const int4 *tiles, int H, int KV, int pageSize, int numPages, int layer, float scale) {
-	fa_wg_entry<false, FA_WG_TURNS>(out, q, gate, kc, vc, pos, pageOff, pages, tiles, nullptr, nullptr, H, KV, pageSize, numPages, layer, scale);
-}
-
-extern "C" __global__ void __launch_bounds__(FA_THREADS, 1) attention_prefill_split_kvbf16_hd256_wgt(float *out, const float *q,
-		const float *gate, const unsigned short *kc, const unsigned short *vc, const int *pos, const int *pageOff, const int *pages,
-		const int4 *items, float *part, float *ml, int H, int KV, int pageSize, int numPages, int layer, float scale) {
-	fa_wg_entry<true, FA_WG_TURNS>(out, q, gate, kc, vc, pos, pageOff, pages, items, part, ml, H, KV, pageSize, numPages, layer, scale);
-}
+FA_WG_ENTRIES(_wg, FA_WG_PLAIN)
+FA_WG_ENTRIES(_wgp, FA_WG_PIPE)
+FA_WG_ENTRIES(_wgt, FA_WG_TURNS)
