@@ -4,6 +4,8 @@
 #   0. the tests of what no GPU has run yet: the wgmma entries' last commit
 #      (TestAttentionPrefillWG wants the ldm entries' bits) and the
 #      cuBLASLt tidy of 00e4f47 (TestLinearAddRMSNorm*), -short;
+#   0b. on an H200, the prefix cache's chat benchmark (issue 17's last
+#      point);
 #   1. tools/cuda/ncu-flash.sh: what the ldm, wg, wgp and wgt flash kernels wait
 #      on at 8k rows (phase 18: the wgmma ones are no faster);
 #   2. BenchmarkAttentionPrefillWG with the wgmma entries' rescale skip and
@@ -13,8 +15,9 @@
 #   3. the mixed load at 128 prefill tokens a step with the step timing and
 #      a host CPU profile (a mixed step spent 4.5-6.0 ms in the rank's
 #      forward call in phase 18);
-#   4. on an H200, the prefix cache's chat benchmark (issue 17's last point);
-#   5. every bar of issues 11 and 12 (run_allbars).
+#   4. every bar of issues 11 and 12 (run_allbars), last: with ncu's four
+#      runs the whole may pass the call's 600 s (BARS=0 leaves them out, for
+#      a call of their own).
 # Files in $OUT (8 at most): gpu.txt, tests.txt, ncu.txt, wg-bench.txt, mixed.txt,
 # mixed.pprof, chat.txt, allbars.txt.
 export OUT=${OUT:-/tmp/s18-first}
@@ -25,6 +28,12 @@ make_model
 	-test.run 'TestAttentionPrefillWG|TestLinearAddRMSNorm|TestAttentionPrefillSwitches' >$OUT/tests.txt 2>&1; echo "rc=$?" >>$OUT/tests.txt)
 grep -E -- '^--- |rc=|differs' $OUT/tests.txt | head -20
 at tests
+if grep -q H200 "$OUT/gpu.txt"; then
+	wait_model
+	timeout -k 5 "${CHAT_LIMIT:-120}" /tmp/bin/cohort bench --chat --model $M --device cuda >$OUT/chat.txt 2>&1
+	grep -E 'hit rate|TTFT|identical|rror' $OUT/chat.txt | head -16
+	at chat
+fi
 OUT=/tmp/ncuf bash tools/cuda/ncu-flash.sh >/dev/null 2>&1
 cat /tmp/ncuf/summary.txt
 cat /tmp/ncuf/summary.txt /tmp/ncuf/ncu-*.txt >$OUT/ncu.txt 2>/dev/null
@@ -45,11 +54,8 @@ COHORT_STEP_TIMING=1 timeout -k 5 90 /tmp/bin/cohort bench --model $M --device c
 	--ttft-len 0 --mixed-prefill-tokens 128 --cpuprofile $OUT/mixed.pprof >$OUT/mixed.txt 2>&1
 grep -E 'other step|mixed load|rror' $OUT/mixed.txt | tail -6
 at mixed
-if grep -q H200 "$OUT/gpu.txt"; then
-	timeout -k 5 "${CHAT_LIMIT:-120}" /tmp/bin/cohort bench --chat --model $M --device cuda >$OUT/chat.txt 2>&1
-	grep -E 'hit rate|TTFT|identical|rror' $OUT/chat.txt | head -16
-	at chat
+if [ "${BARS:-1}" = 1 ]; then
+	BENCH_LIMIT=${BENCH_LIMIT:-180} run_allbars
+	rm -f $OUT/bench.json
 fi
-BENCH_LIMIT=${BENCH_LIMIT:-180} run_allbars
-rm -f $OUT/bench.json
 at done
