@@ -254,6 +254,50 @@ __device__ __forceinline__ void fa_finish(const float (&o)[HD / 8][4], float mA,
 	}
 }
 
+// FaTile is what one block of the flash entries works on (fa_prefill's
+// tiles and items below): KV head kvh (G query heads each) of the tile's
+// sequence, its rows row0 .. row0+len-1 at positions cached.., M-rows
+// u0 .. u0+FA_BM-1 of its nM, their page list pg, the key positions
+// [kLo, kvEnd) it walks, its partial slot (-1: none), and the cache's
+// elements a position (kvw) and offset of the layer and KV head.
+struct FaTile {
+	int kvh, G, row0, len, u0, nM, cached, kLo, kvEnd, slot;
+	const int *pg;
+	long long kvw, layerOff;
+
+	// posOf is the position of M-row u; padding M-rows take the last.
+	__device__ __forceinline__ int posOf(int u) const { return cached + min(u / G, len - 1); }
+};
+
+// fa_tile reads block blockIdx.x's FaTile from tiles (SPLIT: items, as
+// fa_prefill says) for head dim hd.
+template <bool SPLIT>
+__device__ __forceinline__ FaTile fa_tile(const int4 *tiles, const int *pos, const int *pageOff, const int *pages, int H, int KV,
+		int hd, int pageSize, int numPages, int layer) {
+	FaTile t;
+	const int4 tl = tiles[SPLIT ? 2 * (blockIdx.x / KV) : blockIdx.x / KV];
+	t.kvh = blockIdx.x % KV;
+	t.G = H / KV;
+	t.row0 = tl.x;
+	t.len = tl.y;
+	t.u0 = tl.z;
+	t.nM = t.len * t.G;
+	t.cached = pos[t.row0];
+	t.pg = pages + pageOff[t.row0];
+	t.kLo = 0;
+	t.kvEnd = t.posOf(t.u0 + FA_BM - 1) + 1; // positions [kLo, kvEnd)
+	t.slot = -1;
+	if (SPLIT) {
+		const int4 sl = tiles[2 * (blockIdx.x / KV) + 1];
+		t.kLo = tl.w;
+		t.kvEnd = sl.x;
+		t.slot = sl.y;
+	}
+	t.kvw = (long long)KV * hd;
+	t.layerOff = (long long)layer * numPages * pageSize * t.kvw + (long long)t.kvh * hd;
+	return t;
+}
+
 // fa_prefill is the body of attention_prefill_hd<HD>. tiles[i] =
 // {first row of the sequence, its length, first M-row of the tile, positions
 // it sees (unused here)}; block x works on tile x / KV and KV head x % KV.
@@ -300,21 +344,12 @@ __device__ __forceinline__ void fa_prefill(float *out, const float *q, const flo
 	constexpr bool KB16 = sizeof(KT) == 2;
 	constexpr int C4 = HD / 4; // float4 per row
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
-	const int4 tl = tiles[SPLIT ? 2 * (blockIdx.x / KV) : blockIdx.x / KV];
-	const int kvh = blockIdx.x % KV, G = H / KV;
-	const int row0 = tl.x, len = tl.y, u0 = tl.z, nM = len * G;
-	const int cached = pos[row0];
-	const int *pg = pages + pageOff[row0];
-	int kLo = 0, kvEnd = cached + min(len - 1, (u0 + FA_BM - 1) / G) + 1, slot = -1; // positions [kLo, kvEnd)
-	if (SPLIT) {
-		const int4 sl = tiles[2 * (blockIdx.x / KV) + 1];
-		kLo = tl.w;
-		kvEnd = sl.x;
-		slot = sl.y;
-	}
-	const long long kvw = (long long)KV * HD; // floats per cache position
-	const long long layerOff = (long long)layer * numPages * pageSize * kvw + (long long)kvh * HD;
-	const KT *kb = kc + layerOff, *vb = vc + layerOff;
+	const FaTile t = fa_tile<SPLIT>(tiles, pos, pageOff, pages, H, KV, HD, pageSize, numPages, layer);
+	const int kvh = t.kvh, G = t.G, row0 = t.row0, u0 = t.u0, nM = t.nM;
+	const int *pg = t.pg;
+	const int kLo = t.kLo, kvEnd = t.kvEnd, slot = t.slot;
+	const long long kvw = t.kvw;
+	const KT *kb = kc + t.layerOff, *vb = vc + t.layerOff;
 	if constexpr (KB16) fa_stage_bf16<HD, BN>(sK, sV, kb, vb, pg, kLo, kvEnd, pageSize, kvw);
 	else fa_stage<HD, BN>(stage, stage + BN * HD, kb, vb, pg, kLo, kvEnd, pageSize, kvw);
 
@@ -339,9 +374,9 @@ __device__ __forceinline__ void fa_prefill(float *out, const float *q, const flo
 	// This thread's two M-rows (gq and gq+8 of the warp) and their positions;
 	// padding M-rows take the last position (their results are dropped).
 	const int ua = u0 + warp * 16 + gq, ub = ua + 8;
-	const int posA = cached + min(ua / G, len - 1), posB = cached + min(ub / G, len - 1);
-	const int warpLo = cached + min((u0 + warp * 16) / G, len - 1);      // first position of the warp's rows
-	const int warpHi = cached + min((u0 + warp * 16 + 15) / G, len - 1); // last
+	const int posA = t.posOf(ua), posB = t.posOf(ub);
+	const int warpLo = t.posOf(u0 + warp * 16);      // first position of the warp's rows
+	const int warpHi = t.posOf(u0 + warp * 16 + 15); // last
 	const float sl2 = scale * 1.4426950408889634f;
 	const unsigned sVaddr = (unsigned)__cvta_generic_to_shared(sV);
 	// LDM: this lane's row in a 16-row group and its four swizzled chunk

@@ -175,18 +175,15 @@ __device__ __forceinline__ void fa_stage_wg(unsigned char *tK, int kK, unsigned 
 	cp_async_commit();
 }
 
-// FaWG is what a block of the _wg entries works on: its tile (fa_prefill's
-// tiles and items), the cache of its KV head and layer, and its shared
-// memory: the Q tile at sQ, the key tile of stage st at sKV + 2·KB·st and
-// its value tile KB after it (KB the bytes of one).
+// FaWG is what a block of the wgmma entries works on: its FaTile, the
+// cache of its KV head and layer from kb and vb, and its shared memory:
+// the Q tile at sQ, the key tile of stage st at sKV + 2·KB·st and its
+// value tile KB after it (KB the bytes of one).
 template <int HD, int BN>
-struct FaWG {
+struct FaWG : FaTile {
 	static constexpr int KB = BN * HD * 2;
 	unsigned char *sQ, *sKV;
 	const unsigned short *kb, *vb;
-	const int *pg;
-	long long kvw;
-	int kvh, row0, len, u0, nM, cached, kLo, kvEnd, slot;
 
 	__device__ __forceinline__ unsigned char *k(int st) const { return sKV + 2 * KB * st; }
 	__device__ __forceinline__ unsigned char *v(int st) const { return sKV + 2 * KB * st + KB; }
@@ -194,40 +191,21 @@ struct FaWG {
 
 // fa_wg_begin sets up block blockIdx.x's FaWG (SPLIT as fa_prefill), issues
 // the copies of its first key tile and, unless SCHED is FA_WG_PIPE, its
-// first value tile
-// (stage 0), and stores its Q tile (bf16, swizzled; M-rows past the
-// sequence zero).
+// first value tile (stage 0), and stores its Q tile (bf16, swizzled;
+// M-rows past the sequence zero).
 template <int HD, int BN, bool SPLIT, int SCHED>
 __device__ __forceinline__ FaWG<HD, BN> fa_wg_begin(const float *q, const unsigned short *kc, const unsigned short *vc, const int *pos,
 		const int *pageOff, const int *pages, const int4 *tiles, int H, int KV, int pageSize, int numPages, int layer) {
 	extern __shared__ __align__(16) unsigned char fa_wg_smem[];
 	FaWG<HD, BN> f;
+	static_cast<FaTile &>(f) = fa_tile<SPLIT>(tiles, pos, pageOff, pages, H, KV, HD, pageSize, numPages, layer);
 	const unsigned raw = (unsigned)__cvta_generic_to_shared(fa_wg_smem);
 	f.sQ = fa_wg_smem + ((1024u - (raw & 1023u)) & 1023u);
 	f.sKV = f.sQ + FA_BM * HD * 2;
-	const int4 tl = tiles[SPLIT ? 2 * (blockIdx.x / KV) : blockIdx.x / KV];
-	const int G = H / KV;
-	f.kvh = blockIdx.x % KV;
-	f.row0 = tl.x;
-	f.len = tl.y;
-	f.u0 = tl.z;
-	f.nM = f.len * G;
-	f.cached = pos[f.row0];
-	f.pg = pages + pageOff[f.row0];
-	f.kLo = 0;
-	f.kvEnd = f.cached + min(f.len - 1, (f.u0 + FA_BM - 1) / G) + 1; // positions [kLo, kvEnd)
-	f.slot = -1;
-	if (SPLIT) {
-		const int4 sl = tiles[2 * (blockIdx.x / KV) + 1];
-		f.kLo = tl.w;
-		f.kvEnd = sl.x;
-		f.slot = sl.y;
-	}
-	f.kvw = (long long)KV * HD;
-	const long long layerOff = (long long)layer * numPages * pageSize * f.kvw + (long long)f.kvh * HD;
-	f.kb = kc + layerOff;
-	f.vb = vc + layerOff;
+	f.kb = kc + f.layerOff;
+	f.vb = vc + f.layerOff;
 	fa_stage_wg<HD, BN>(f.k(0), f.kLo, f.v(0), SCHED == FA_WG_PIPE ? f.kvEnd : f.kLo, f.kb, f.vb, f.pg, f.kvEnd, pageSize, f.kvw);
+	const int G = f.G;
 	constexpr int C4 = HD / 4;
 #pragma unroll 8
 	for (int i = threadIdx.x; i < FA_BM * C4; i += FA_THREADS) {
@@ -300,10 +278,11 @@ __device__ __forceinline__ void fa_wg_rescale(float (&o)[HD / 8][4], float cA, f
 	if (__any_sync(0xffffffffu, cA != 1.0f || cB != 1.0f)) fa_rescale<HD>(o, cA, cB);
 }
 
-// fa_prefill_wg is the body of the *_wg entries: fa_prefill's arguments and
-// tiles (SPLIT as there), over a bf16 cache. Per key tile: the copies of
-// the next tile go out, then S, the softmax, and O += P·V, each group
-// waited for before its results are read.
+// fa_prefill_wg is the body of the wgmma entries: fa_prefill's arguments
+// and tiles (SPLIT as there), over a bf16 cache. With FA_WG_PLAIN and
+// FA_WG_TURNS, per key tile: the copies of the next tile go out, then S,
+// the softmax, and O += P·V, each group waited for before its results are
+// read (FA_WG_TURNS orders the two warpgroups' groups, see the loop).
 //
 // With FA_WG_PIPE (the *_wgp entries) a warpgroup overlaps one tile's softmax
 // with the previous tile's O += P·V. Step t (t = 0 .. tiles, the last only
@@ -321,11 +300,11 @@ __device__ __forceinline__ void fa_prefill_wg(float *out, const float *q, const 
 		const unsigned short *vc, const int *pos, const int *pageOff, const int *pages, const int4 *tiles, int H, int KV,
 		int pageSize, int numPages, int layer, float scale, float *part, float *ml) {
 	const FaWG<HD, BN> f = fa_wg_begin<HD, BN, SPLIT, SCHED>(q, kc, vc, pos, pageOff, pages, tiles, H, KV, pageSize, numPages, layer);
-	const int tid = threadIdx.x, warp = tid >> 5, wg = warp >> 2, lane = tid & 31, gq = lane >> 2, tq = lane & 3, G = H / KV;
+	const int tid = threadIdx.x, warp = tid >> 5, wg = warp >> 2, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
 	const int ua = f.u0 + warp * 16 + gq, ub = ua + 8;
-	const int posA = f.cached + min(ua / G, f.len - 1), posB = f.cached + min(ub / G, f.len - 1);
-	const int warpLo = f.cached + min((f.u0 + warp * 16) / G, f.len - 1);
-	const int wgHi = f.cached + min((f.u0 + wg * 64 + 63) / G, f.len - 1); // the warpgroup's last position
+	const int posA = f.posOf(ua), posB = f.posOf(ub);
+	const int warpLo = f.posOf(f.u0 + warp * 16);
+	const int wgHi = f.posOf(f.u0 + wg * 64 + 63); // the warpgroup's last position
 	const float sl2 = scale * 1.4426950408889634f;
 	const unsigned qAddr = (unsigned)__cvta_generic_to_shared(f.sQ) + (unsigned)(wg * 64 * 128);
 	const unsigned kvAddr = (unsigned)__cvta_generic_to_shared(f.sKV);
@@ -337,6 +316,8 @@ __device__ __forceinline__ void fa_prefill_wg(float *out, const float *q, const 
 	float mA = NEG_INF, mB = NEG_INF, lA = 0.0f, lB = 0.0f, cA, cB;
 	float s[BN / 8][4];
 	unsigned pa[BN / 16][4];
+	// Defined before the loop: ptxas serializes the wgmma instructions
+	// (C7513) when their input registers may be undefined on entry.
 #pragma unroll
 	for (int n = 0; n < BN / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
