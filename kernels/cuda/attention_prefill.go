@@ -111,10 +111,11 @@ func flashHasTwins(entry string) bool {
 // sm_90a image, as COHORT_CUDA_FLASH_WG says at start-up: 1 the *_wg
 // entries, pipe the *_wgp ones (each tile's softmax overlapping the
 // previous tile's P·V), turns the *_wgt ones (the block's two warpgroups
-// taking turns at the tensor cores), unset or 0 none (the _ldm entries). They stay
-// off by default until a GPU run has checked them (they were written in
-// the seventeenth session, whose device calls got no machine); tests and
-// benchmarks set it directly ("" is off).
+// taking turns at the tensor cores), unset or 0 none (the _ldm entries).
+// They are off by default: _wg and _wgp gave the _ldm entries' bits and
+// were no faster on an H100, and _wgt has not run on a GPU yet
+// (docs/gpu.md, phase 18). Tests and benchmarks set it directly ("" is
+// off).
 var flashWG = flashWGSuffix(os.Getenv("COHORT_CUDA_FLASH_WG"))
 
 // flashWGSuffix maps a COHORT_CUDA_FLASH_WG value to the entries' suffix
@@ -145,7 +146,7 @@ func (b *Backend) flashEntry(entry string) string {
 // 1,024 bytes more, from which the kernel aligns its tiles to the
 // 128-byte swizzle's 1,024-byte pattern.
 func flashSmemFor(name string, hd int, bf16 bool) int {
-	if strings.HasSuffix(name, "_wg") || strings.HasSuffix(name, "_wgp") || strings.HasSuffix(name, "_wgt") {
+	if strings.Contains(name, "_wg") { // _wg, _wgp, _wgt
 		return flashSmemKV(hd, bf16) + 1024
 	}
 	return flashSmemKV(hd, bf16)
