@@ -5,7 +5,7 @@
 # _wg, _wgp and _wgt inside BenchmarkAttentionPrefillWG's prefill $CASE (default
 # an 8,192-row prompt). The seventeenth session found the wgmma entries no
 # faster than the ldmatrix one (about 168 TFLOP/s at 8k rows on an H100,
-# docs/gpu.md phase 18): the sections say what the three wait on instead
+# docs/gpu.md phase 18): the sections say what they wait on instead
 # (warp states, issue rate, shared-memory and L2 traffic, occupancy).
 # Files in $OUT: ncu-<kernel>.txt (ncu's details page) and summary.txt.
 export OUT=${OUT:-/tmp/ncu-flash}

@@ -3,11 +3,11 @@
 # default out/, with cohort.gz and cuda.test.gz built from main):
 #   1. the wgmma flash entries (kernels/46_attention_prefill_wg.cu):
 #      TestAttentionPrefillWG (against attention_f32 and the _ldm entries,
-#      single pass and split), the other 4b-head flash tests with the _wg
-#      entries as the default, the cuBLASLt plan tests, TestCompileKernels;
-#      the rest runs with COHORT_CUDA_FLASH_WG=$WG (default 1), or 0 if a
-#      test failed;
-#   2. BenchmarkAttentionPrefillWG (ldm_ms, wg_ms, their ratio, TFLOP/s);
+#      single pass and split), the other 4b-head flash tests (default
+#      entries), the cuBLASLt plan tests, TestCompileKernels; the rest runs
+#      with COHORT_CUDA_FLASH_WG=$WG (default 1), or 0 if the tests failed
+#      or ran out of their TEST_LIMIT (as in the one call that ran);
+#   2. BenchmarkAttentionPrefillWG (each entry's ms, ratios, TFLOP/s);
 #   3. compute-sanitizer memcheck over a short TestAttentionPrefillWG case;
 #   4. every bar of issues 11 and 12 in one cohort bench run (run_allbars),
 #      and on an H200 the prefix cache's chat benchmark (issue 17);
