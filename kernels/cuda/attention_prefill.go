@@ -108,28 +108,28 @@ func flashHasTwins(entry string) bool {
 // flashWG picks the wgmma twins of the head dim 256 entries over a bf16
 // cache (kernels/46_attention_prefill_wg.cu: the products on Hopper's
 // warpgroup MMA, straight from shared memory) on a backend that loaded an
-// sm_90a image, as COHORT_CUDA_FLASH_WG says at start-up: 1 the *_wg
-// entries, pipe the *_wgp ones (each tile's softmax overlapping the
-// previous tile's P·V), turns the *_wgt ones (the block's two warpgroups
-// taking turns at the tensor cores), unset or 0 none (the _ldm entries).
-// They are off by default: _wg and _wgp gave the _ldm entries' bits and
-// were no faster on an H100, and _wgt has not run on a GPU yet
-// (docs/gpu.md, phase 18). Tests and benchmarks set it directly ("" is
-// off).
+// sm_90a image, as COHORT_CUDA_FLASH_WG says at start-up: unset or 1 the
+// *_wg entries (the default), pipe the *_wgp ones (each tile's softmax
+// overlapping the previous tile's P·V), turns the *_wgt ones (the block's
+// two warpgroups taking turns at the tensor cores), 0 none (the _ldm
+// entries). All give the _ldm entries' bits; on an H100 (docs/gpu.md,
+// phase 19) _wg ran an 8k prompt's attention 1.30× as fast as _ldm,
+// _wgt 1.13× and _wgp 0.99×. Tests and benchmarks set it directly (""
+// is off).
 var flashWG = flashWGSuffix(os.Getenv("COHORT_CUDA_FLASH_WG"))
 
 // flashWGSuffix maps a COHORT_CUDA_FLASH_WG value to the entries' suffix
 // ("" for none).
 func flashWGSuffix(v string) string {
 	switch v {
-	case "1":
-		return "_wg"
+	case "0":
+		return ""
 	case "pipe":
 		return "_wgp"
 	case "turns":
 		return "_wgt"
 	}
-	return ""
+	return "_wg"
 }
 
 // flashEntry returns the entry that runs entry (as kvEntry names it) on

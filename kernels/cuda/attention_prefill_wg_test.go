@@ -132,7 +132,7 @@ func TestFlashWGConstantsMatchSource(t *testing.T) {
 
 // TestFlashWGSuffix: COHORT_CUDA_FLASH_WG's values.
 func TestFlashWGSuffix(t *testing.T) {
-	for v, want := range map[string]string{"": "", "1": "_wg", "pipe": "_wgp", "turns": "_wgt", "0": ""} {
+	for v, want := range map[string]string{"": "_wg", "1": "_wg", "pipe": "_wgp", "turns": "_wgt", "0": "", "yes": "_wg"} {
 		if got := flashWGSuffix(v); got != want {
 			t.Errorf("COHORT_CUDA_FLASH_WG=%q: %q, want %q", v, got, want)
 		}

@@ -584,6 +584,11 @@ func (b *Backend) swiGLULinear(op string, x, gate, up kernels.Tensor, readers []
 // (about 0.28). COHORT_CUDA_SWIGLU_BF16=0 keeps float32 products.
 var swigluBF16 = os.Getenv("COHORT_CUDA_SWIGLU_BF16") != "0"
 
+// swiglu8On lets swiGLULtBF16 write a bf16-only output with swiglu8_bf16in
+// (16-byte loads and stores a thread) instead of swiglu4_bf16in (8-byte):
+// the same bits. COHORT_CUDA_SWIGLU8=0 keeps swiglu4_bf16in.
+var swiglu8On = os.Getenv("COHORT_CUDA_SWIGLU8") != "0"
+
 // swiGLULtBF16 is SwiGLULinear of x [T, K] on cuBLASLt with the gate and
 // up products [T, N] in bf16 scratch, and SwiGLU (swiglu4_bf16in) reading
 // them into the float32 output and its twin (readers as in swiGLULinear).
@@ -604,6 +609,10 @@ func (b *Backend) swiGLULtBF16(op string, xt, gt, ut *Tensor, readers []kernels.
 	}
 	y := b.newTensor(op, T, N)
 	yp, yb := b.outputs(op, y, readers)
+	if yp == 0 && n%8 == 0 && swiglu8On { // only the twin: 16-byte accesses
+		b.launch(op, "swiglu8_bf16in", [3]int{b.grid1(n/8, 256), 1, 1}, [3]int{256, 1, 1}, 0, yb, g, u, n/8)
+		return y
+	}
 	b.launch(op, "swiglu4_bf16in", [3]int{b.grid1(n/4, 256), 1, 1}, [3]int{256, 1, 1}, 0, yp, yb, g, u, n/4)
 	return y
 }

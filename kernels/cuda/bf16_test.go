@@ -489,6 +489,9 @@ func TestSwiGLULinearBF16Products(t *testing.T) {
 		t.Errorf("SwiGLULinear is %.3g from SwiGLU of the float32 products: the bf16 products were not used", d)
 	}
 	actL := g.SwiGLULinearFor([]kernels.Tensor{gd}, gx, gg, gu)
+	if linearOnlyOn && swiglu8On && g.lastLaunch != "swiglu8_bf16in" {
+		t.Errorf("SwiGLULinearFor's last launch %s: want swiglu8_bf16in (its output only a bf16 twin)", g.lastLaunch)
+	}
 	bitEqual(t, "Linear(SwiGLULinearFor)", g.Download(g.Linear(actL, gd)), g.Download(g.Linear(g.Upload(got, T, N), gd)))
 	for _, w := range []kernels.Tensor{gg, gu, gd} {
 		g.Free(w)

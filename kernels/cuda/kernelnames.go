@@ -3,7 +3,7 @@ package cuda
 // kernelNames are the entry points looked up in the module (every
 // extern "C" kernel of kernels/*.cu: TestKernelNamesListEveryEntry).
 var kernelNames = []string{
-	"add_f32", "swiglu_f32", "swiglu4_f32", "swiglu4_bf16in", "embedding_f32", "embedding_bf16", "f32_to_bf16", "gemv_bf16",
+	"add_f32", "swiglu_f32", "swiglu4_f32", "swiglu4_bf16in", "swiglu8_bf16in", "embedding_f32", "embedding_bf16", "f32_to_bf16", "gemv_bf16",
 	"gemv_mma_nt1", "gemv_mma_nt2", "gemv_mma_nt4", "gemv_mma_swiglu_nt1", "gemv_mma_swiglu_nt2", "gemv_mma_swiglu_nt4",
 	"gemv_mma_u2_nt1", "gemv_mma_o6_nt1", "gemv_mma_o7_nt1", "gemv_mma_o8_nt1",
 	"gemv_mma_swiglu_o6_nt1", "gemv_mma_swiglu_o7_nt1", "gemv_mma_swiglu_o8_nt1", "gemv_mma_conv_nt1", "gemv_mma_conv_o6_nt1",

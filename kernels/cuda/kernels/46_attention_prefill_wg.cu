@@ -217,17 +217,24 @@ __device__ __forceinline__ FaWG<HD, BN> fa_wg_begin(const float *q, const unsign
 	return f;
 }
 
+// wg_desc_at is descriptor d (of wg_desc) moved bytes further: the start
+// address is the low 14 bits' field of 16-byte units, and a shared address
+// (under 2^18) plus the offsets of a tile stays below its top, so the sum
+// carries into no other field.
+__device__ __forceinline__ unsigned long long wg_desc_at(unsigned long long d, unsigned bytes) { return d + (bytes >> 4); }
+
 // fa_wg_scores issues S = Q·Kᵀ for warpgroup wg's 64 M-rows (Q tile at
 // shared address qAddr, the warpgroup's rows) and the key tile at kAddr,
 // into s, as one committed group.
 template <int HD, int BN>
 __device__ __forceinline__ void fa_wg_scores(float (&s)[BN / 8][4], unsigned qAddr, unsigned kAddr) {
+	const unsigned long long dq = wg_desc(qAddr, 16, 1024), dk = wg_desc(kAddr, 16, 1024);
 	wg_fence();
-	wg_mma_qk<0>(s, wg_desc(qAddr, 16, 1024), wg_desc(kAddr, 16, 1024));
+	wg_mma_qk<0>(s, dq, dk);
 #pragma unroll
 	for (int kk = 1; kk < HD / 16; kk++)
-		wg_mma_qk<1>(s, wg_desc(qAddr + (unsigned)((kk >> 2) * (FA_BM * 128) + (kk & 3) * 32), 16, 1024),
-				wg_desc(kAddr + (unsigned)((kk >> 2) * (BN * 128) + (kk & 3) * 32), 16, 1024));
+		wg_mma_qk<1>(s, wg_desc_at(dq, (kk >> 2) * (FA_BM * 128) + (kk & 3) * 32),
+				wg_desc_at(dk, (kk >> 2) * (BN * 128) + (kk & 3) * 32));
 	wg_commit();
 }
 
@@ -248,9 +255,10 @@ __device__ __forceinline__ void fa_wg_pack(const float (&s)[BN / 8][4], unsigned
 // over the value tile at vAddr and pins them (see fa_wg_values).
 template <int BN>
 __device__ __forceinline__ void fa_wg_vdesc(unsigned long long (&dv)[BN / 16], unsigned vAddr) {
+	const unsigned long long d = wg_desc(vAddr, BN * 128, 1024);
 #pragma unroll
 	for (int kk = 0; kk < BN / 16; kk++) {
-		dv[kk] = wg_desc(vAddr + (unsigned)(kk * 16 * 128), BN * 128, 1024);
+		dv[kk] = wg_desc_at(d, kk * 16 * 128);
 		asm volatile("" : "+l"(dv[kk])::"memory");
 	}
 }
@@ -335,8 +343,6 @@ __device__ __forceinline__ void fa_prefill_wg(float *out, const float *q, const 
 			fence_proxy_async();
 			__syncthreads(); // this tile landed (and the Q tile); both warpgroups are done with the other stage
 			const int cs = it & 1;
-			if (kv0 + BN < f.kvEnd)
-				fa_stage_wg<HD, BN>(f.k(cs ^ 1), kv0 + BN, f.v(cs ^ 1), kv0 + BN, f.kb, f.vb, f.pg, f.kvEnd, pageSize, f.kvw);
 			const bool cur = kv0 <= wgHi; // some position of the tile is at or before the warpgroup's last
 			const unsigned kAddr = kvAddr + 2u * KB * (unsigned)cs;
 			unsigned long long dv[BN / 16];
@@ -344,6 +350,9 @@ __device__ __forceinline__ void fa_prefill_wg(float *out, const float *q, const 
 			if (turns && wg == 1) wg_turn_wait(1);
 			if (cur) fa_wg_scores<HD, BN>(s, qAddr, kAddr);
 			if (turns && wg == 0) wg_turn_pass(1);
+			// The next tile's copies go out while the tensor cores compute S.
+			if (kv0 + BN < f.kvEnd)
+				fa_stage_wg<HD, BN>(f.k(cs ^ 1), kv0 + BN, f.v(cs ^ 1), kv0 + BN, f.kb, f.vb, f.pg, f.kvEnd, pageSize, f.kvw);
 			if (cur) {
 				wg_wait0();
 				wg_keep(s);

@@ -1,0 +1,41 @@
+#!/bin/bash
+# The eighteenth session's second device call (carry out/ with cohort.gz and
+# cuda.test.gz built from main):
+#   0. the tests of this session's kernel changes, -short: the wgmma flash
+#      entries with the next tile's copies issued under S and descriptors
+#      stepped by addition (TestAttentionPrefillWG wants the _ldm bits), the
+#      8-wide SwiGLU (TestSwiGLULinearBF16Products wants it to have run and
+#      to give swiglu4's bits), and the whole model over a bf16 cache;
+#   1. BenchmarkAttentionPrefillWG (ldm/wg in one process; the first call
+#      measured 1.30 at 8k before these changes);
+#   2. the 1k and 8k prefill through cohort bench by default (the _wg
+#      entries and swiglu8), with COHORT_CUDA_SWIGLU8=0 and with
+#      COHORT_CUDA_FLASH_WG=0;
+#   3. every bar of issues 11 and 12 (run_allbars).
+# Files in $OUT: gpu.txt, tests.txt, wg-bench.txt, allbars.txt.
+export OUT=${OUT:-/tmp/s18-second}
+. tools/cuda/run-lib.sh
+note_gpu
+make_model
+(cd kernels/cuda && timeout -k 5 150 /tmp/bin/cuda.test -test.v -test.count=1 -test.short \
+	-test.run 'TestAttentionPrefillWG|TestSwiGLULinear|TestModelKVBF16|TestFlashWG' >$OUT/tests.txt 2>&1; echo "rc=$?" >>$OUT/tests.txt)
+grep -E -- '^--- |rc=|differs|want' $OUT/tests.txt | head -20
+at tests
+(cd kernels/cuda && timeout -k 5 90 /tmp/bin/cuda.test -test.run '^$' -test.bench 'BenchmarkAttentionPrefillWG' -test.benchtime=1x \
+	>$OUT/wg-bench.txt 2>&1)
+grep -E 'Benchmark|FAIL' $OUT/wg-bench.txt | sed -E 's/ +[0-9]+ ns\/op//'
+at bench
+wait_model
+at model
+for m in default COHORT_CUDA_SWIGLU8=0 COHORT_CUDA_FLASH_WG=0; do
+	# shellcheck disable=SC2046
+	env $(mode_env $m) timeout -k 5 60 /tmp/bin/cohort bench --model $M --device cuda --batch 1 --decode-tokens 4 \
+		--prefill 1024,8192 --prefill-runs 3 --ttft-len 0 >/tmp/pf.txt 2>&1
+	echo "== $m: $(grep -E '^prefill|rror' /tmp/pf.txt | tr '\n' ' ')" | tee -a $OUT/wg-bench.txt
+done
+at prefill
+if [ "${BARS:-1}" = 1 ]; then
+	BENCH_LIMIT=${BENCH_LIMIT:-220} run_allbars
+	rm -f $OUT/bench.json
+fi
+at done
