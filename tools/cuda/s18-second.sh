@@ -12,7 +12,10 @@
 #      entries and swiglu8), with COHORT_CUDA_SWIGLU8=0 and with
 #      COHORT_CUDA_FLASH_WG=0;
 #   3. every bar of issues 11 and 12 (run_allbars).
-# Files in $OUT: gpu.txt, tests.txt, wg-bench.txt, allbars.txt.
+# On an H200 it also runs the prefix cache's chat benchmark (issue 17's last
+# point) after the tests, and the prefill through cohort bench by default
+# only. Files in $OUT: gpu.txt, tests.txt, wg-bench.txt, allbars.txt and,
+# on an H200, chat.txt.
 export OUT=${OUT:-/tmp/s18-second}
 . tools/cuda/run-lib.sh
 note_gpu
@@ -21,13 +24,21 @@ make_model
 	-test.run 'TestAttentionPrefillWG|TestSwiGLULinear|TestModelKVBF16|TestFlashWG' >$OUT/tests.txt 2>&1; echo "rc=$?" >>$OUT/tests.txt)
 grep -E -- '^--- |rc=|differs|want' $OUT/tests.txt | head -20
 at tests
+modes="default COHORT_CUDA_SWIGLU8=0 COHORT_CUDA_FLASH_WG=0"
+if grep -q H200 "$OUT/gpu.txt"; then
+	modes=default
+	wait_model
+	timeout -k 5 "${CHAT_LIMIT:-120}" /tmp/bin/cohort bench --chat --model $M --device cuda >$OUT/chat.txt 2>&1
+	grep -E 'hit rate|TTFT|identical|rror' $OUT/chat.txt | head -16
+	at chat
+fi
 (cd kernels/cuda && timeout -k 5 90 /tmp/bin/cuda.test -test.run '^$' -test.bench 'BenchmarkAttentionPrefillWG' -test.benchtime=1x \
 	>$OUT/wg-bench.txt 2>&1)
 grep -E 'Benchmark|FAIL' $OUT/wg-bench.txt | sed -E 's/ +[0-9]+ ns\/op//'
 at bench
 wait_model
 at model
-for m in default COHORT_CUDA_SWIGLU8=0 COHORT_CUDA_FLASH_WG=0; do
+for m in $modes; do
 	# shellcheck disable=SC2046
 	env $(mode_env $m) timeout -k 5 60 /tmp/bin/cohort bench --model $M --device cuda --batch 1 --decode-tokens 4 \
 		--prefill 1024,8192 --prefill-runs 3 --ttft-len 0 >/tmp/pf.txt 2>&1
