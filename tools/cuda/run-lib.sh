@@ -21,6 +21,11 @@
 #                   and the suite, 146 s in one H200 call of 2026-12-02 and
 #                   past 150 s in the next), into $OUT/cuda-tests.txt, and
 #                   a summary;
+#   run_tests LIMIT PATTERN  the GPU tests matching PATTERN, -short, within
+#                   LIMIT seconds, into $OUT/tests.txt, and a summary;
+#   run_chat        on an H200 (after note_gpu), the prefix cache's chat
+#                   benchmark (issue 17) into $OUT/chat.txt; elsewhere
+#                   nothing (the issue asks for the H200);
 #   run_allbars     every bar of issues 11 and 12 in one cohort bench run
 #                   with the step timing on (decode 1, 8, 32, 128, 256;
 #                   prefill 1k and 8k; the 1k TTFT; the mixed load at 128 and
@@ -67,6 +72,19 @@ run_suite() {
 	grep -E -- '^(--- FAIL|FAIL|panic)|^    --- FAIL|rc=' $OUT/cuda-tests.txt | head -24
 	echo "cuda passed: $(grep -c -- '--- PASS' $OUT/cuda-tests.txt)"
 	at tests
+}
+run_tests() {
+	(cd kernels/cuda && timeout -k 5 "$1" /tmp/bin/cuda.test -test.v -test.count=1 -test.short -test.run "$2" \
+		>$OUT/tests.txt 2>&1; echo "rc=$?" >>$OUT/tests.txt)
+	grep -E -- '^--- |rc=|differs|want' $OUT/tests.txt | head -20
+	at tests
+}
+run_chat() {
+	grep -q H200 "$OUT/gpu.txt" || return 0
+	wait_model
+	timeout -k 5 "${CHAT_LIMIT:-120}" /tmp/bin/cohort bench --chat --model $M --device cuda >$OUT/chat.txt 2>&1
+	grep -E 'hit rate|TTFT|identical|rror' $OUT/chat.txt | head -16
+	at chat
 }
 run_allbars() {
 	COHORT_STEP_TIMING=1 timeout -k 5 "${BENCH_LIMIT:-200}" /tmp/bin/cohort bench --model $M --device cuda \

@@ -24,16 +24,8 @@ export OUT=${OUT:-/tmp/s18-first}
 . tools/cuda/run-lib.sh
 note_gpu
 make_model
-(cd kernels/cuda && timeout -k 5 120 /tmp/bin/cuda.test -test.v -test.count=1 -test.short \
-	-test.run 'TestAttentionPrefillWG|TestLinearAddRMSNorm|TestAttentionPrefillSwitches' >$OUT/tests.txt 2>&1; echo "rc=$?" >>$OUT/tests.txt)
-grep -E -- '^--- |rc=|differs' $OUT/tests.txt | head -20
-at tests
-if grep -q H200 "$OUT/gpu.txt"; then
-	wait_model
-	timeout -k 5 "${CHAT_LIMIT:-120}" /tmp/bin/cohort bench --chat --model $M --device cuda >$OUT/chat.txt 2>&1
-	grep -E 'hit rate|TTFT|identical|rror' $OUT/chat.txt | head -16
-	at chat
-fi
+run_tests 120 'TestAttentionPrefillWG|TestLinearAddRMSNorm|TestAttentionPrefillSwitches'
+run_chat
 OUT=/tmp/ncuf bash tools/cuda/ncu-flash.sh >/dev/null 2>&1
 cat /tmp/ncuf/summary.txt
 cat /tmp/ncuf/summary.txt /tmp/ncuf/ncu-*.txt >$OUT/ncu.txt 2>/dev/null

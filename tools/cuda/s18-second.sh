@@ -20,18 +20,10 @@ export OUT=${OUT:-/tmp/s18-second}
 . tools/cuda/run-lib.sh
 note_gpu
 make_model
-(cd kernels/cuda && timeout -k 5 150 /tmp/bin/cuda.test -test.v -test.count=1 -test.short \
-	-test.run 'TestAttentionPrefillWG|TestSwiGLULinear|TestModelKVBF16|TestFlashWG' >$OUT/tests.txt 2>&1; echo "rc=$?" >>$OUT/tests.txt)
-grep -E -- '^--- |rc=|differs|want' $OUT/tests.txt | head -20
-at tests
+run_tests 150 'TestAttentionPrefillWG|TestSwiGLULinear|TestModelKVBF16|TestFlashWG'
 modes="default COHORT_CUDA_SWIGLU8=0 COHORT_CUDA_FLASH_WG=0"
-if grep -q H200 "$OUT/gpu.txt"; then
-	modes=default
-	wait_model
-	timeout -k 5 "${CHAT_LIMIT:-120}" /tmp/bin/cohort bench --chat --model $M --device cuda >$OUT/chat.txt 2>&1
-	grep -E 'hit rate|TTFT|identical|rror' $OUT/chat.txt | head -16
-	at chat
-fi
+grep -q H200 "$OUT/gpu.txt" && modes=default
+run_chat
 (cd kernels/cuda && timeout -k 5 90 /tmp/bin/cuda.test -test.run '^$' -test.bench 'BenchmarkAttentionPrefillWG' -test.benchtime=1x \
 	>$OUT/wg-bench.txt 2>&1)
 grep -E 'Benchmark|FAIL' $OUT/wg-bench.txt | sed -E 's/ +[0-9]+ ns\/op//'
