@@ -21,7 +21,7 @@ export OUT=${OUT:-/tmp/s18-second}
 note_gpu
 make_model
 run_tests 150 'TestAttentionPrefillWG|TestSwiGLULinear|TestModelKVBF16|TestFlashWG'
-modes="default COHORT_CUDA_SWIGLU8=0 COHORT_CUDA_FLASH_WG=0"
+modes=${MODES:-"default COHORT_CUDA_SWIGLU8=0 COHORT_CUDA_FLASH_WG=0"}
 grep -q H200 "$OUT/gpu.txt" && modes=default
 run_chat
 (cd kernels/cuda && timeout -k 5 90 /tmp/bin/cuda.test -test.run '^$' -test.bench 'BenchmarkAttentionPrefillWG' -test.benchtime=1x \
