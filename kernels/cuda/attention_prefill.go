@@ -56,9 +56,9 @@ import (
 // At head dim 256 over a bf16 cache the entries have _ldm twins (S = Q·Kᵀ's
 // fragments through ldmatrix, the same bits), taken unless
 // COHORT_CUDA_FLASH_LDM=0 (flashLDM), and _wg twins (both products on
-// Hopper's warpgroup MMA, kernels/46_attention_prefill_wg.cu, with _wgp
-// and _wgt twins that overlap the softmax with the tensor cores in two
-// ways), taken before them on an sm_90a image as COHORT_CUDA_FLASH_WG
+// Hopper's warpgroup MMA, kernels/46_attention_prefill_wg.cu, with _wgp,
+// _wgt and _wgc twins that schedule the same work differently), taken
+// before them on an sm_90a image as COHORT_CUDA_FLASH_WG
 // says (flashWG).
 
 // flashAttention enables the tensor-core prefill attention kernel: unless
@@ -111,11 +111,12 @@ func flashHasTwins(entry string) bool {
 // sm_90a image, as COHORT_CUDA_FLASH_WG says at start-up: unset or 1 the
 // *_wg entries (the default), pipe the *_wgp ones (each tile's softmax
 // overlapping the previous tile's P·V), turns the *_wgt ones (the block's
-// two warpgroups taking turns at the tensor cores), 0 none (the _ldm
-// entries). All give the _ldm entries' bits; on an H100 (docs/gpu.md,
-// phase 19) _wg ran an 8k prompt's attention 1.30× as fast as _ldm,
-// _wgt 1.13× and _wgp 0.99×. Tests and benchmarks set it directly (""
-// is off).
+// two warpgroups taking turns at the tensor cores), copies the *_wgc ones
+// (_wg with the next tile's copies issued while the tensor cores compute
+// S; not yet run on a GPU), 0 none (the _ldm entries). All give the _ldm
+// entries' bits; on an H100 (docs/gpu.md, phase 19) _wg ran an 8k
+// prompt's attention 1.30× as fast as _ldm, _wgt 1.13× and _wgp 0.99×.
+// Tests and benchmarks set it directly ("" is off).
 var flashWG = flashWGSuffix(os.Getenv("COHORT_CUDA_FLASH_WG"))
 
 // flashWGSuffix maps a COHORT_CUDA_FLASH_WG value to the entries' suffix
@@ -128,6 +129,8 @@ func flashWGSuffix(v string) string {
 		return "_wgp"
 	case "turns":
 		return "_wgt"
+	case "copies":
+		return "_wgc"
 	}
 	return "_wg"
 }
@@ -146,7 +149,7 @@ func (b *Backend) flashEntry(entry string) string {
 // 1,024 bytes more, from which the kernel aligns its tiles to the
 // 128-byte swizzle's 1,024-byte pattern.
 func flashSmemFor(name string, hd int, bf16 bool) int {
-	if strings.Contains(name, "_wg") { // _wg, _wgp, _wgt
+	if strings.Contains(name, "_wg") { // _wg, _wgp, _wgt, _wgc
 		return flashSmemKV(hd, bf16) + 1024
 	}
 	return flashSmemKV(hd, bf16)

@@ -16,12 +16,12 @@ import (
 var wgCases = append(append([]struct{ rows, cached int }{}, switchCases...), struct{ rows, cached int }{8192, 0})
 
 // wgSuffixes are the wgmma twins: plain, pipelined within a warpgroup,
-// and the warpgroups taking turns.
-var wgSuffixes = []string{"_wg", "_wgp", "_wgt"}
+// the warpgroups taking turns, and plain with the copies under S.
+var wgSuffixes = []string{"_wg", "_wgp", "_wgt", "_wgc"}
 
 // TestAttentionPrefillWG: on an sm_90a image, the 4b heads over a bf16
 // cache through the wgmma entries (kernels/46_attention_prefill_wg.cu,
-// _wg, _wgp and _wgt), single pass and split (as planFlashSplit chooses, and
+// _wg, _wgp, _wgt and _wgc), single pass and split (as planFlashSplit chooses, and
 // forced slices of four key tiles, so that slices start after position 0
 // and lie after some M-rows' positions): each output against
 // attention_f32 over the same cache within flashTol, the same bits as the
@@ -132,7 +132,7 @@ func TestFlashWGConstantsMatchSource(t *testing.T) {
 
 // TestFlashWGSuffix: COHORT_CUDA_FLASH_WG's values.
 func TestFlashWGSuffix(t *testing.T) {
-	for v, want := range map[string]string{"": "_wg", "1": "_wg", "pipe": "_wgp", "turns": "_wgt", "0": "", "yes": "_wg"} {
+	for v, want := range map[string]string{"": "_wg", "1": "_wg", "pipe": "_wgp", "turns": "_wgt", "copies": "_wgc", "0": "", "yes": "_wg"} {
 		if got := flashWGSuffix(v); got != want {
 			t.Errorf("COHORT_CUDA_FLASH_WG=%q: %q, want %q", v, got, want)
 		}

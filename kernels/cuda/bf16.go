@@ -585,9 +585,10 @@ func (b *Backend) swiGLULinear(op string, x, gate, up kernels.Tensor, readers []
 var swigluBF16 = os.Getenv("COHORT_CUDA_SWIGLU_BF16") != "0"
 
 // swiglu8On lets swiGLULtBF16 write a bf16-only output with swiglu8_bf16in
-// (16-byte loads and stores a thread) instead of swiglu4_bf16in (8-byte):
-// the same bits. COHORT_CUDA_SWIGLU8=0 keeps swiglu4_bf16in.
-var swiglu8On = os.Getenv("COHORT_CUDA_SWIGLU8") != "0"
+// (16-byte loads and stores a thread) instead of swiglu4_bf16in (8-byte),
+// with COHORT_CUDA_SWIGLU8=1: the same bits, not yet run on a GPU, so off
+// by default (tests set it directly).
+var swiglu8On = os.Getenv("COHORT_CUDA_SWIGLU8") == "1"
 
 // swiGLULtBF16 is SwiGLULinear of x [T, K] on cuBLASLt with the gate and
 // up products [T, N] in bf16 scratch, and SwiGLU (swiglu4_bf16in) reading

@@ -446,8 +446,8 @@ func meanP99(v []float64) (mean, p99 float64) {
 	return sum / float64(len(s)), s[min(len(s)-1, int(math.Ceil(0.99*float64(len(s))))-1)]
 }
 
-// TestSwiGLULinearBF16Products: with COHORT_CUDA_SWIGLU_BF16=1,
-// SwiGLULinear on cuBLASLt equals SwiGLU of the oracle's gate and up
+// TestSwiGLULinearBF16Products: with COHORT_CUDA_SWIGLU_BF16=1 and
+// COHORT_CUDA_SWIGLU8=1, SwiGLULinear on cuBLASLt equals SwiGLU of the oracle's gate and up
 // products rounded to bf16 (all but the few elements where the GEMM's and
 // the oracle's float32 sums round to neighbouring bf16 values), differs
 // from the unrounded products' SwiGLU (so the bf16 path ran), and its twin
@@ -455,8 +455,8 @@ func meanP99(v []float64) (mean, p99 float64) {
 func TestSwiGLULinearBF16Products(t *testing.T) {
 	g := bf16Backend(t)
 	c := cpu.New(cpu.Options{})
-	defer func(old bool) { swigluBF16 = old }(swigluBF16)
-	swigluBF16 = true
+	defer func(old, old8 bool) { swigluBF16, swiglu8On = old, old8 }(swigluBF16, swiglu8On)
+	swigluBF16, swiglu8On = true, true
 	const T, K, N = 300, 256, 512
 	r := newRand(11)
 	x := roundBF16(randSlice(r, T*K, 1))
@@ -489,7 +489,7 @@ func TestSwiGLULinearBF16Products(t *testing.T) {
 		t.Errorf("SwiGLULinear is %.3g from SwiGLU of the float32 products: the bf16 products were not used", d)
 	}
 	actL := g.SwiGLULinearFor([]kernels.Tensor{gd}, gx, gg, gu)
-	if linearOnlyOn && swiglu8On && g.lastLaunch != "swiglu8_bf16in" {
+	if linearOnlyOn && g.lastLaunch != "swiglu8_bf16in" {
 		t.Errorf("SwiGLULinearFor's last launch %s: want swiglu8_bf16in (its output only a bf16 twin)", g.lastLaunch)
 	}
 	bitEqual(t, "Linear(SwiGLULinearFor)", g.Download(g.Linear(actL, gd)), g.Download(g.Linear(g.Upload(got, T, N), gd)))

@@ -22,6 +22,7 @@ var kernelNames = []string{
 	"attention_prefill_kvbf16_hd256_wg", "attention_prefill_split_kvbf16_hd256_wg",
 	"attention_prefill_kvbf16_hd256_wgp", "attention_prefill_split_kvbf16_hd256_wgp",
 	"attention_prefill_kvbf16_hd256_wgt", "attention_prefill_split_kvbf16_hd256_wgt",
+	"attention_prefill_kvbf16_hd256_wgc", "attention_prefill_split_kvbf16_hd256_wgc",
 	"argmax_rows", "argmax_ids", "sample_prep", "sample_exp", "sample_rows",
 	"conv1d_f32", "conv1d_tile8_f32", "conv1d_tile1_f32", "conv1d_pipe_f32", "gdn_qk_norm_f32", "gdn_qk_norm_rows_f32", "gdn_gates_f32",
 	"gdn_recurrent_f32", "gdn_recurrent_cols_f32", "gdn_recurrent_cols_wide_f32", "gdn_recurrent_cols_pipe_f32",

@@ -1,17 +1,18 @@
 #!/bin/bash
-# The eighteenth session's second device call (carry out/ with cohort.gz and
+# The eighteenth session's second device call, never run then (carry out/ with cohort.gz and
 # cuda.test.gz built from main):
-#   0. the tests of this session's kernel changes, -short: the wgmma flash
-#      entries with the next tile's copies issued under S and descriptors
-#      stepped by addition (TestAttentionPrefillWG wants the _ldm bits), the
-#      8-wide SwiGLU (TestSwiGLULinearBF16Products wants it to have run and
-#      to give swiglu4's bits), and the whole model over a bf16 cache;
-#   1. BenchmarkAttentionPrefillWG (ldm/wg in one process; the first call
-#      measured 1.30 at 8k before these changes);
+#   0. the tests of the eighteenth session's kernel changes, -short: the
+#      wgmma flash entries with descriptors stepped by addition and the _wgc
+#      twins (the next tile's copies issued under S; TestAttentionPrefillWG
+#      wants the _ldm bits of each), the 8-wide SwiGLU
+#      (TestSwiGLULinearBF16Products turns it on and wants swiglu4's bits),
+#      and the whole model over a bf16 cache;
+#   1. BenchmarkAttentionPrefillWG (ldm/wg and ldm/wgc in one process; the
+#      first call measured ldm/wg 1.30 at 8k);
 #   2. the 1k and 8k prefill through cohort bench by default (the _wg
-#      entries and swiglu8), with COHORT_CUDA_SWIGLU8=0 and with
-#      COHORT_CUDA_FLASH_WG=0;
-#   3. every bar of issues 11 and 12 (run_allbars).
+#      entries), with COHORT_CUDA_FLASH_WG=copies, COHORT_CUDA_SWIGLU8=1 and
+#      COHORT_CUDA_FLASH_WG=0 (MODES);
+#   3. every bar of issues 11 and 12 (run_allbars; BARS=0 leaves it out).
 # On an H200 it also runs the prefix cache's chat benchmark (issue 17's last
 # point) after the tests, and the prefill through cohort bench by default
 # only. Files in $OUT: gpu.txt, tests.txt, wg-bench.txt, allbars.txt and,
@@ -21,7 +22,7 @@ export OUT=${OUT:-/tmp/s18-second}
 note_gpu
 make_model
 run_tests 150 'TestAttentionPrefillWG|TestSwiGLULinear|TestModelKVBF16|TestFlashWG'
-modes=${MODES:-"default COHORT_CUDA_SWIGLU8=0 COHORT_CUDA_FLASH_WG=0"}
+modes=${MODES:-"default COHORT_CUDA_FLASH_WG=copies COHORT_CUDA_SWIGLU8=1 COHORT_CUDA_FLASH_WG=0"}
 grep -q H200 "$OUT/gpu.txt" && modes=default
 run_chat
 (cd kernels/cuda && timeout -k 5 90 /tmp/bin/cuda.test -test.run '^$' -test.bench 'BenchmarkAttentionPrefillWG' -test.benchtime=1x \

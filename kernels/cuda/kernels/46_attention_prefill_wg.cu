@@ -18,10 +18,12 @@
 // step; the _wgp entries (FA_WG_PIPE) overlap a tile's softmax with the
 // previous tile's P·V within a warpgroup. Both give the bits of the _ldm
 // entries (measured on an H100: wgmma sums a k16 step's products as
-// mma.sync does) and were no faster there (docs/gpu.md, phase 18). The
-// _wgt entries (FA_WG_TURNS) make the two warpgroups take turns at the
-// tensor cores, so that each one's softmax runs under the other's
-// products (not yet run on a GPU).
+// mma.sync does); _wg is 1.30× as fast as _ldm at 8k rows and the default,
+// _wgp no faster (docs/gpu.md, phases 18 and 19). The _wgt entries
+// (FA_WG_TURNS) make the two warpgroups take turns at the tensor cores, so
+// that each one's softmax runs under the other's products (1.13×). The
+// _wgc entries (FA_WG_COPIES) are _wg with the next tile's copies issued
+// after S instead of before it (not yet run on a GPU).
 //
 // Shared memory (dynamic, aligned here to 1,024 bytes): the Q tile and two
 // stages of K and V tiles, each stored as HD/64 column blocks of 64 bf16
@@ -45,10 +47,12 @@
 // The schedules of fa_prefill_wg (its SCHED): each group waited for before
 // its results are read; a tile's softmax overlapping the previous tile's
 // P·V within a warpgroup; the two warpgroups taking turns at the tensor
-// cores.
+// cores; FA_WG_PLAIN with the next tile's copies issued after S (while the
+// tensor cores compute it) instead of before.
 #define FA_WG_PLAIN 0
 #define FA_WG_PIPE 1
 #define FA_WG_TURNS 2
+#define FA_WG_COPIES 3
 
 #ifdef FA_WG
 // wg_desc is the shared memory matrix descriptor of an operand at shared
@@ -337,12 +341,14 @@ __device__ __forceinline__ void fa_prefill_wg(float *out, const float *q, const 
 		// P·V1 back to back while warpgroup 0's softmax runs under S1 and
 		// warpgroup 1's under P·V0. Both warpgroups pass both barriers at
 		// every tile, also where one of them skips the tile.
-		constexpr bool turns = SCHED == FA_WG_TURNS;
+		constexpr bool turns = SCHED == FA_WG_TURNS, late = SCHED == FA_WG_COPIES;
 		for (int kv0 = f.kLo, it = 0; kv0 < f.kvEnd; kv0 += BN, it++) {
 			cp_async_wait<0>();
 			fence_proxy_async();
 			__syncthreads(); // this tile landed (and the Q tile); both warpgroups are done with the other stage
 			const int cs = it & 1;
+			if (!late && kv0 + BN < f.kvEnd)
+				fa_stage_wg<HD, BN>(f.k(cs ^ 1), kv0 + BN, f.v(cs ^ 1), kv0 + BN, f.kb, f.vb, f.pg, f.kvEnd, pageSize, f.kvw);
 			const bool cur = kv0 <= wgHi; // some position of the tile is at or before the warpgroup's last
 			const unsigned kAddr = kvAddr + 2u * KB * (unsigned)cs;
 			unsigned long long dv[BN / 16];
@@ -350,8 +356,7 @@ __device__ __forceinline__ void fa_prefill_wg(float *out, const float *q, const 
 			if (turns && wg == 1) wg_turn_wait(1);
 			if (cur) fa_wg_scores<HD, BN>(s, qAddr, kAddr);
 			if (turns && wg == 0) wg_turn_pass(1);
-			// The next tile's copies go out while the tensor cores compute S.
-			if (kv0 + BN < f.kvEnd)
+			if (late && kv0 + BN < f.kvEnd) // while the tensor cores compute S
 				fa_stage_wg<HD, BN>(f.k(cs ^ 1), kv0 + BN, f.v(cs ^ 1), kv0 + BN, f.kb, f.vb, f.pg, f.kvEnd, pageSize, f.kvw);
 			if (cur) {
 				wg_wait0();
@@ -421,7 +426,8 @@ __device__ __forceinline__ void fa_wg_entry(float *out, const float *q, const fl
 }
 
 // attention_prefill_kvbf16_hd256<SUF> and attention_prefill_split_kvbf16_hd256<SUF>
-// for SUF _wg (FA_WG_PLAIN), _wgp (FA_WG_PIPE) and _wgt (FA_WG_TURNS):
+// for SUF _wg (FA_WG_PLAIN), _wgp (FA_WG_PIPE), _wgt (FA_WG_TURNS) and _wgc
+// (FA_WG_COPIES):
 // attention_prefill_kvbf16_hd256 and its split twin on wgmma (sm_90a
 // images; elsewhere they trap), which attentionFlash takes on such an
 // image as COHORT_CUDA_FLASH_WG says (flashWG).
@@ -444,3 +450,4 @@ __device__ __forceinline__ void fa_wg_entry(float *out, const float *q, const fl
 FA_WG_ENTRIES(_wg, FA_WG_PLAIN)
 FA_WG_ENTRIES(_wgp, FA_WG_PIPE)
 FA_WG_ENTRIES(_wgt, FA_WG_TURNS)
+FA_WG_ENTRIES(_wgc, FA_WG_COPIES)
