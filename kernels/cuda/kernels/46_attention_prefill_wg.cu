@@ -66,7 +66,6 @@ __device__ __forceinline__ unsigned long long wg_desc(unsigned addr, unsigned lb
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
-__device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
 
 // fence_proxy_async orders this thread's generic-proxy writes to shared
 // memory (st.shared, cp.async) before the async proxy's reads (wgmma).
@@ -298,10 +297,13 @@ __device__ __forceinline__ void fa_wg_rescale(float (&o)[HD / 8][4], float cA, f
 //
 // With FA_WG_PIPE (the *_wgp entries) a warpgroup overlaps one tile's softmax
 // with the previous tile's O += P·V. Step t (t = 0 .. tiles, the last only
-// finishing the one before) issues S for tile t, then O += P·V for tile
-// t - 1 (its weights kept packed in registers), waits for S only, computes
-// tile t's weights while the tensor cores add tile t - 1's values, then
-// waits for those, rescales O and packs the new weights. So the keys run a
+// finishing the one before) issues S for tile t and waits for it, then
+// issues O += P·V for tile t - 1 (its weights kept packed in registers),
+// computes tile t's weights while the tensor cores add tile t - 1's values,
+// then waits for those, rescales O and packs the new weights. S is waited
+// for before P·V goes out because ptxas serializes the wgmma instructions
+// (C7514) when the softmax reads S's accumulator while another group is
+// open, even one issued after S's and S retired by wait_group 1. So the keys run a
 // tile ahead of the values: the copies issued at the start of step t are
 // the keys of tile t + 1 (into the stage of tile t - 1's keys, whose S is
 // done) and the values of tile t (into the stage of tile t - 2's values,
@@ -386,12 +388,13 @@ __device__ __forceinline__ void fa_prefill_wg(float *out, const float *q, const 
 			const bool cur = kv0 < f.kvEnd && kv0 <= wgHi;
 			unsigned long long dv[BN / 16];
 			fa_wg_vdesc<BN>(dv, kvAddr + 2u * KB * (unsigned)(cs ^ 1) + KB);
-			if (cur) fa_wg_scores<HD, BN>(s, qAddr, kvAddr + 2u * KB * (unsigned)cs);
+			if (cur) {
+				fa_wg_scores<HD, BN>(s, qAddr, kvAddr + 2u * KB * (unsigned)cs);
+				wg_wait0();
+				wg_keep(s);
+			}
 			if (prev) fa_wg_values<HD, BN>(o, pa, dv);
 			if (cur) {
-				if (prev) wg_wait1();
-				else wg_wait0();
-				wg_keep(s);
 				fa_softmax_scores<BN>(s, mA, mB, lA, lB, cA, cB, kv0, tq, posA, posB, kv0 + BN - 1 > warpLo, sl2);
 			}
 			wg_wait0();
