@@ -2,13 +2,15 @@
 # The eighteenth session's second device call, never run then (carry out/ with cohort.gz and
 # cuda.test.gz built from main):
 #   0. the tests of the eighteenth session's kernel changes, -short: the
-#      wgmma flash entries with descriptors stepped by addition and the _wgc
-#      twins (the next tile's copies issued under S; TestAttentionPrefillWG
-#      wants the _ldm bits of each), the 8-wide SwiGLU
+#      wgmma flash entries with descriptors stepped by addition, the _wgc
+#      twins (the next tile's copies issued under S) and the reordered _wgp
+#      ones (S waited for before P·V goes out: no C7514 serialization;
+#      TestAttentionPrefillWG wants the _ldm bits of each), the 8-wide SwiGLU
 #      (TestSwiGLULinearBF16Products turns it on and wants swiglu4's bits),
 #      and the whole model over a bf16 cache;
-#   1. BenchmarkAttentionPrefillWG (ldm/wg and ldm/wgc in one process; the
-#      first call measured ldm/wg 1.30 at 8k);
+#   1. BenchmarkAttentionPrefillWG (ldm/wg, ldm/wgp, ldm/wgt and ldm/wgc in
+#      one process; the first call measured ldm/wg 1.30 and ldm/wgp 0.99 at
+#      8k);
 #   2. the 1k and 8k prefill through cohort bench by default (the _wg
 #      entries), with COHORT_CUDA_FLASH_WG=copies, COHORT_CUDA_SWIGLU8=1 and
 #      COHORT_CUDA_FLASH_WG=0 (MODES);
