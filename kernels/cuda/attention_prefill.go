@@ -115,7 +115,8 @@ func flashHasTwins(entry string) bool {
 // (_wg with the next tile's copies issued while the tensor cores compute
 // S; not yet run on a GPU), 0 none (the _ldm entries). All give the _ldm
 // entries' bits; on an H100 (docs/gpu.md, phase 19) _wg ran an 8k
-// prompt's attention 1.30× as fast as _ldm, _wgt 1.13× and _wgp 0.99×.
+// prompt's attention 1.30× as fast as _ldm, _wgt 1.13× and _wgp 0.99×
+// (before its reordering against ptxas's serialization, not yet run).
 // Tests and benchmarks set it directly ("" is off).
 var flashWG = flashWGSuffix(os.Getenv("COHORT_CUDA_FLASH_WG"))
 

@@ -447,9 +447,10 @@ func meanP99(v []float64) (mean, p99 float64) {
 }
 
 // TestSwiGLULinearBF16Products: with COHORT_CUDA_SWIGLU_BF16=1 and
-// COHORT_CUDA_SWIGLU8=1, SwiGLULinear on cuBLASLt equals SwiGLU of the oracle's gate and up
-// products rounded to bf16 (all but the few elements where the GEMM's and
-// the oracle's float32 sums round to neighbouring bf16 values), differs
+// COHORT_CUDA_SWIGLU8=1, SwiGLULinear on cuBLASLt equals SwiGLU of the
+// oracle's gate and up products rounded to bf16 (all but the few elements
+// where the GEMM's and the oracle's float32 sums round to neighbouring bf16
+// values), differs
 // from the unrounded products' SwiGLU (so the bf16 path ran), and its twin
 // read by a Linear gives the float32 output's Linear.
 func TestSwiGLULinearBF16Products(t *testing.T) {

@@ -19,7 +19,8 @@
 // previous tile's P·V within a warpgroup. Both give the bits of the _ldm
 // entries (measured on an H100: wgmma sums a k16 step's products as
 // mma.sync does); _wg is 1.30× as fast as _ldm at 8k rows and the default,
-// _wgp no faster (docs/gpu.md, phases 18 and 19). The _wgt entries
+// _wgp was no faster before its reordering against ptxas's serialization
+// (docs/gpu.md, phases 18 and 19; the reordered one not yet run on a GPU). The _wgt entries
 // (FA_WG_TURNS) make the two warpgroups take turns at the tensor cores, so
 // that each one's softmax runs under the other's products (1.13×). The
 // _wgc entries (FA_WG_COPIES) are _wg with the next tile's copies issued
@@ -303,8 +304,7 @@ __device__ __forceinline__ void fa_wg_rescale(float (&o)[HD / 8][4], float cA, f
 // then waits for those, rescales O and packs the new weights. S is waited
 // for before P·V goes out because ptxas serializes the wgmma instructions
 // (C7514) when the softmax reads S's accumulator while another group is
-// open, even one issued after S's and S retired by wait_group 1. So the keys run a
-// tile ahead of the values: the copies issued at the start of step t are
+// open, even with S retired by wait_group 1. So the keys run a tile ahead of the values: the copies issued at the start of step t are
 // the keys of tile t + 1 (into the stage of tile t - 1's keys, whose S is
 // done) and the values of tile t (into the stage of tile t - 2's values,
 // whose O += P·V is done); the key and value tiles of a stage belong to
@@ -349,8 +349,11 @@ __device__ __forceinline__ void fa_prefill_wg(float *out, const float *q, const 
 			fence_proxy_async();
 			__syncthreads(); // this tile landed (and the Q tile); both warpgroups are done with the other stage
 			const int cs = it & 1;
-			if (!late && kv0 + BN < f.kvEnd)
-				fa_stage_wg<HD, BN>(f.k(cs ^ 1), kv0 + BN, f.v(cs ^ 1), kv0 + BN, f.kb, f.vb, f.pg, f.kvEnd, pageSize, f.kvw);
+			const auto stageNext = [&] {
+				if (kv0 + BN < f.kvEnd)
+					fa_stage_wg<HD, BN>(f.k(cs ^ 1), kv0 + BN, f.v(cs ^ 1), kv0 + BN, f.kb, f.vb, f.pg, f.kvEnd, pageSize, f.kvw);
+			};
+			if (!late) stageNext();
 			const bool cur = kv0 <= wgHi; // some position of the tile is at or before the warpgroup's last
 			const unsigned kAddr = kvAddr + 2u * KB * (unsigned)cs;
 			unsigned long long dv[BN / 16];
@@ -358,8 +361,7 @@ __device__ __forceinline__ void fa_prefill_wg(float *out, const float *q, const 
 			if (turns && wg == 1) wg_turn_wait(1);
 			if (cur) fa_wg_scores<HD, BN>(s, qAddr, kAddr);
 			if (turns && wg == 0) wg_turn_pass(1);
-			if (late && kv0 + BN < f.kvEnd) // while the tensor cores compute S
-				fa_stage_wg<HD, BN>(f.k(cs ^ 1), kv0 + BN, f.v(cs ^ 1), kv0 + BN, f.kb, f.vb, f.pg, f.kvEnd, pageSize, f.kvw);
+			if (late) stageNext(); // while the tensor cores compute S
 			if (cur) {
 				wg_wait0();
 				wg_keep(s);
